@@ -1,0 +1,2 @@
+FROM python:3.11-slim
+CMD ["python", "--version"]

@@ -1,0 +1,1 @@
+"""Kubernetes helpers shared by the listener and the controller."""

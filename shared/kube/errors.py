@@ -1,0 +1,138 @@
+"""The project's Kubernetes error vocabulary.
+
+Business code never catches kubernetes_asyncio or aiohttp exceptions: `translate` maps them onto
+these classes, keeping the original as `__cause__`. Messages carry the server's Status message,
+never a request body (which may hold a JIT config or token).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio.client.exceptions import ApiException
+
+
+class KubeError(Exception):
+    """Any failure talking to the Kubernetes API server."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, code: int = 0, reason: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.reason = reason
+
+
+class NotFound(KubeError):
+    """404: the object (or its kind) does not exist."""
+
+
+class Conflict(KubeError):
+    """409: a stale resourceVersion, or AlreadyExists on create."""
+
+
+class AlreadyExists(Conflict):
+    """409 AlreadyExists on create."""
+
+
+class Invalid(KubeError):
+    """422 or 400: the server rejected the object or the patch."""
+
+
+class Forbidden(KubeError):
+    """403: RBAC denies the request."""
+
+
+class Unauthorized(KubeError):
+    """401: the credentials were not accepted."""
+
+
+class Gone(KubeError):
+    """410: a watch or list resourceVersion fell out of the server's history."""
+
+
+class ServerError(KubeError):
+    """5xx or 429: the server could not answer now; retry with backoff."""
+
+    retryable = True
+
+
+class Timeout(KubeError):
+    """No answer within the request timeout, or the connection failed."""
+
+    retryable = True
+
+
+_BY_CODE: dict[int, type[KubeError]] = {
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    410: Gone,
+    422: Invalid,
+    400: Invalid,
+}
+
+
+def _status_fields(body: Any) -> tuple[str, str]:
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return "", ""
+    if isinstance(body, dict):
+        return str(body.get("message", "")), str(body.get("reason", ""))
+    return "", ""
+
+
+def from_api_exception(exc: ApiException) -> KubeError:
+    """The error class for an ApiException, with the server's Status message."""
+    code = int(exc.status or 0)
+    message, reason = _status_fields(exc.body)
+    if not reason and isinstance(exc.reason, str):
+        reason = exc.reason
+    text = message or reason or f"HTTP {code}"
+    cls: type[KubeError]
+    if code == 409:
+        cls = AlreadyExists if reason == "AlreadyExists" else Conflict
+    elif code == 429 or code >= 500:
+        cls = ServerError
+    else:
+        cls = _BY_CODE.get(code, KubeError)
+    return cls(
+        f"{code} {reason}: {text}" if reason else f"{code}: {text}", code=code, reason=reason
+    )
+
+
+def translate(exc: BaseException) -> KubeError | None:
+    """Map a client-library exception onto the vocabulary, or None if it is not one."""
+    if isinstance(exc, KubeError):
+        return exc
+    if isinstance(exc, ApiException):
+        return from_api_exception(exc)
+    if isinstance(exc, asyncio.TimeoutError | TimeoutError):
+        return Timeout("request timed out")
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return ServerError(f"{exc.status}: {exc.message}", code=exc.status)
+    if isinstance(exc, aiohttp.ClientError):
+        return Timeout(f"connection failed: {type(exc).__name__}")
+    return None
+
+
+@contextlib.asynccontextmanager
+async def kube_errors() -> AsyncIterator[None]:
+    """Re-raise client-library errors inside the block as KubeError subclasses."""
+    try:
+        yield
+    except Exception as exc:
+        mapped = translate(exc)
+        if mapped is None or mapped is exc:
+            raise
+        raise mapped from exc

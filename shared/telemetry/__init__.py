@@ -1,0 +1,1 @@
+"""Logging, metrics and tracing shared by the listener and the controller."""
