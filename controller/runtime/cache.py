@@ -1,0 +1,267 @@
+"""Informers: one list-then-watch loop per kind and namespace scope, feeding a shared store.
+
+The store is the reconcilers' read path. It holds the dicts the server sent (with `kind` and
+`apiVersion` stamped on list items, which the server omits there), indexed by key and by the uid
+of each object's controller owner. Stored dicts are shared and must never be edited: reconcilers
+wrap them in `LazyObject` to change them.
+
+The loop follows python-stack.md 1.5: list, then watch from the list's resourceVersion with
+bookmarks; a stream that ends normally is resumed from the last resourceVersion seen; a 410 means
+the history is gone, so re-list and emit the difference as events; a stream silent for longer
+than the inactivity timeout is abandoned and resumed; other errors back off and retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from controller.runtime.reconcile import Request
+from shared.kube.errors import Gone, KubeError
+from shared.kube.objects import Kind, Objects
+
+JSONDict = dict[str, Any]
+
+log = logging.getLogger(__name__)
+
+
+def controller_owner_uid(obj: JSONDict) -> str | None:
+    """The uid of the ownerReference marked `controller: true`, if any."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") is True and ref.get("uid"):
+            return str(ref["uid"])
+    return None
+
+
+def controller_owner(obj: JSONDict) -> JSONDict | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            return ref
+    return None
+
+
+class Store:
+    """Objects of one kind by key, and by controller owner uid. Read-only outside the informer."""
+
+    def __init__(self, kind: Kind) -> None:
+        self.kind = kind
+        self._objects: dict[Request, JSONDict] = {}
+        self._owned: dict[str, set[Request]] = {}
+        self._owner_of: dict[Request, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def __iter__(self) -> Iterator[JSONDict]:
+        return iter(list(self._objects.values()))
+
+    def get(self, namespace: str, name: str) -> JSONDict | None:
+        return self._objects.get(Request(namespace, name))
+
+    def keys_in(self, namespace: str | None = None) -> builtins.list[Request]:
+        """Keys of the objects in `namespace` (all when None)."""
+        return [k for k in self._objects if namespace is None or k.namespace == namespace]
+
+    def list(
+        self, namespace: str | None = None, *, labels: Mapping[str, str] | None = None
+    ) -> list[JSONDict]:
+        """Objects in `namespace` (all when None) whose labels include every pair of `labels`."""
+        out = []
+        for key, obj in self._objects.items():
+            if namespace is not None and key.namespace != namespace:
+                continue
+            if labels:
+                have = (obj.get("metadata") or {}).get("labels") or {}
+                if any(have.get(k) != v for k, v in labels.items()):
+                    continue
+            out.append(obj)
+        return out
+
+    def owned_by(self, uid: str) -> builtins.list[JSONDict]:
+        """Objects whose controller owner has this uid."""
+        return [self._objects[key] for key in sorted(self._owned.get(uid, ()))]
+
+    def upsert(self, obj: JSONDict) -> JSONDict | None:
+        key = Request.of(obj)
+        old = self._objects.get(key)
+        self._unindex(key)
+        self._objects[key] = obj
+        uid = controller_owner_uid(obj)
+        if uid is not None:
+            self._owned.setdefault(uid, set()).add(key)
+            self._owner_of[key] = uid
+        return old
+
+    def remove(self, key: Request) -> JSONDict | None:
+        self._unindex(key)
+        return self._objects.pop(key, None)
+
+    def _unindex(self, key: Request) -> None:
+        uid = self._owner_of.pop(key, None)
+        if uid is not None:
+            keys = self._owned[uid]
+            keys.discard(key)
+            if not keys:
+                del self._owned[uid]
+
+
+class EventHandler(Protocol):
+    def on_add(self, obj: JSONDict) -> None: ...
+
+    def on_update(self, old: JSONDict, new: JSONDict) -> None: ...
+
+    def on_delete(self, obj: JSONDict) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSettings:
+    """Timeouts of the list-watch loop (seconds)."""
+
+    server_timeout: int = 300
+    """timeoutSeconds asked of the server: it closes the stream then and we resume from the last
+    resourceVersion, which bounds how long any one connection can go wrong unnoticed."""
+    inactivity_timeout: float = 70.0
+    """A stream that sends nothing (not even a bookmark, which servers send about every 60 s)
+    for this long is treated as dead: a half-open connection would otherwise hang forever."""
+    request_timeout: float = 30.0
+    """Total time for the list request."""
+    connect_timeout: float = 10.0
+    retry_base: float = 0.2
+    """First delay after a failed list or watch; doubles per consecutive failure."""
+    retry_max: float = 30.0
+
+
+class Informer:
+    def __init__(
+        self,
+        *,
+        objects: Objects,
+        kind: Kind,
+        namespaces: Iterable[str] | None = None,
+        settings: WatchSettings | None = None,
+    ) -> None:
+        self.kind = kind
+        self.store = Store(kind)
+        self.settings = settings or WatchSettings()
+        self.namespaces: tuple[str | None, ...] = (
+            tuple(sorted(set(namespaces))) if namespaces is not None else (None,)
+        )
+        self.lists = 0
+        self._objects = objects
+        self._handlers: list[EventHandler] = []
+        self._listed: set[str | None] = set()
+        self.synced = asyncio.Event()
+
+    def add_handler(self, handler: EventHandler) -> None:
+        """Receive every change from now on, and an add for each object already stored."""
+        self._handlers.append(handler)
+        for obj in self.store:
+            self._emit("on_add", handler, obj)
+
+    async def run(self) -> None:
+        """List and watch every scope until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            for namespace in self.namespaces:
+                group.create_task(self._reflect(namespace))
+
+    def _emit(self, method: str, handler: EventHandler, *args: JSONDict) -> None:
+        try:
+            getattr(handler, method)(*args)
+        except Exception:
+            log.exception("event handler failed", extra={"kind": self.kind.kind})
+
+    def _notify(self, method: str, *args: JSONDict) -> None:
+        for handler in self._handlers:
+            self._emit(method, handler, *args)
+
+    def _stamp(self, obj: JSONDict) -> JSONDict:
+        obj.setdefault("kind", self.kind.kind)
+        obj.setdefault("apiVersion", self.kind.api_version)
+        return obj
+
+    def _upsert(self, obj: JSONDict) -> None:
+        old = self.store.upsert(self._stamp(obj))
+        if old is None:
+            self._notify("on_add", obj)
+        elif (old.get("metadata") or {}).get("resourceVersion") != (obj.get("metadata") or {}).get(
+            "resourceVersion"
+        ):
+            self._notify("on_update", old, obj)
+
+    def _delete(self, obj: JSONDict) -> None:
+        old = self.store.remove(Request.of(obj))
+        if old is not None:
+            self._notify("on_delete", self._stamp(obj))
+
+    async def _list(self, namespace: str | None) -> str:
+        """Replace the scope's part of the store with a fresh list; its resourceVersion."""
+        self.lists += 1
+        listing = await asyncio.wait_for(
+            self._objects.list(self.kind, namespace), self.settings.request_timeout
+        )
+        seen = set()
+        for item in listing.get("items") or []:
+            seen.add(Request.of(item))
+            self._upsert(item)
+        for key in self.store.keys_in(namespace):
+            gone = self.store.get(key.namespace, key.name)
+            if key not in seen and gone is not None:
+                self._delete(gone)
+        self._listed.add(namespace)
+        if len(self._listed) == len(self.namespaces):
+            self.synced.set()
+        return str((listing.get("metadata") or {}).get("resourceVersion", ""))
+
+    async def _watch(self, namespace: str | None, resource_version: str) -> str:
+        """Apply watch events until the stream ends; the last resourceVersion seen."""
+        stream = self._objects.watch(
+            self.kind,
+            namespace,
+            resource_version=resource_version,
+            timeout_seconds=self.settings.server_timeout,
+            inactivity_timeout=self.settings.inactivity_timeout,
+            connect_timeout=self.settings.connect_timeout,
+        )
+        async with contextlib.aclosing(stream):
+            async for event in stream:
+                kind, obj = event.get("type"), event.get("object")
+                if not isinstance(obj, dict):
+                    log.warning("watch event without an object", extra={"type": kind})
+                    continue
+                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if kind in ("ADDED", "MODIFIED"):
+                    self._upsert(obj)
+                elif kind == "DELETED":
+                    self._delete(obj)
+                elif kind != "BOOKMARK":
+                    log.warning("unknown watch event type skipped", extra={"type": kind})
+                    continue
+                if rv:
+                    resource_version = str(rv)
+        return resource_version
+
+    async def _reflect(self, namespace: str | None) -> None:
+        resource_version: str | None = None
+        failures = 0
+        while True:
+            try:
+                if resource_version is None:
+                    resource_version = await self._list(namespace)
+                resource_version = await self._watch(namespace, resource_version)
+                failures = 0
+            except Gone:
+                log.info("watch history gone, re-listing", extra={"kind": self.kind.kind})
+                resource_version = None
+            except (KubeError, TimeoutError) as exc:
+                delay = min(self.settings.retry_base * 2**failures, self.settings.retry_max)
+                failures += 1
+                log.warning(
+                    "list or watch failed, retrying",
+                    extra={"kind": self.kind.kind, "error": str(exc), "delay": delay},
+                )
+                await asyncio.sleep(delay)

@@ -1,0 +1,164 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, the client-go way, written for asyncio.
+
+Written here rather than taken from kubernetes_asyncio.leaderelection (python-stack.md 1.6): that
+one lets connection errors escape, needs a JSON body on every error, and stamps local naive times
+as UTC.
+
+A candidate reads the Lease. It takes it when nobody holds it, when the holder released it (empty
+`holderIdentity`), or when the record has not changed for `lease_duration` as measured on this
+process's monotonic clock since it last saw the record change (so clocks of different machines
+never need to agree). Every write is a PUT carrying the resourceVersion it read, so two
+candidates cannot both win: the loser gets 409. The leader renews every `retry_period`; when no
+renewal has succeeded for `renew_deadline` it gives up, which leaves `lease_duration -
+renew_deadline` for its reconciles to stop before anyone else can take the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.runtime.clock import Clock, MonotonicClock
+from shared.kube.errors import Conflict, KubeError, NotFound
+from shared.kube.objects import LEASE, Objects
+
+JSONDict = dict[str, Any]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseSettings:
+    name: str = "gha-runner-scale-set-controller"
+    namespace: str = "default"
+    lease_duration: float = 15.0
+    """How long followers wait after the last renewal they saw before taking over."""
+    renew_deadline: float = 10.0
+    """How long the leader keeps trying to renew before it stops leading."""
+    retry_period: float = 2.0
+    """Interval between attempts to acquire or renew."""
+
+    def validate(self) -> None:
+        if not (self.lease_duration > self.renew_deadline > self.retry_period > 0):
+            raise ValueError(
+                "leader election needs lease-duration > renew-deadline > retry-period > 0"
+            )
+
+
+def _micro_time(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        *,
+        objects: Objects,
+        identity: str,
+        settings: LeaseSettings,
+        clock: Clock | None = None,
+    ) -> None:
+        settings.validate()
+        self.identity = identity
+        self.settings = settings
+        self.is_leader = False
+        self._objects = objects
+        self._clock = clock or MonotonicClock()
+        self._observed: tuple[object, ...] | None = None
+        self._observed_at = 0.0
+        self._lease: JSONDict | None = None
+
+    def _spec(self, *, acquire: bool, previous: JSONDict) -> JSONDict:
+        now = _micro_time(datetime.now(UTC))
+        spec = dict(previous)
+        spec.update(
+            holderIdentity=self.identity,
+            leaseDurationSeconds=max(1, math.ceil(self.settings.lease_duration)),
+            renewTime=now,
+        )
+        if acquire:
+            spec["acquireTime"] = now
+            if previous.get("holderIdentity"):
+                spec["leaseTransitions"] = int(previous.get("leaseTransitions") or 0) + 1
+        return spec
+
+    async def try_acquire_or_renew(self) -> bool:
+        """One attempt; whether this process holds the lease afterwards."""
+        s = self.settings
+        try:
+            lease = await self._objects.get(LEASE, s.namespace, s.name)
+        except NotFound:
+            body = {
+                "apiVersion": LEASE.api_version,
+                "kind": LEASE.kind,
+                "metadata": {"name": s.name, "namespace": s.namespace},
+                "spec": self._spec(acquire=True, previous={}),
+            }
+            try:
+                self._lease = await self._objects.create(LEASE, s.namespace, body)
+            except Conflict:
+                return False
+            return True
+        spec = lease.get("spec") or {}
+        record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("leaseTransitions"))
+        now = self._clock.now()
+        if record != self._observed:
+            self._observed, self._observed_at = record, now
+        holder = spec.get("holderIdentity")
+        mine = holder == self.identity
+        if holder and not mine and now < self._observed_at + s.lease_duration:
+            return False
+        lease["spec"] = self._spec(acquire=not mine, previous=spec)
+        try:
+            self._lease = await self._objects.replace(LEASE, s.namespace, lease)
+        except Conflict:
+            return False
+        return True
+
+    async def _attempt(self) -> bool:
+        try:
+            async with asyncio.timeout(self.settings.retry_period):
+                return await self.try_acquire_or_renew()
+        except (KubeError, TimeoutError) as exc:
+            log.warning("lease request failed", extra={"error": str(exc)})
+            return False
+
+    async def acquire(self) -> None:
+        """Return once this process holds the lease."""
+        while not await self._attempt():
+            await self._clock.sleep(self.settings.retry_period)
+        self.is_leader = True
+        log.info("became leader", extra={"identity": self.identity, "lease": self.settings.name})
+
+    async def hold(self) -> None:
+        """Renew until renewal fails for `renew_deadline`; then return, no longer leading."""
+        last = self._clock.now()
+        while True:
+            await self._clock.sleep(self.settings.retry_period)
+            if await self._attempt():
+                last = self._clock.now()
+            elif self._clock.now() - last >= self.settings.renew_deadline:
+                self.is_leader = False
+                log.error("lost the lease", extra={"identity": self.identity})
+                return
+
+    async def release(self) -> None:
+        """Clear the holder so a follower takes over at once instead of after the lease expires."""
+        if not self.is_leader or self._lease is None:
+            return
+        self.is_leader = False
+        lease = self._lease
+        spec = dict(lease.get("spec") or {})
+        spec.pop("holderIdentity", None)
+        spec.update(leaseDurationSeconds=1, renewTime=_micro_time(datetime.now(UTC)))
+        try:
+            async with asyncio.timeout(self.settings.retry_period):
+                await self._objects.replace(LEASE, self.settings.namespace, {**lease, "spec": spec})
+        except (KubeError, TimeoutError) as exc:
+            log.warning("could not release the lease", extra={"error": str(exc)})
+        else:
+            log.info("released the lease", extra={"identity": self.identity})

@@ -1,0 +1,80 @@
+"""The runtime's metrics, named as controller-runtime names them where it has an equivalent.
+
+- controller_runtime_reconcile_total{controller,result}: reconciles by result (success,
+  requeue_after, error, terminal_error)
+- controller_runtime_reconcile_errors_total{controller}: reconciles that raised
+- controller_runtime_reconcile_time_seconds{controller}: reconcile duration histogram
+- controller_runtime_active_workers{controller}: workers inside a reconcile now
+- workqueue_depth{name}: keys ready and waiting for a worker
+- workqueue_adds_total{name}: keys added (an add coalesced into a waiting one is not counted)
+- workqueue_retries_total{name}: rate-limited requeues after an error
+- gha_runtime_predicate_dropped_total{watch}: owned-watch updates dropped by a projection
+- gha_runtime_copies_total{controller}: lazy copies taken (reconciles that mutated an object)
+- leader_election_master_status{name}: 1 while this process holds the lease
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from opentelemetry.metrics import CallbackOptions, Observation
+
+from controller.runtime.queue import WorkQueue
+from shared.telemetry.metrics import Metrics
+
+RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+Gauge = Callable[[], Iterable[tuple[float, dict[str, str]]]]
+
+
+class RuntimeMetrics:
+    def __init__(self, metrics: Metrics | None = None) -> None:
+        self.metrics = metrics or Metrics(
+            "gha-controller",
+            histogram_buckets={"controller_runtime_reconcile_time_seconds": RECONCILE_BUCKETS},
+        )
+        meter = self.metrics.meter
+        self.reconciles = meter.create_counter("controller_runtime_reconcile_total")
+        self.errors = meter.create_counter("controller_runtime_reconcile_errors_total")
+        self.duration = meter.create_histogram(
+            "controller_runtime_reconcile_time_seconds", unit="s"
+        )
+        self.active = meter.create_up_down_counter("controller_runtime_active_workers")
+        self.dropped = meter.create_counter("gha_runtime_predicate_dropped_total")
+        self.copies = meter.create_counter("gha_runtime_copies_total")
+        self._depth: list[Gauge] = []
+        self._adds: list[Gauge] = []
+        self._retries: list[Gauge] = []
+        self._leader: list[Gauge] = []
+        meter.create_observable_gauge("workqueue_depth", callbacks=[self._observe(self._depth)])
+        meter.create_observable_counter(
+            "workqueue_adds_total", callbacks=[self._observe(self._adds)]
+        )
+        meter.create_observable_counter(
+            "workqueue_retries_total", callbacks=[self._observe(self._retries)]
+        )
+        meter.create_observable_gauge(
+            "leader_election_master_status", callbacks=[self._observe(self._leader)]
+        )
+
+    @staticmethod
+    def _observe(
+        gauges: list[Gauge],
+    ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def callback(_options: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(value, attrs) for gauge in gauges for value, attrs in gauge()]
+
+        return callback
+
+    def observe_queue(self, queue: WorkQueue[Any]) -> None:
+        labels = {"name": queue.name}
+        self._depth.append(lambda: [(len(queue), labels)])
+        self._adds.append(lambda: [(queue.adds, labels)])
+        self._retries.append(lambda: [(queue.retries, labels)])
+
+    def leader_gauge(self, gauge: Gauge) -> None:
+        self._leader.append(gauge)
+
+    def render(self) -> bytes:
+        return self.metrics.render()

@@ -1,0 +1,171 @@
+"""A work queue of keys with controller-runtime's guarantees.
+
+- One entry per key however many times it is added before a worker takes it (coalescing).
+- A key being processed is never handed to a second worker; an add meanwhile is remembered and
+  the key comes back once `done` is called.
+- `add_after` delays a key; `add_rate_limited` delays it by the key's exponential backoff, which
+  `forget` resets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+from collections import deque
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from controller.runtime.clock import Clock, MonotonicClock
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Per-key exponential backoff: `base * 2**failures`, capped at `maximum` (seconds)."""
+
+    base: float = 0.005
+    maximum: float = 300.0
+
+    def delay(self, failures: int) -> float:
+        return min(self.base * (2.0 ** min(failures, 64)), self.maximum)
+
+
+class WorkQueue(Generic[K]):
+    def __init__(
+        self,
+        name: str,
+        *,
+        backoff: Backoff | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.name = name
+        self.backoff = backoff or Backoff()
+        self._clock = clock or MonotonicClock()
+        self._ready: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._failures: dict[K, int] = {}
+        self._delayed: list[tuple[float, int, K]] = []
+        self._due: dict[K, float] = {}
+        self._seq = 0
+        self._wakeup = asyncio.Event()
+        self._shutdown = False
+        self.adds = 0
+        self.retries = 0
+
+    def __len__(self) -> int:
+        """Keys ready for a worker (the depth metric)."""
+        return len(self._ready)
+
+    @property
+    def processing(self) -> frozenset[K]:
+        return frozenset(self._processing)
+
+    @property
+    def waiting(self) -> int:
+        """Keys scheduled for later."""
+        return len(self._due)
+
+    def add(self, key: K) -> None:
+        if self._shutdown or key in self._dirty:
+            return
+        self.adds += 1
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._ready.append(key)
+        self._wakeup.set()
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Add the key once `delay` seconds have passed; an earlier schedule wins."""
+        if delay <= 0:
+            self.add(key)
+            return
+        at = self._clock.now() + delay
+        if self._due.get(key, float("inf")) <= at:
+            return
+        self._due[key] = at
+        self._seq += 1
+        heapq.heappush(self._delayed, (at, self._seq, key))
+        self._wakeup.set()
+
+    def add_rate_limited(self, key: K) -> float:
+        """Add the key after its backoff, and grow the backoff; returns the delay used."""
+        failures = self._failures.get(key, 0)
+        self._failures[key] = failures + 1
+        self.retries += 1
+        delay = self.backoff.delay(failures)
+        self.add_after(key, delay)
+        return delay
+
+    def failures(self, key: K) -> int:
+        return self._failures.get(key, 0)
+
+    def forget(self, key: K) -> None:
+        self._failures.pop(key, None)
+
+    def _promote_due(self) -> float | None:
+        """Move due keys to ready; the time until the next one is due, if any."""
+        now = self._clock.now()
+        while self._delayed:
+            at, _, key = self._delayed[0]
+            if self._due.get(key) != at:
+                heapq.heappop(self._delayed)
+                continue
+            if at > now:
+                return at - now
+            heapq.heappop(self._delayed)
+            del self._due[key]
+            self.add(key)
+        return None
+
+    def try_get(self) -> K | None:
+        """A ready key, now marked as processing, or None."""
+        self._promote_due()
+        if not self._ready:
+            return None
+        key = self._ready.popleft()
+        self._dirty.discard(key)
+        self._processing.add(key)
+        return key
+
+    async def get(self) -> K | None:
+        """Wait for a key; None once the queue is shut down."""
+        while not self._shutdown:
+            key = self.try_get()
+            if key is not None:
+                return key
+            self._wakeup.clear()
+            wait = self._promote_due()
+            if self._ready:
+                continue
+            if wait is None:
+                await self._wakeup.wait()
+            else:
+                await self._sleep_or_wakeup(wait)
+        return None
+
+    async def _sleep_or_wakeup(self, seconds: float) -> None:
+        sleeper = asyncio.ensure_future(self._clock.sleep(seconds))
+        waker = asyncio.ensure_future(self._wakeup.wait())
+        try:
+            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeper, waker):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    def done(self, key: K) -> None:
+        """The worker has finished with the key; an add that came meanwhile makes it ready."""
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._ready.append(key)
+            self._wakeup.set()
+
+    def shutdown(self) -> None:
+        """Wake every waiting `get` with None; adds are ignored from now on."""
+        self._shutdown = True
+        self._wakeup.set()

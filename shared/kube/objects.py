@@ -1,0 +1,236 @@
+"""A generic object client over any kind, core or custom, returning plain dicts.
+
+Core kinds (Pod, Secret, Lease...) come through the same path as custom resources: the request
+goes out through `ApiClient.call_api` with `_preload_content=False` and the body is parsed as JSON
+here, so no typed model is ever built (python-stack.md 1.2: typed deserialization is the cost
+that sinks controllers at scale). Every request carries a timeout, every patch is a JSON merge
+patch, and errors are mapped onto `shared.kube.errors`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from shared.kube.client import DEFAULT_TIMEOUT_SECONDS, GROUP, MERGE_PATCH, VERSION, JSONDict
+from shared.kube.errors import KubeError, Timeout, from_api_exception, kube_errors
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """What a request path needs to know about a kind. `group` is "" for the core group."""
+
+    kind: str
+    plural: str
+    group: str = ""
+    version: str = "v1"
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """The collection path (all namespaces when `namespace` is None), or the object path."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace is not None:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        return f"{base}/{name}" if name is not None else base
+
+
+POD = Kind("Pod", "pods")
+SECRET = Kind("Secret", "secrets")
+SERVICE_ACCOUNT = Kind("ServiceAccount", "serviceaccounts")
+ROLE = Kind("Role", "roles", group="rbac.authorization.k8s.io")
+ROLE_BINDING = Kind("RoleBinding", "rolebindings", group="rbac.authorization.k8s.io")
+LEASE = Kind("Lease", "leases", group="coordination.k8s.io")
+AUTOSCALING_RUNNER_SET = Kind(
+    "AutoscalingRunnerSet", "autoscalingrunnersets", group=GROUP, version=VERSION
+)
+AUTOSCALING_LISTENER = Kind(
+    "AutoscalingListener", "autoscalinglisteners", group=GROUP, version=VERSION
+)
+EPHEMERAL_RUNNER_SET = Kind(
+    "EphemeralRunnerSet", "ephemeralrunnersets", group=GROUP, version=VERSION
+)
+EPHEMERAL_RUNNER = Kind("EphemeralRunner", "ephemeralrunners", group=GROUP, version=VERSION)
+
+
+def _query(params: Mapping[str, object]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for key, value in params.items():
+        if value is None:
+            continue
+        out.append((key, ("true" if value else "false") if isinstance(value, bool) else str(value)))
+    return out
+
+
+async def _error(resp: aiohttp.ClientResponse) -> KubeError:
+    body = await resp.text()
+    exc = ApiException(status=resp.status, reason=resp.reason)
+    exc.body = body.encode()
+    return from_api_exception(exc)
+
+
+class Objects:
+    """Get, list, create, replace, merge-patch, delete and watch objects of any `Kind`."""
+
+    def __init__(self, api: client.ApiClient, *, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> None:
+        self.api = api
+        self.timeout = timeout
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, object] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        request_timeout: float | aiohttp.ClientTimeout | None = None,
+    ) -> aiohttp.ClientResponse:
+        async with kube_errors():
+            resp: aiohttp.ClientResponse = await self.api.call_api(
+                path,
+                method,
+                query_params=_query(query or {}),
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=request_timeout if request_timeout is not None else self.timeout,
+            )
+        if resp.status >= 300:
+            async with kube_errors():
+                err = await _error(resp)
+            resp.release()
+            raise err
+        return resp
+
+    async def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, object] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> JSONDict:
+        resp = await self._call(method, path, query=query, body=body, content_type=content_type)
+        async with kube_errors():
+            try:
+                data = await resp.read()
+            finally:
+                resp.release()
+        obj: JSONDict = json.loads(data)
+        return obj
+
+    async def get(self, kind: Kind, namespace: str | None, name: str) -> JSONDict:
+        return await self._json("GET", kind.path(namespace, name))
+
+    async def list(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> JSONDict:
+        """The list object (`items`, `metadata.resourceVersion`); all namespaces when None."""
+        query = {"labelSelector": label_selector, "fieldSelector": field_selector}
+        return await self._json("GET", kind.path(namespace), query=query)
+
+    async def create(self, kind: Kind, namespace: str | None, body: JSONDict) -> JSONDict:
+        return await self._json("POST", kind.path(namespace), body=body)
+
+    async def replace(self, kind: Kind, namespace: str | None, body: JSONDict) -> JSONDict:
+        """A PUT; the server answers 409 when `metadata.resourceVersion` is stale."""
+        name = body["metadata"]["name"]
+        return await self._json("PUT", kind.path(namespace, name), body=body)
+
+    async def patch(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        patch: JSONDict,
+        *,
+        status: bool = False,
+    ) -> JSONDict:
+        """A JSON merge patch of the object, or of its `/status` subresource."""
+        path = kind.path(namespace, name) + ("/status" if status else "")
+        return await self._json("PATCH", path, body=patch, content_type=MERGE_PATCH)
+
+    async def delete(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> None:
+        body: JSONDict = {"propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        resp = await self._call("DELETE", kind.path(namespace, name), body=body)
+        resp.release()
+
+    async def watch(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        *,
+        resource_version: str,
+        timeout_seconds: int,
+        inactivity_timeout: float,
+        connect_timeout: float = 10.0,
+        label_selector: str | None = None,
+    ) -> AsyncGenerator[JSONDict, None]:
+        """Watch events (`type`, `object`) from `resource_version`, bookmarks allowed.
+
+        The stream ends when the server closes it (after `timeout_seconds`). A line not seen
+        within `inactivity_timeout` raises `Timeout`: a half-open connection otherwise hangs
+        forever. An ERROR event is raised as the error it carries (410 as `Gone`).
+        """
+        query = {
+            "watch": True,
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": timeout_seconds,
+            "labelSelector": label_selector,
+        }
+        timeout = aiohttp.ClientTimeout(sock_connect=connect_timeout, sock_read=inactivity_timeout)
+        resp = await self._call("GET", kind.path(namespace), query=query, request_timeout=timeout)
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(inactivity_timeout):
+                        line = await resp.content.readline()
+                except TimeoutError as exc:
+                    raise Timeout("watch stream inactive") from exc
+                except aiohttp.ClientError as exc:
+                    raise Timeout(f"watch stream failed: {type(exc).__name__}") from exc
+                if not line:
+                    return
+                if not line.strip():
+                    continue
+                event: JSONDict = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    failure = ApiException(status=int(status.get("code", 500)))
+                    failure.body = json.dumps(status).encode()
+                    raise from_api_exception(failure)
+                yield event
+        finally:
+            resp.close()
