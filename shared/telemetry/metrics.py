@@ -25,9 +25,14 @@ class Metrics:
         name: str,
         *,
         histogram_buckets: dict[str, Sequence[float]] | None = None,
+        scope_labels: bool = True,
     ) -> None:
+        """`scope_labels=False` drops the otel_scope_* labels, for series that must carry exactly
+        the labels a dashboard written for another exporter expects (ARC's gha_* metrics)."""
         self.registry = CollectorRegistry()
-        reader = PrometheusMetricReader(disable_target_info=True, registry=self.registry)
+        reader = PrometheusMetricReader(
+            disable_target_info=True, registry=self.registry, scope_info_enabled=scope_labels
+        )
         views = [
             View(
                 instrument_name=instrument,

@@ -1,0 +1,53 @@
+"""The desired runner count and the patch id published with it (arc-controllers.md 8.1).
+
+The controller reads the patch id to decide how far it may act: a new id allows scaling up only,
+the id it already served allows nothing, and 0 means "this is the settled state", which allows
+scaling down to idle. So the listener publishes 0 only when nothing happened since the previous
+publication and the count is back at the minimum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_INT32 = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Desired:
+    replicas: int
+    patch_id: int
+
+    def ers_patch(self) -> dict[str, object]:
+        """The merge patch of the EphemeralRunnerSet carrying this state."""
+        return {"spec": {"replicas": self.replicas, "patchID": self.patch_id}}
+
+
+class Scaler:
+    """Turns `totalAssignedJobs` into the (replicas, patchID) to publish, ARC's way."""
+
+    def __init__(self, *, min_runners: int, max_runners: int) -> None:
+        self.min_runners = min_runners
+        self.max_runners = max_runners
+        self._sequence = -1
+        self._previous_target: int | None = None
+        self._dirty = False
+
+    def job_event(self) -> None:
+        """A JobStarted or JobCompleted was handled since the last publication."""
+        self._dirty = True
+
+    def desired(self, assigned_jobs: int) -> Desired:
+        target = min(self.min_runners + max(assigned_jobs, 0), self.max_runners)
+        if self._sequence == MAX_INT32:
+            self._sequence = 0
+        self._sequence += 1
+        settled = not self._dirty and target == self._previous_target and target == self.min_runners
+        self._previous_target = target
+        self._dirty = False
+        return Desired(replicas=target, patch_id=0 if settled else self._sequence)
+
+    def publication_failed(self) -> None:
+        """The last state did not reach the cluster: the next one must not claim to be settled,
+        since the controller has not seen what happened in between."""
+        self._dirty = True
