@@ -1,0 +1,234 @@
+"""Pure decisions of the EphemeralRunnerSet reconciler: classification, scaling, victims, status.
+
+Implements arc-controllers.md 6.1-6.4 with the newer upstream rules of appendix B:
+
+* `status.finishedRunnerCleanupPatchID`: finished runners are cleaned up in a pass of their own
+  that records the patch id it served; a scale-up under that same non-zero patch id is suppressed,
+  because the gap was made by the cleanup and not by new demand;
+* runners being deleted count against the desired replicas (no replacement until they are gone);
+* `actionableRevision`: runners are stamped with the revision they were built for; `Outdated`
+  runners of an older revision are stale (deleted and replaced, the set does not turn Outdated);
+* failed runners hold their slot only for a backoff, then are replaced (users-peers.md P1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from controller.runner_rules import (
+    PHASE_FAILED,
+    PHASE_OUTDATED,
+    PHASE_RUNNING,
+    PHASE_SUCCEEDED,
+    JSONDict,
+    has_job,
+    is_deleting,
+    last_failure,
+    parse_time,
+    runner_id,
+    status_of,
+)
+
+PATCH_ID_ANNOTATION = "actions.github.com/patch-id"
+REVISION_ANNOTATION = "actions.github.com/actionable-revision"
+# This project's own bookkeeping: how many failed runners in a row this runner replaces.
+FAILED_LINEAGE_ANNOTATION = "gha-runner-scaler/failed-runner-replacements"
+
+SET_PHASE_RUNNING = "Running"
+SET_PHASE_OUTDATED = "Outdated"
+
+
+def annotation_int(obj: JSONDict, key: str) -> int | None:
+    value = (obj.get("metadata", {}).get("annotations") or {}).get(key)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def created_at(obj: JSONDict) -> str:
+    return str(obj.get("metadata", {}).get("creationTimestamp") or "")
+
+
+@dataclass(slots=True)
+class Children:
+    """The runners of one set, bucketed as arc-controllers.md 6.1 plus `stale_outdated`."""
+
+    pending: list[JSONDict] = field(default_factory=list)
+    running: list[JSONDict] = field(default_factory=list)
+    finished: list[JSONDict] = field(default_factory=list)
+    failed: list[JSONDict] = field(default_factory=list)
+    outdated: list[JSONDict] = field(default_factory=list)
+    stale_outdated: list[JSONDict] = field(default_factory=list)
+    deleting: list[JSONDict] = field(default_factory=list)
+    latest_patch_id: int = 0
+
+    @property
+    def scale_total(self) -> int:
+        """Runners occupying a slot: failed ones do, until they are replaced."""
+        return len(self.pending) + len(self.running) + len(self.failed)
+
+    @property
+    def terminated(self) -> list[JSONDict]:
+        return self.finished + self.failed + self.outdated + self.stale_outdated
+
+
+def classify(runners: Iterable[JSONDict], *, applied_revision: int) -> Children:
+    children = Children()
+    for runner in runners:
+        patch_id = annotation_int(runner, PATCH_ID_ANNOTATION)
+        if patch_id is not None:
+            children.latest_patch_id = max(children.latest_patch_id, patch_id)
+        phase = status_of(runner).get("phase")
+        if is_deleting(runner):
+            children.deleting.append(runner)
+        elif phase == PHASE_RUNNING:
+            children.running.append(runner)
+        elif phase == PHASE_SUCCEEDED:
+            children.finished.append(runner)
+        elif phase == PHASE_FAILED:
+            children.failed.append(runner)
+        elif phase == PHASE_OUTDATED:
+            revision = annotation_int(runner, REVISION_ANNOTATION) or 0
+            if revision < applied_revision:
+                children.stale_outdated.append(runner)
+            else:
+                children.outdated.append(runner)
+        else:
+            children.pending.append(runner)
+    return children
+
+
+@dataclass(frozen=True, slots=True)
+class ReplacementPolicy:
+    """When a `Failed` runner gives its slot to a new runner.
+
+    The first failed runner of a lineage is replaced after `first_delay`; each failed replacement
+    of it doubles the delay, up to `max_delay`, so a template that cannot work costs one attempt
+    per `max_delay` per slot instead of a tight loop of JIT configs.
+    """
+
+    first_delay: timedelta = timedelta(seconds=10)
+    max_delay: timedelta = timedelta(minutes=10)
+
+    def delay(self, lineage: int) -> timedelta:
+        doubled: timedelta = self.first_delay * (2 ** min(lineage, 30))
+        return min(doubled, self.max_delay)
+
+
+def failed_since(runner: JSONDict) -> datetime:
+    last = last_failure(runner)
+    if last is not None:
+        return last
+    return parse_time(created_at(runner))
+
+
+def lineage(runner: JSONDict) -> int:
+    return annotation_int(runner, FAILED_LINEAGE_ANNOTATION) or 0
+
+
+def replacement_due(
+    failed: Sequence[JSONDict], *, now: datetime, policy: ReplacementPolicy
+) -> tuple[list[JSONDict], timedelta | None]:
+    """The failed runners whose backoff has run out, and the wait until the next one is due."""
+    due: list[JSONDict] = []
+    wait: timedelta | None = None
+    for runner in failed:
+        at = failed_since(runner) + policy.delay(lineage(runner))
+        if at <= now:
+            due.append(runner)
+        elif wait is None or at - now < wait:
+            wait = at - now
+    return due, wait
+
+
+@dataclass(frozen=True, slots=True)
+class ScalePlan:
+    """What one scaling pass does.
+
+    `cleanup_finished` set means: record `finishedRunnerCleanupPatchID = patch_id`, delete the
+    finished runners, publish status and end the pass without scaling (appendix B).
+    """
+
+    cleanup_finished: bool = False
+    create: int = 0
+    scale_down: int = 0
+    suppressed_by_cleanup: bool = False
+
+
+def plan_replacements(*, replicas: int, children: Children, due: int) -> int:
+    """How many of `due` retiring failed runners get a successor: only while still wanted."""
+    others = children.scale_total - due + len(children.deleting)
+    return min(due, max(0, replicas - others))
+
+
+def plan_scaling(
+    *,
+    replicas: int,
+    patch_id: int,
+    children: Children,
+    cleanup_marker: int,
+    retired_failed: int = 0,
+    replacements: int = 0,
+) -> ScalePlan | None:
+    """The scaling decision of one pass, or None when this patch id was already served.
+
+    `cleanup_marker` is `status.finishedRunnerCleanupPatchID` read past the cache.
+    `retired_failed` failed runners are deleted in this pass (they become deleting runners) and
+    `replacements` new runners take their slots.
+    """
+    if patch_id != 0 and patch_id == children.latest_patch_id:
+        return None
+    if children.finished:
+        return ScalePlan(cleanup_finished=True)
+    total = children.scale_total - retired_failed + replacements
+    occupied = total + len(children.deleting) + retired_failed
+    if occupied < replicas:
+        if patch_id != 0 and cleanup_marker == patch_id:
+            return ScalePlan(suppressed_by_cleanup=True)
+        return ScalePlan(create=replicas - occupied)
+    if patch_id == 0 and total > replicas:
+        return ScalePlan(scale_down=total - replicas)
+    return ScalePlan()
+
+
+def _oldest_first(runners: Iterable[JSONDict]) -> list[JSONDict]:
+    return sorted(runners, key=created_at)
+
+
+def scale_down_candidates(children: Children) -> list[JSONDict]:
+    """Victims in order: starting runners, then idle ready ones, each oldest first.
+
+    Never a runner with a job, never one the service does not know yet (runner id 0): removing
+    an unregistered runner from the service is impossible, so deleting it could leave a
+    registration behind. `Running` is the listener's word for busy, so those are never taken.
+    """
+    eligible = [r for r in children.pending if runner_id(r) and not has_job(r)]
+    starting = [r for r in eligible if not status_of(r).get("ready")]
+    idle = [r for r in eligible if status_of(r).get("ready")]
+    return _oldest_first(starting) + _oldest_first(idle)
+
+
+def cleanup_candidates(children: Children) -> list[JSONDict]:
+    """Live runners a cleanup (revision change, Outdated, deletion) removes: all but the busy."""
+    return [r for r in children.pending + children.running if not has_job(r)]
+
+
+def desired_phase(*, current: str, children: Children, revision_advanced: bool) -> str:
+    """`Outdated` once a runner of the applied revision is outdated, until the revision moves."""
+    if children.outdated:
+        return SET_PHASE_OUTDATED
+    if current == SET_PHASE_OUTDATED and not revision_advanced:
+        return SET_PHASE_OUTDATED
+    return SET_PHASE_RUNNING
+
+
+def counts_status(children: Children) -> JSONDict:
+    return {
+        "currentReplicas": children.scale_total,
+        "pendingEphemeralRunners": len(children.pending),
+        "runningEphemeralRunners": len(children.running),
+        "failedEphemeralRunners": len(children.failed),
+    }

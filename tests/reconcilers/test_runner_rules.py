@@ -1,0 +1,223 @@
+"""The EphemeralRunner's pod rules (arc-controllers.md 7.1 step 10, with this project's changes)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from controller.runner_rules import (
+    FailurePolicy,
+    PodState,
+    decide_from_pod,
+    read_pod,
+    retry_delay,
+)
+
+NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
+POLICY = FailurePolicy()
+
+JSONDict = dict[str, Any]
+
+
+def pod(
+    *,
+    phase: str = "Running",
+    runner: JSONDict | None = None,
+    init: JSONDict | None = None,
+    reason: str = "",
+    uid: str = "pod-uid-1",
+) -> JSONDict:
+    status: JSONDict = {"phase": phase}
+    if reason:
+        status["reason"] = reason
+        status["message"] = f"{reason} message"
+    if runner is not None:
+        status["containerStatuses"] = [
+            {"name": "sidecar", "state": {"running": {}}},
+            {"name": "runner", "state": runner},
+        ]
+    if init is not None:
+        status["initContainerStatuses"] = [{"name": "setup", "state": init}]
+    return {"metadata": {"name": "r", "uid": uid}, "status": status}
+
+
+def exited(code: int) -> JSONDict:
+    return {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}}
+
+
+def runner(**status: Any) -> JSONDict:
+    return {"metadata": {"name": "r"}, "status": status}
+
+
+RUNNING: JSONDict = {"running": {"startedAt": "2026-12-02T11:00:00Z"}}
+WAITING: JSONDict = {"waiting": {"reason": "ContainerCreating"}}
+
+
+@pytest.mark.parametrize(
+    ("the_pod", "state"),
+    [
+        (pod(phase="Pending"), PodState.NO_RUNNER_STATUS),
+        (pod(phase="Running"), PodState.NO_RUNNER_STATUS),
+        (pod(phase="Pending", runner=WAITING), PodState.STARTED),
+        (pod(runner=RUNNING), PodState.STARTED),
+        (pod(phase="Succeeded", runner=RUNNING), PodState.STARTED),
+        (pod(phase="Succeeded", runner=exited(0)), PodState.SUCCEEDED),
+        (pod(runner=exited(0)), PodState.SUCCEEDED),
+        (pod(phase="Failed", runner=exited(0)), PodState.SUCCEEDED),
+        (pod(runner=exited(7)), PodState.OUTDATED),
+        (pod(phase="Failed", runner=exited(7)), PodState.OUTDATED),
+        (pod(runner=exited(1)), PodState.FAILED),
+        (pod(phase="Failed", runner=exited(137)), PodState.FAILED),
+        (pod(phase="Failed"), PodState.FAILED),
+        (pod(phase="Failed", reason="Evicted", runner={}), PodState.FAILED),
+        (pod(phase="Failed", reason="OutOfpods"), PodState.FAILED),
+        (pod(phase="Pending", init=exited(1)), PodState.FAILED),
+        (pod(phase="Pending", init=exited(0), runner=WAITING), PodState.STARTED),
+    ],
+)
+def test_read_pod(the_pod: JSONDict, state: PodState) -> None:
+    assert read_pod(the_pod).state is state
+
+
+@pytest.mark.parametrize(
+    ("current", "ready", "expected"),
+    [
+        ({}, False, {"phase": "Pending", "ready": False}),
+        ({}, True, {"phase": "Pending", "ready": True}),
+        ({"phase": "Pending", "ready": False}, True, {"ready": True}),
+        ({"phase": "Pending", "ready": True}, True, {}),
+        ({"phase": "Pending", "ready": True}, False, {"ready": False}),
+        # The listener owns Running: the controller never promotes nor demotes it.
+        ({"phase": "Running", "ready": True, "jobId": "j"}, True, {}),
+        ({"phase": "Running", "ready": True, "jobId": "j"}, False, {"ready": False}),
+    ],
+)
+def test_started_pod_publishes_pending_never_running(
+    current: JSONDict, ready: bool, expected: JSONDict
+) -> None:
+    outcome = decide_from_pod(
+        runner(**current), pod(runner=RUNNING), ready=ready, now=NOW, policy=POLICY
+    )
+    assert {k: outcome.status[k] for k in ("phase", "ready") if k in outcome.status} == expected
+    assert (outcome.delete_pod, outcome.delete_runner, outcome.remove_registration) == (
+        False,
+        False,
+        False,
+    )
+
+
+def test_pod_without_runner_status_changes_nothing() -> None:
+    outcome = decide_from_pod(runner(), pod(), ready=False, now=NOW, policy=POLICY)
+    assert outcome.status == {}
+
+
+@pytest.mark.parametrize("job", ["", "job-1"])
+def test_runner_exit_zero_is_succeeded(job: str) -> None:
+    outcome = decide_from_pod(
+        runner(phase="Running", jobId=job),
+        pod(runner=exited(0)),
+        ready=False,
+        now=NOW,
+        policy=POLICY,
+    )
+    assert outcome.status["phase"] == "Succeeded"
+    assert not outcome.delete_runner
+
+
+def test_exit_seven_is_outdated_and_removed_from_the_service() -> None:
+    outcome = decide_from_pod(
+        runner(phase="Pending"), pod(runner=exited(7)), ready=False, now=NOW, policy=POLICY
+    )
+    assert outcome.status["phase"] == "Outdated"
+    assert outcome.status["reason"] == "Outdated"
+    assert outcome.status["message"] == "Runner is deprecated"
+    assert outcome.remove_registration
+
+
+@pytest.mark.parametrize(
+    "the_pod",
+    [
+        pod(runner=exited(1)),
+        pod(phase="Failed"),
+        pod(phase="Pending", init=exited(1)),
+        pod(phase="Failed", reason="Evicted"),
+    ],
+)
+def test_busy_runner_whose_pod_fails_is_deleted_not_restarted(the_pod: JSONDict) -> None:
+    outcome = decide_from_pod(
+        runner(phase="Running", jobId="job-1"), the_pod, ready=False, now=NOW, policy=POLICY
+    )
+    assert outcome.delete_runner
+    assert not outcome.delete_pod
+    assert outcome.status == {}
+
+
+@pytest.mark.parametrize(
+    "the_pod",
+    [
+        pod(runner=exited(1)),
+        pod(phase="Failed"),
+        pod(phase="Pending", init=exited(1)),
+        pod(phase="Failed", reason="Evicted"),
+        pod(phase="Failed", reason="OutOfpods"),
+    ],
+)
+def test_idle_runner_failure_is_counted_and_pod_deleted(the_pod: JSONDict) -> None:
+    outcome = decide_from_pod(runner(phase="Pending"), the_pod, ready=False, now=NOW, policy=POLICY)
+    assert outcome.delete_pod
+    assert outcome.status["failures"] == {"pod-uid-1": "2026-12-02T12:00:00Z"}
+    assert "phase" not in outcome.status
+    assert not outcome.delete_runner
+
+
+def test_same_pod_failure_is_counted_once() -> None:
+    counted = runner(phase="Pending", failures={"pod-uid-1": "2026-12-02T11:59:00Z"})
+    outcome = decide_from_pod(counted, pod(runner=exited(1)), ready=False, now=NOW, policy=POLICY)
+    assert outcome.status == {}
+    assert outcome.delete_pod
+
+
+def test_failure_beyond_the_maximum_marks_failed_with_reason() -> None:
+    failures = {f"old-{i}": "2026-12-02T11:00:00Z" for i in range(5)}
+    outcome = decide_from_pod(
+        runner(phase="Pending", failures=failures),
+        pod(phase="Failed", reason="Evicted"),
+        ready=False,
+        now=NOW,
+        policy=POLICY,
+    )
+    assert outcome.status["phase"] == "Failed"
+    assert outcome.status["reason"] == "TooManyPodFailures"
+    assert "Evicted" in outcome.status["message"]
+    assert outcome.remove_registration
+    assert outcome.warning is not None
+
+
+@pytest.mark.parametrize(
+    ("failures", "seconds"), [(0, 0), (1, 5), (2, 10), (3, 20), (4, 40), (5, 80), (9, 80)]
+)
+def test_backoff_is_arcs_table(failures: int, seconds: int) -> None:
+    assert POLICY.backoff(failures) == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize(
+    ("failures", "last_ago", "expected"),
+    [
+        (0, 0, None),
+        (1, 0, timedelta(seconds=5)),
+        (1, 5, None),
+        (3, 15, timedelta(seconds=5)),
+        (3, 25, None),
+    ],
+)
+def test_retry_delay_waits_out_the_backoff(
+    failures: int, last_ago: int, expected: timedelta | None
+) -> None:
+    at = (NOW - timedelta(seconds=last_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    older = (NOW - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    recorded = {f"uid-{i}": older for i in range(failures - 1)}
+    if failures:
+        recorded["last"] = at
+    assert retry_delay(runner(failures=recorded), now=NOW, policy=POLICY) == expected

@@ -1,0 +1,271 @@
+"""The EphemeralRunnerSet's decisions (arc-controllers.md 6.1-6.4, 8.1 and appendix B)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from controller.runnerset_rules import (
+    Children,
+    ReplacementPolicy,
+    ScalePlan,
+    classify,
+    counts_status,
+    desired_phase,
+    plan_replacements,
+    plan_scaling,
+    replacement_due,
+    scale_down_candidates,
+)
+
+JSONDict = dict[str, Any]
+NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
+
+
+def er(
+    name: str,
+    phase: str = "",
+    *,
+    patch: int | str | None = 0,
+    revision: int | None = None,
+    deleting: bool = False,
+    created: int = 0,
+    runner_id: int = 1,
+    job: str = "",
+    ready: bool = False,
+    lineage: int = 0,
+) -> JSONDict:
+    annotations: dict[str, str] = {}
+    if patch is not None:
+        annotations["actions.github.com/patch-id"] = str(patch)
+    if revision is not None:
+        annotations["actions.github.com/actionable-revision"] = str(revision)
+    if lineage:
+        annotations["gha-runner-scaler/failed-runner-replacements"] = str(lineage)
+    meta: JSONDict = {
+        "name": name,
+        "annotations": annotations,
+        "creationTimestamp": f"2026-12-02T11:{created:02d}:00Z",
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-02T11:59:00Z"
+    status: JSONDict = {"runnerId": runner_id, "ready": ready}
+    if phase:
+        status["phase"] = phase
+    if job:
+        status["jobId"] = job
+    return {"metadata": meta, "status": status}
+
+
+def names(runners: list[JSONDict]) -> list[str]:
+    return [r["metadata"]["name"] for r in runners]
+
+
+def test_classify_buckets_and_latest_patch_id() -> None:
+    children = classify(
+        [
+            er("empty", "", patch=3),
+            er("pending", "Pending", patch=1),
+            er("running", "Running", patch="garbage"),
+            er("finished", "Succeeded"),
+            er("failed", "Failed"),
+            er("outdated", "Outdated", revision=2),
+            er("stale", "Outdated", revision=1),
+            er("unstamped", "Outdated"),
+            er("deleting", "Running", patch=9, deleting=True),
+        ],
+        applied_revision=2,
+    )
+    assert names(children.pending) == ["empty", "pending"]
+    assert names(children.running) == ["running"]
+    assert names(children.finished) == ["finished"]
+    assert names(children.failed) == ["failed"]
+    assert names(children.outdated) == ["outdated"]
+    assert names(children.stale_outdated) == ["stale", "unstamped"]
+    assert names(children.deleting) == ["deleting"]
+    assert children.latest_patch_id == 9
+    assert children.scale_total == 4
+
+
+def kids(**counts: int) -> Children:
+    runners = []
+    phases = {
+        "pending": "Pending",
+        "running": "Running",
+        "finished": "Succeeded",
+        "failed": "Failed",
+    }
+    latest = counts.pop("latest", 0)
+    for bucket, n in counts.items():
+        for i in range(n):
+            runners.append(
+                er(
+                    f"{bucket}-{i}",
+                    phases.get(bucket, "Running"),
+                    patch=latest,
+                    deleting=bucket == "deleting",
+                )
+            )
+    return classify(runners, applied_revision=0)
+
+
+@pytest.mark.parametrize(
+    ("case", "replicas", "patch", "children", "marker", "expected"),
+    [
+        ("already served", 5, 3, kids(pending=1, latest=3), 0, None),
+        ("new patch scales up", 3, 4, kids(pending=1, latest=3), 0, ScalePlan(create=2)),
+        ("patch 0 scales up", 3, 0, kids(pending=1, latest=3), 0, ScalePlan(create=2)),
+        ("patch 0 scales down", 1, 0, kids(pending=3), 0, ScalePlan(scale_down=2)),
+        ("patch>0 never scales down", 1, 4, kids(pending=3, latest=3), 0, ScalePlan()),
+        (
+            "finished cleaned first",
+            3,
+            4,
+            kids(running=1, finished=1, latest=3),
+            0,
+            ScalePlan(cleanup_finished=True),
+        ),
+        (
+            "finished cleaned on patch 0",
+            3,
+            0,
+            kids(running=1, finished=1),
+            0,
+            ScalePlan(cleanup_finished=True),
+        ),
+        (
+            "gap made by the cleanup",
+            3,
+            4,
+            kids(running=1, latest=3),
+            4,
+            ScalePlan(suppressed_by_cleanup=True),
+        ),
+        ("marker of another patch", 3, 5, kids(running=1, latest=3), 4, ScalePlan(create=2)),
+        ("patch 0 ignores the marker", 3, 0, kids(running=1), 0, ScalePlan(create=2)),
+        ("deleting runners count", 3, 4, kids(running=1, deleting=2, latest=3), 0, ScalePlan()),
+        ("failed runners count", 3, 4, kids(failed=2, latest=3), 0, ScalePlan(create=1)),
+    ],
+)
+def test_plan_scaling(
+    case: str,
+    replicas: int,
+    patch: int,
+    children: Children,
+    marker: int,
+    expected: ScalePlan | None,
+) -> None:
+    plan = plan_scaling(replicas=replicas, patch_id=patch, children=children, cleanup_marker=marker)
+    assert plan == expected, case
+
+
+@pytest.mark.parametrize(
+    ("replicas", "failed", "due", "others", "expected"),
+    [(2, 1, 1, 1, 1), (1, 1, 1, 1, 0), (0, 2, 2, 0, 0), (3, 2, 1, 1, 1)],
+)
+def test_failed_runners_are_replaced_only_while_wanted(
+    replicas: int, failed: int, due: int, others: int, expected: int
+) -> None:
+    children = kids(failed=failed, pending=others)
+    assert plan_replacements(replicas=replicas, children=children, due=due) == expected
+
+
+def test_replacement_plan_creates_no_extra_runner() -> None:
+    children = kids(failed=1, pending=1)
+    plan = plan_scaling(
+        replicas=2,
+        patch_id=0,
+        children=children,
+        cleanup_marker=0,
+        retired_failed=1,
+        replacements=1,
+    )
+    assert plan == ScalePlan()
+
+
+def test_scale_down_takes_starting_then_idle_oldest_first_never_busy() -> None:
+    children = classify(
+        [
+            er("idle-new", "Pending", ready=True, created=9),
+            er("idle-old", "Pending", ready=True, created=1),
+            er("starting-new", "Pending", created=8),
+            er("starting-old", "Pending", created=2),
+            er("unregistered", "Pending", runner_id=0, created=0),
+            er("busy", "Running", job="j", created=0),
+            er("busy-pending-cache", "Pending", job="j", created=0),
+            er("failed", "Failed", created=0),
+        ],
+        applied_revision=0,
+    )
+    assert names(scale_down_candidates(children)) == [
+        "starting-old",
+        "starting-new",
+        "idle-old",
+        "idle-new",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("lineage", "failed_ago", "due", "wait"),
+    [
+        (0, 11, True, None),
+        (0, 5, False, timedelta(seconds=5)),
+        (2, 39, False, timedelta(seconds=1)),
+        (2, 40, True, None),
+        (20, 599, False, timedelta(seconds=1)),
+    ],
+)
+def test_failed_replacement_backoff(
+    lineage: int, failed_ago: int, due: bool, wait: timedelta | None
+) -> None:
+    failed = er("f", "Failed", lineage=lineage)
+    at = (NOW - timedelta(seconds=failed_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    failed["status"]["failures"] = {"uid": at}
+    ready, next_wait = replacement_due([failed], now=NOW, policy=ReplacementPolicy())
+    assert bool(ready) is due
+    assert next_wait == wait
+
+
+def test_failed_without_pod_failures_counts_from_creation() -> None:
+    failed = er("f", "Failed", created=59)
+    now = datetime(2026, 12, 2, 11, 59, 4, tzinfo=UTC)
+    ready, wait = replacement_due([failed], now=now, policy=ReplacementPolicy())
+    assert ready == []
+    assert wait == timedelta(seconds=6)
+
+
+@pytest.mark.parametrize(
+    ("current", "outdated", "advanced", "expected"),
+    [
+        ("", 0, False, "Running"),
+        ("Running", 1, False, "Outdated"),
+        ("Outdated", 0, False, "Outdated"),
+        ("Outdated", 0, True, "Running"),
+        ("Outdated", 1, True, "Outdated"),
+    ],
+)
+def test_outdated_phase(current: str, outdated: int, advanced: bool, expected: str) -> None:
+    runners = [er(f"o{i}", "Outdated", revision=1) for i in range(outdated)]
+    children = classify(runners, applied_revision=1)
+    assert desired_phase(current=current, children=children, revision_advanced=advanced) == (
+        expected
+    )
+
+
+def test_stale_outdated_runner_does_not_make_the_set_outdated() -> None:
+    children = classify([er("o", "Outdated", revision=1)], applied_revision=2)
+    assert desired_phase(current="Running", children=children, revision_advanced=False) == (
+        "Running"
+    )
+
+
+def test_counts() -> None:
+    children = kids(pending=1, running=2, failed=3, finished=4, deleting=5)
+    assert counts_status(children) == {
+        "currentReplicas": 6,
+        "pendingEphemeralRunners": 1,
+        "runningEphemeralRunners": 2,
+        "failedEphemeralRunners": 3,
+    }
