@@ -1,0 +1,58 @@
+"""/healthz, /readyz and /metrics on one server, readiness judged on session and poll progress."""
+
+from __future__ import annotations
+
+import aiohttp
+import pytest
+
+from listener.health import Progress, bound_port, start_server, telemetry_app
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("session_open", "polled_ago", "reason"),
+    [
+        (False, 0.0, "no message session"),
+        (True, 0.0, None),
+        (True, 100.0, None),
+        (True, 121.0, "last poll finished 121s ago"),
+    ],
+)
+def test_readiness(session_open: bool, polled_ago: float, reason: str | None) -> None:
+    clock = Clock()
+    progress = Progress(poll_timeout=60, clock=clock)
+    progress.session_opened()
+    clock.now += polled_ago
+    if not session_open:
+        progress.session_closed()
+    assert progress.not_ready_reason() == reason
+
+
+async def test_server_answers_probes_and_metrics() -> None:
+    clock = Clock()
+    progress = Progress(poll_timeout=60, clock=clock)
+    app = telemetry_app(progress=progress, render_metrics=lambda: b"gha_x 1\n", metrics_path="/m")
+    runner = await start_server(app, host="127.0.0.1", port=0)
+    base = f"http://127.0.0.1:{bound_port(runner)}"
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+            statuses = {}
+            for path in ("/healthz", "/readyz", "/m"):
+                async with http.get(base + path) as response:
+                    statuses[path] = (response.status, await response.text())
+            progress.session_opened()
+            async with http.get(base + "/readyz") as response:
+                ready = response.status
+    finally:
+        await runner.cleanup()
+    assert statuses["/healthz"] == (200, "ok\n")
+    assert statuses["/readyz"] == (503, "not ready: no message session\n")
+    assert statuses["/m"] == (200, "gha_x 1\n")
+    assert ready == 200
