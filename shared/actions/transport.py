@@ -1,0 +1,362 @@
+"""HTTP for the Actions client: one aiohttp session, proxy and CA, timeouts and retries."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import ssl
+import time
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import tenacity
+import yarl
+from multidict import CIMultiDictProxy
+
+from shared.actions.errors import ActionsConnectionError, InvalidArgument, scrub
+
+log = logging.getLogger("shared.actions")
+
+BOM = b"\xef\xbb\xbf"
+RETRY_STATUSES = frozenset({429, *range(500, 600)} - {501})
+"""Statuses retried on every call: rate limited, and server errors except Not Implemented."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How failed attempts are retried (go-retryablehttp's defaults, as the Go client uses).
+
+    Attempt `i` (0-based) that fails with a network error, 429 or a 5xx other than 501 waits
+    `min(wait_min * 2**i, wait_max)`, or the response's `Retry-After` (seconds or HTTP date,
+    capped at `retry_after_max`) before the next one, up to `attempts` in all. Tests shrink the
+    waits or pass a `sleep` that records them.
+    """
+
+    attempts: int = 5
+    wait_min: float = 1.0
+    wait_max: float = 30.0
+    retry_after_max: float = 300.0
+    sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise InvalidArgument("RetryPolicy.attempts must be at least 1")
+
+
+@dataclass(frozen=True, slots=True)
+class ProxySettings:
+    """HTTP(S)_PROXY / NO_PROXY, chosen per request URL.
+
+    NO_PROXY entries are `*`, host names (also matching subdomains, with or without a leading
+    dot), `host:port`, IP addresses and CIDR ranges. Unlike Go, loopback addresses are proxied
+    unless listed: a proxy is only ever used when configured.
+    """
+
+    http_proxy: str = ""
+    https_proxy: str = ""
+    no_proxy: str = ""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ProxySettings:
+        """Upper-case names first, then lower-case, as Go's httpproxy does."""
+
+        def pick(name: str) -> str:
+            return env.get(name.upper()) or env.get(name.lower()) or ""
+
+        return cls(
+            http_proxy=pick("http_proxy"),
+            https_proxy=pick("https_proxy"),
+            no_proxy=pick("no_proxy"),
+        )
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.http_proxy or self.https_proxy)
+
+    def proxy_for(self, url: str) -> str | None:
+        """The proxy URL to use for `url`, or None to connect directly."""
+        parts = urlsplit(url)
+        proxy = self.https_proxy if parts.scheme == "https" else self.http_proxy
+        if not proxy or self._bypassed(parts.hostname or "", parts.port):
+            return None
+        return proxy if "://" in proxy else f"http://{proxy}"
+
+    def _bypassed(self, host: str, port: int | None) -> bool:
+        host = host.lower()
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            address = None
+        for raw in self.no_proxy.split(","):
+            entry = raw.strip().lower()
+            if not entry:
+                continue
+            if entry == "*":
+                return True
+            if address is not None and "/" in entry:
+                try:
+                    if address in ipaddress.ip_network(entry, strict=False):
+                        return True
+                except ValueError:
+                    continue
+                continue
+            entry_host, _, entry_port = (
+                entry.rpartition(":") if _has_port(entry) else (entry, "", "")
+            )
+            if entry_port and port is not None and entry_port != str(port):
+                continue
+            entry_host = entry_host.strip("[]").lstrip(".")
+            if host == entry_host or host.endswith("." + entry_host):
+                return True
+        return False
+
+
+def _has_port(entry: str) -> bool:
+    head, sep, tail = entry.rpartition(":")
+    return bool(sep) and tail.isdigit() and (head.count(":") == 0 or head.endswith("]"))
+
+
+def ssl_context(root_ca_pem: str | None) -> ssl.SSLContext:
+    """The system trust store, plus `root_ca_pem` (one or more PEM certificates) when given.
+
+    A custom bundle may hold an intermediate rather than the root, so partial chains are accepted
+    when one is configured.
+    """
+    context = ssl.create_default_context()
+    if root_ca_pem:
+        try:
+            context.load_verify_locations(cadata=root_ca_pem)
+        except (ssl.SSLError, ValueError) as exc:
+            raise InvalidArgument(
+                "the server root CA is not a valid PEM certificate bundle "
+                f"({exc.__class__.__name__})"
+            ) from exc
+        context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    return context
+
+
+@dataclass(frozen=True, slots=True)
+class SystemInfo:
+    """Identity sent in the User-Agent (the Go client's SystemInfo keys, in its order)."""
+
+    system: str = "gha-runner-scaler"
+    version: str = "unknown"
+    commit_sha: str = "unknown"
+    scale_set_id: int = 0
+    subsystem: str = ""
+
+
+def user_agent(info: SystemInfo, *, build_version: str) -> str:
+    """The compact JSON object the Go client sends as User-Agent."""
+    return json.dumps(
+        {
+            "system": info.system,
+            "version": info.version,
+            "commit_sha": info.commit_sha,
+            "scale_set_id": info.scale_set_id,
+            "subsystem": info.subsystem,
+            "build_version": build_version,
+            "build_commit_sha": build_version,
+            "kind": "scaleset",
+        },
+        separators=(",", ":"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A fully read response; `body` has any UTF-8 BOM removed."""
+
+    method: str
+    url: str
+    status: int
+    headers: CIMultiDictProxy[str]
+    body: bytes
+    attempts: int
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def empty(self) -> bool:
+        return not self.body.strip()
+
+    def json(self) -> Any:
+        """The decoded body; raises ValueError when it is not JSON."""
+        return json.loads(self.body)
+
+
+def _retryable_exception(exc: BaseException) -> bool:
+    if isinstance(
+        exc,
+        aiohttp.ClientConnectorCertificateError
+        | aiohttp.InvalidURL
+        | aiohttp.TooManyRedirects
+        | ssl.SSLCertVerificationError,
+    ):
+        return False
+    return isinstance(exc, aiohttp.ClientError | TimeoutError)
+
+
+def _retry_after(value: str, now: float) -> float | None:
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - now)
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+class Transport:
+    """One aiohttp ClientSession (created on first use, in the running loop) and the retry loop."""
+
+    def __init__(
+        self,
+        *,
+        retry: RetryPolicy,
+        proxy: ProxySettings,
+        ssl_ctx: ssl.SSLContext,
+        user_agent: str,
+        request_timeout: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.retry = retry
+        self.proxy = proxy
+        self.user_agent = user_agent
+        self.request_timeout = request_timeout
+        self._ssl = ssl_ctx
+        self._clock = clock
+        self._session: aiohttp.ClientSession | None = None
+        self._closed = False
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._closed:
+            raise RuntimeError("the Actions client is closed")
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self._ssl),
+                trust_env=False,
+                auto_decompress=True,
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        attempt = state.attempt_number - 1
+        backoff = min(self.retry.wait_min * 2.0**attempt, self.retry.wait_max)
+        outcome = state.outcome
+        if outcome is None or outcome.failed:
+            return backoff
+        response: Response = outcome.result()
+        header = response.headers.get("Retry-After")
+        if header is None:
+            return backoff
+        delay = _retry_after(header, self._clock())
+        return backoff if delay is None else min(delay, self.retry.retry_after_max)
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        body: bytes | None = None,
+        attempt_timeout: float | None = None,
+        also_retry: Collection[int] = (),
+        secrets: frozenset[str] = frozenset(),
+    ) -> Response:
+        """Send with retries; returns the last response, whatever its status.
+
+        Raises ActionsConnectionError when no attempt got an answer. `also_retry` adds statuses
+        to retry (runner-registration also retries 401 and 403).
+        """
+        retry_statuses = RETRY_STATUSES | frozenset(also_retry)
+        all_headers = {"User-Agent": self.user_agent, **headers}
+        client = self._client()
+        target = yarl.URL(url, encoded=True)
+        proxy = self.proxy.proxy_for(url)
+        client_timeout = aiohttp.ClientTimeout(total=attempt_timeout or self.request_timeout)
+        attempts = 0
+
+        async def attempt() -> Response:
+            nonlocal attempts
+            attempts += 1
+            async with client.request(
+                method,
+                target,
+                headers=all_headers,
+                data=body,
+                proxy=proxy,
+                timeout=client_timeout,
+                allow_redirects=False,
+            ) as resp:
+                raw = await resp.read()
+            log.debug(
+                "%s %s -> %d (attempt %d)", method, scrub(url, secrets), resp.status, attempts
+            )
+            return Response(
+                method=method,
+                url=url,
+                status=resp.status,
+                headers=resp.headers,
+                body=raw.removeprefix(BOM),
+                attempts=attempts,
+            )
+
+        def give_up(state: tenacity.RetryCallState) -> Response:
+            assert state.outcome is not None
+            result: Response = state.outcome.result()
+            return result
+
+        retrying = tenacity.AsyncRetrying(
+            stop=tenacity.stop_after_attempt(self.retry.attempts),
+            wait=self._wait,
+            retry=(
+                tenacity.retry_if_exception(_retryable_exception)
+                | tenacity.retry_if_result(lambda r: r.status in retry_statuses)
+            ),
+            sleep=self.retry.sleep,
+            retry_error_callback=give_up,
+            before_sleep=lambda s: log.info(
+                "%s %s: attempt %d failed (%s); retrying",
+                method,
+                scrub(url, secrets),
+                s.attempt_number,
+                _describe(s),
+            ),
+        )
+        try:
+            result: Response = await retrying(attempt)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ActionsConnectionError(
+                scrub(
+                    f"{method} {url} failed after {attempts} attempt(s): "
+                    f"{type(exc).__name__}: {exc}",
+                    secrets,
+                )
+            ) from exc
+        return result
+
+
+def _describe(state: tenacity.RetryCallState) -> str:
+    outcome = state.outcome
+    if outcome is None:
+        return "no outcome"
+    if outcome.failed:
+        return type(outcome.exception()).__name__
+    response: Response = outcome.result()
+    return f"status {response.status}"
