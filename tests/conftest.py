@@ -6,6 +6,8 @@ import uuid
 
 import pytest
 
+pytest_plugins = ["sandbox.actions.testing"]
+
 
 @pytest.fixture
 def namespace() -> str:
