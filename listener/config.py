@@ -1,0 +1,250 @@
+"""The listener's settings: ARC's listener config file, overridable by environment variables.
+
+ARC's controller writes a JSON file (snake_case keys) and points `LISTENER_CONFIG_PATH` at it;
+every key can also come from a `LISTENER_<KEY>` variable, which wins over the file, so a
+`docker run` user can keep a secret out of the file. Keys after `metrics` are this project's
+additions; ARC's controller never writes them and their defaults keep ARC's behaviour or better.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from shared.actions.config import GitHubConfig, parse_config_url
+
+CONFIG_PATH_VARIABLE = "LISTENER_CONFIG_PATH"
+ENV_PREFIX = "LISTENER_"
+MAX_INT32 = 2**31 - 1
+
+LogLevel = Literal["debug", "info", "warn", "error"]
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message says what to fix and holds no secret."""
+
+
+class MetricSpec(BaseModel):
+    labels: list[str] = Field(default_factory=list)
+    buckets: list[float] | None = None
+
+
+class MetricsConfig(BaseModel):
+    """ARC's `metrics` key: which gha_* metrics to export, with which labels and buckets."""
+
+    counters: dict[str, MetricSpec] = Field(default_factory=dict)
+    gauges: dict[str, MetricSpec] = Field(default_factory=dict)
+    histograms: dict[str, MetricSpec] = Field(default_factory=dict)
+
+
+class ListenerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    configure_url: str = Field("", description="GitHub URL of the enterprise, org or repository")
+    github_token: SecretStr = Field(SecretStr(""), description="PAT; or the three App keys")
+    github_app_id: str = Field("", description="GitHub App ID or client ID")
+    github_app_installation_id: int = Field(0, ge=0)
+    github_app_private_key: SecretStr = Field(SecretStr(""), description="App key (PEM)")
+    vault_type: str = Field("", description="ARC's Azure Key Vault lookup; not supported here")
+    vault_lookup_key: str = ""
+    azure_key_vault: dict[str, Any] | None = None
+    ephemeral_runner_set_namespace: str = Field("", description="namespace of the set we scale")
+    ephemeral_runner_set_name: str = Field("", description="the EphemeralRunnerSet we scale")
+    runner_scale_set_id: int = Field(0, ge=0, description="0: look up or register by name")
+    runner_scale_set_name: str = Field("", description="scale set name, used when id is 0")
+    min_runners: int = Field(0, ge=0, le=MAX_INT32)
+    max_runners: int = Field(MAX_INT32, ge=0, le=MAX_INT32, description="ARC writes MaxInt32")
+    server_root_ca: str = Field("", description="PEM bundle trusted for GitHub (GHES)")
+    log_level: LogLevel = "info"
+    log_format: Literal["text", "json"] = "text"
+    metrics_addr: str = Field(":8080", description="[host]:port of /metrics, /healthz, /readyz")
+    metrics_endpoint: str = "/metrics"
+    metrics: MetricsConfig | None = Field(None, description="null: ARC's default metric set")
+
+    runner_group: str = Field("", description="runner group for lookup/registration by name")
+    runner_scale_set_labels: list[str] = Field(
+        default_factory=list, description="extra labels when this listener registers the set"
+    )
+    session_conflict_timeout_seconds: float = Field(
+        300.0,
+        ge=0,
+        description="how long to wait for another listener's session to go away (409) before "
+        "giving up; ARC exits at once and crash-loops",
+    )
+    retry_initial_seconds: float = Field(
+        1.0, gt=0, description="first backoff after a transient Actions or Kubernetes error"
+    )
+    retry_max_seconds: float = Field(30.0, gt=0, description="cap of that backoff")
+    long_poll_timeout_seconds: float = Field(
+        70.0,
+        gt=0,
+        description="client timeout of one long poll (the service answers within ~50 s); "
+        "/readyz fails when no poll finished within twice this",
+    )
+    kube_request_timeout_seconds: float = Field(
+        30.0, gt=0, description="timeout of each Kubernetes request"
+    )
+    job_started_conflict_retries: int = Field(
+        5, ge=1, description="re-reads of an EphemeralRunner after a 409 on its status patch"
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The constructor receives the config file's values, which the environment overrides.
+        return (env_settings, init_settings)
+
+    @field_validator("configure_url")
+    @classmethod
+    def _config_url(cls, value: str) -> str:
+        if value:
+            parse_config_url(value)
+        return value
+
+    @field_validator("github_app_id", mode="before")
+    @classmethod
+    def _app_id_as_string(cls, value: object) -> object:
+        # Older ARC releases wrote the App ID as a JSON number.
+        return str(value) if isinstance(value, int) else value
+
+    @field_validator("log_level", "log_format", mode="before")
+    @classmethod
+    def _case_insensitive(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("metrics_addr")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        if value in ("", "0"):
+            return value
+        host, sep, port = value.rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) <= 65535 or ":" in host:
+            raise ValueError(f'expected "[host]:port", "0" or "" (disabled), got "{value}"')
+        return value
+
+    @field_validator("metrics_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        if not value.startswith("/") or value in ("/healthz", "/readyz"):
+            raise ValueError('must be a path starting with "/" other than /healthz and /readyz')
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ListenerSettings:
+        if not self.configure_url:
+            raise ValueError("GitHubConfigUrl is not provided (configure_url)")
+        if not self.ephemeral_runner_set_namespace or not self.ephemeral_runner_set_name:
+            raise ValueError(
+                "ephemeral_runner_set_namespace and ephemeral_runner_set_name are required"
+            )
+        if not self.runner_scale_set_id and not self.runner_scale_set_name:
+            raise ValueError("runner_scale_set_id or runner_scale_set_name is required")
+        if self.min_runners > self.max_runners:
+            raise ValueError(
+                f'MinRunners "{self.min_runners}" cannot be greater than '
+                f'MaxRunners "{self.max_runners}"'
+            )
+        if self.retry_initial_seconds > self.retry_max_seconds:
+            raise ValueError("retry_initial_seconds cannot be greater than retry_max_seconds")
+        self._check_credentials()
+        return self
+
+    def _check_credentials(self) -> None:
+        if self.vault_type == "azure_key_vault":
+            if not self.vault_lookup_key:
+                raise ValueError(
+                    'VaultLookupKey is required when VaultType is set to "azure_key_vault"'
+                )
+            raise ValueError(
+                'vault_type "azure_key_vault" is not supported by gha-listener: put the '
+                "credentials in the config file or in LISTENER_GITHUB_* variables"
+            )
+        if self.vault_type:
+            raise ValueError(f'unknown vault type: "{self.vault_type}"')
+        app_fields = {
+            "github_app_id": bool(self.github_app_id),
+            "github_app_installation_id": self.github_app_installation_id > 0,
+            "github_app_private_key": bool(self.github_app_private_key.get_secret_value()),
+        }
+        has_token = bool(self.github_token.get_secret_value())
+        if has_token and any(app_fields.values()):
+            raise ValueError(
+                "AppConfig validation failed: both PAT and GitHub App credentials provided. "
+                "should only provide one"
+            )
+        if any(app_fields.values()) and not all(app_fields.values()):
+            missing = ", ".join(name for name, present in app_fields.items() if not present)
+            raise ValueError(f"AppConfig validation failed: GitHub App credentials lack {missing}")
+        if not has_token and not any(app_fields.values()):
+            raise ValueError(
+                "AppConfig validation failed: no credentials provided: either a PAT or GitHub "
+                "App credentials should be provided"
+            )
+
+    @property
+    def github_config(self) -> GitHubConfig:
+        return parse_config_url(self.configure_url)
+
+    @property
+    def metrics_listen(self) -> tuple[str, int] | None:
+        """(host, port) of the telemetry server, or None when it is disabled."""
+        if self.metrics_addr in ("", "0"):
+            return None
+        host, _, port = self.metrics_addr.rpartition(":")
+        return host or "0.0.0.0", int(port)
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """The JSON object in the config file, without its null values (null means "default")."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {CONFIG_PATH_VARIABLE} {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        # The position only: the decoder's message could quote a secret.
+        raise ConfigError(
+            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno})"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a JSON object")
+    return {key: value for key, value in data.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    settings: ListenerSettings
+    ignored_keys: list[str]
+
+
+def load_settings() -> LoadedConfig:
+    """The validated settings from the config file and the environment, or ConfigError."""
+    path = os.environ.get(CONFIG_PATH_VARIABLE)
+    file_values = read_config_file(path) if path else {}
+    try:
+        settings = ListenerSettings(**file_values)
+    except ValidationError as exc:
+        raise ConfigError(describe(exc)) from None
+    ignored = sorted(set(file_values) - set(ListenerSettings.model_fields))
+    return LoadedConfig(settings=settings, ignored_keys=ignored)
+
+
+def describe(exc: ValidationError) -> str:
+    """One line naming each bad field and what is wrong, never the rejected value."""
+    parts = []
+    for error in exc.errors(include_input=False, include_url=False):
+        message = str(error["msg"]).removeprefix("Value error, ")
+        location = ".".join(str(part) for part in error["loc"])
+        parts.append(f"{location}: {message}" if location else message)
+    return "; ".join(parts)

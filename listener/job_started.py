@@ -1,0 +1,92 @@
+"""JobStarted: record the job on its EphemeralRunner and promote the runner to Running.
+
+The listener owns `Running` (design.md behaviour 1): it is the only writer of that phase, and
+writes it only to a runner that is neither finished nor being deleted. The status patch carries
+the resourceVersion it was decided on, so a terminal phase or a deletion written in between makes
+the server answer 409 and the decision is taken again on fresh data, never overwritten.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from listener.kube import RunnerSetClient
+from shared.actions.models import JobStarted
+from shared.api import EphemeralRunnerPhase, is_terminal_phase
+from shared.kube.errors import Conflict, KubeError, NotFound
+
+RUNNING = EphemeralRunnerPhase.RUNNING.value
+
+JSONDict = dict[str, Any]
+
+
+def status_patch(runner: JSONDict, job_fields: JSONDict) -> JSONDict | None:
+    """The merge patch of the runner's /status for this job, or None if it already says so.
+
+    A redelivered JobStarted finds its fields in place and patches nothing.
+    """
+    metadata = runner.get("metadata") or {}
+    status = runner.get("status") or {}
+    wanted = dict(job_fields)
+    phase = status.get("phase")
+    if not is_terminal_phase(phase) and not metadata.get("deletionTimestamp"):
+        wanted["phase"] = RUNNING
+    changes = {key: value for key, value in wanted.items() if status.get(key) != value}
+    if not changes:
+        return None
+    return {"metadata": {"resourceVersion": metadata["resourceVersion"]}, "status": changes}
+
+
+def job_fields(job: JobStarted) -> JSONDict:
+    """The EphemeralRunner status fields ARC's listener writes for a started job."""
+    return {
+        "jobRequestId": job.runner_request_id,
+        "jobRepositoryName": f"{job.owner_name}/{job.repository_name}",
+        "jobId": job.job_id,
+        "workflowRunId": job.workflow_run_id,
+        "jobWorkflowRef": job.job_workflow_ref,
+        "jobDisplayName": job.job_display_name,
+    }
+
+
+class Outcome(enum.Enum):
+    PROMOTED = "promoted to Running"
+    RECORDED = "job recorded, phase kept"
+    UNCHANGED = "already recorded"
+    MISSING = "runner not found"
+
+
+class ConflictsExhausted(KubeError):
+    """The runner kept changing between the read and the patch; try the whole decision later."""
+
+    retryable = True
+
+
+async def record_job_started(
+    kube: RunnerSetClient, job: JobStarted, *, conflict_retries: int
+) -> Outcome:
+    """Apply one JobStarted to its runner: read, decide, patch guarded by resourceVersion.
+
+    Transient Kubernetes errors propagate for the caller to retry; a 409 means the runner changed
+    since it was read, so it is read again and the decision retaken, `conflict_retries` times.
+    """
+    fields = job_fields(job)
+    for _ in range(conflict_retries):
+        try:
+            runner = await kube.get_runner(job.runner_name)
+        except NotFound:
+            return Outcome.MISSING
+        patch = status_patch(runner, fields)
+        if patch is None:
+            return Outcome.UNCHANGED
+        try:
+            await kube.patch_runner_status(job.runner_name, patch)
+        except NotFound:
+            return Outcome.MISSING
+        except Conflict:
+            continue
+        return Outcome.PROMOTED if patch["status"].get("phase") == RUNNING else Outcome.RECORDED
+    raise ConflictsExhausted(
+        f"EphemeralRunner {job.runner_name} changed {conflict_retries} times during JobStarted"
+    )

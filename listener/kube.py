@@ -1,0 +1,56 @@
+"""The listener's Kubernetes calls: one EphemeralRunnerSet and the EphemeralRunners it owns.
+
+Exactly what the listener Role allows (manifests/listener/): patch of the one set, get and
+patch(/status) of runners. Every call gets a timeout (CustomObjects) and a trace span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from opentelemetry.trace import SpanKind, Tracer
+
+from shared.kube.client import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS, CustomObjects, Resource
+
+JSONDict = dict[str, Any]
+
+
+class RunnerSetClient:
+    def __init__(
+        self, objects: CustomObjects, *, namespace: str, runner_set: str, tracer: Tracer
+    ) -> None:
+        self._objects = objects
+        self.namespace = namespace
+        self.runner_set = runner_set
+        self._tracer = tracer
+
+    @asynccontextmanager
+    async def _span(self, verb: str, res: Resource, name: str) -> AsyncIterator[None]:
+        with self._tracer.start_as_current_span(
+            f"kube {verb} {res.plural}",
+            kind=SpanKind.CLIENT,
+            attributes={
+                "k8s.namespace.name": self.namespace,
+                "k8s.resource": res.plural,
+                "k8s.object.name": name,
+            },
+        ):
+            yield
+
+    async def patch_runner_set(self, patch: JSONDict) -> JSONDict:
+        async with self._span("patch", EPHEMERAL_RUNNER_SETS, self.runner_set):
+            return await self._objects.patch(
+                EPHEMERAL_RUNNER_SETS, self.namespace, self.runner_set, patch
+            )
+
+    async def get_runner(self, name: str) -> JSONDict:
+        async with self._span("get", EPHEMERAL_RUNNERS, name):
+            return await self._objects.get(EPHEMERAL_RUNNERS, self.namespace, name)
+
+    async def patch_runner_status(self, name: str, patch: JSONDict) -> JSONDict:
+        async with self._span("patch status", EPHEMERAL_RUNNERS, name):
+            return await self._objects.patch(
+                EPHEMERAL_RUNNERS, self.namespace, name, patch, status=True
+            )

@@ -1,0 +1,341 @@
+"""The message loop of actions-protocol.md section 4, made to stay up.
+
+Per session: scale from the session statistics, then long-poll; per message: acknowledge first,
+acquire every JobAvailable in one call, record JobStarted on the runners, then publish the desired
+count. An empty poll publishes too. Where ARC's listener exits and crash-loops, this one recovers
+in process: transient errors are retried with backoff, a session the service lost is re-created
+(unacknowledged messages come again, and every step is safe to repeat), a 409 conflict waits for
+the old session for a bounded time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from opentelemetry.trace import Tracer
+
+from listener.config import ListenerSettings
+from listener.health import Progress
+from listener.job_started import record_job_started
+from listener.kube import RunnerSetClient
+from listener.metrics import ListenerMetrics
+from listener.retry import Backoff, Stopping, is_transient, retry_transient
+from listener.scaler import Scaler
+from shared.actions.client import ActionsClient
+from shared.actions.errors import (
+    MessageQueueTokenExpired,
+    NotFound,
+    ScaleSetNotFound,
+    SessionConflict,
+    SessionExpired,
+)
+from shared.actions.models import (
+    JobAvailable,
+    JobCompleted,
+    JobStarted,
+    Label,
+    RunnerScaleSet,
+    RunnerScaleSetMessage,
+    RunnerSetting,
+    Statistics,
+)
+from shared.actions.session import MessageSession
+from shared.kube.errors import KubeError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_RUNNER_GROUP_ID = 1
+"""The id ARC uses when no runner group is configured (the group named "default")."""
+SESSION_DELETE_TIMEOUT = 30.0
+
+# The service forgot the session (evicted, expired) or no longer accepts its token: a new
+# session is the way on.
+SESSION_LOST = (NotFound, SessionExpired, MessageQueueTokenExpired)
+
+
+class SessionLost(Exception):
+    """The current message session cannot be used any more."""
+
+
+class Listener:
+    def __init__(
+        self,
+        *,
+        settings: ListenerSettings,
+        actions: ActionsClient,
+        kube: RunnerSetClient,
+        metrics: ListenerMetrics,
+        progress: Progress,
+        tracer: Tracer,
+        owner: str,
+        stop: asyncio.Event,
+    ) -> None:
+        self.settings = settings
+        self.actions = actions
+        self.kube = kube
+        self.metrics = metrics
+        self.progress = progress
+        self.tracer = tracer
+        self.owner = owner
+        self.stop = stop
+        self.scaler = Scaler(min_runners=settings.min_runners, max_runners=settings.max_runners)
+        self.backoff = Backoff(
+            initial=settings.retry_initial_seconds, maximum=settings.retry_max_seconds
+        )
+        self.scale_set_id = settings.runner_scale_set_id
+        self.latest = Statistics()
+        self.unrecorded: list[JobStarted] = []
+        """JobStarted messages acknowledged but not yet written to their runner."""
+
+    async def _retry(
+        self,
+        operation: Callable[[], Awaitable[T]],
+        what: str,
+        *,
+        give_up: Callable[[BaseException, float], bool] | None = None,
+    ) -> T:
+        return await retry_transient(
+            operation, what=what, backoff=self.backoff, stop=self.stop, give_up=give_up
+        )
+
+    async def run(self) -> None:
+        """Serve until `stop` is set (returns) or an unrecoverable error (raises)."""
+        try:
+            if not self.scale_set_id:
+                self.scale_set_id = await self._find_or_register_scale_set()
+                self.actions.set_system_info(
+                    dataclasses.replace(self.actions.system_info, scale_set_id=self.scale_set_id)
+                )
+            self.metrics.record_static(
+                min_runners=self.settings.min_runners, max_runners=self.settings.max_runners
+            )
+            while not self.stop.is_set():
+                session = await self._open_session()
+                try:
+                    await self._serve(session)
+                except SessionLost as lost:
+                    log.warning("message session lost, opening a new one: %s", lost.__cause__)
+                finally:
+                    self.progress.session_closed()
+                    await self._close(session)
+        except Stopping:
+            pass
+
+    async def _find_or_register_scale_set(self) -> int:
+        name = self.settings.runner_scale_set_name
+        group = self.settings.runner_group
+        group_id = DEFAULT_RUNNER_GROUP_ID
+        if group:
+            found_group = await self._retry(
+                lambda: self.actions.get_runner_group_by_name(group), "runner group lookup"
+            )
+            group_id = found_group.id
+        existing = await self._retry(
+            lambda: self.actions.get_runner_scale_set(runner_group_id=group_id, name=name),
+            "runner scale set lookup",
+        )
+        if existing is not None:
+            log.info("using runner scale set %r (id %d)", name, existing.id)
+            return existing.id
+        labels = [Label(name=name)] + [
+            Label(name=extra) for extra in self.settings.runner_scale_set_labels if extra != name
+        ]
+        created = await self._retry(
+            lambda: self.actions.create_runner_scale_set(
+                RunnerScaleSet(
+                    name=name,
+                    runner_group_id=group_id,
+                    labels=labels,
+                    runner_setting=RunnerSetting(disable_update=True),
+                )
+            ),
+            "runner scale set registration",
+        )
+        log.info("registered runner scale set %r (id %d)", name, created.id)
+        return created.id
+
+    async def _open_session(self) -> MessageSession:
+        timeout = self.settings.session_conflict_timeout_seconds
+
+        def give_up(exc: BaseException, elapsed: float) -> bool:
+            return isinstance(exc, SessionConflict) and elapsed >= timeout
+
+        async def create() -> MessageSession:
+            try:
+                return await self.actions.open_message_session(self.scale_set_id, owner=self.owner)
+            except ScaleSetNotFound:
+                if self.settings.runner_scale_set_id:
+                    raise
+                # Registered by name here: the set was deleted on the service side, so
+                # register it again rather than exit (ARC re-registers since 0.15).
+                log.warning("runner scale set %d is gone; looking it up again", self.scale_set_id)
+                self.scale_set_id = await self._find_or_register_scale_set()
+                return await self.actions.open_message_session(self.scale_set_id, owner=self.owner)
+
+        session = await retry_transient(
+            create,
+            what="message session creation",
+            backoff=self.backoff,
+            stop=self.stop,
+            retry_on=lambda exc: is_transient(exc) or isinstance(exc, SessionConflict),
+            give_up=give_up,
+        )
+        log.info("message session %s open for scale set %d", session.session_id, self.scale_set_id)
+        self.progress.session_opened()
+        return session
+
+    async def _close(self, session: MessageSession) -> None:
+        try:
+            await asyncio.wait_for(session.close(), SESSION_DELETE_TIMEOUT)
+        except Exception as exc:
+            # Best effort: the service expires an abandoned session on its own.
+            log.warning("could not delete message session %s: %s", session.session_id, exc)
+        else:
+            log.info("message session %s deleted", session.session_id)
+
+    async def _serve(self, session: MessageSession) -> None:
+        statistics = session.session.statistics
+        if statistics is not None:
+            self.latest = statistics
+        self.metrics.record_statistics(self.latest)
+        await self._publish()
+        last_message_id = 0
+        while True:
+            message = await self._poll(session, last_message_id)
+            self.progress.poll_finished()
+            if message is None:
+                await self._record_unrecorded()
+                await self._publish(record=False)
+                continue
+            last_message_id = message.message_id
+            await self._handle(session, message)
+
+    async def _poll(
+        self, session: MessageSession, last_message_id: int
+    ) -> RunnerScaleSetMessage | None:
+        async def get() -> RunnerScaleSetMessage | None:
+            poll = asyncio.ensure_future(
+                session.get_message(
+                    last_message_id=last_message_id, max_capacity=self.settings.max_runners
+                )
+            )
+            stopping = asyncio.ensure_future(self.stop.wait())
+            try:
+                await asyncio.wait({poll, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopping.cancel()
+            if not poll.done():
+                poll.cancel()
+                await asyncio.gather(poll, return_exceptions=True)
+                raise Stopping
+            return poll.result()
+
+        try:
+            return await self._retry(get, "GET message")
+        except SESSION_LOST as exc:
+            raise SessionLost from exc
+
+    async def _handle(self, session: MessageSession, message: RunnerScaleSetMessage) -> None:
+        """One batch, finished even when a stop is requested meanwhile."""
+        started = [job for job in message.jobs if isinstance(job, JobStarted)]
+        completed = [job for job in message.jobs if isinstance(job, JobCompleted)]
+        available = [job.runner_request_id for job in message.jobs if isinstance(job, JobAvailable)]
+        with self.tracer.start_as_current_span(
+            "message batch",
+            attributes={
+                "gha.message_id": message.message_id,
+                "gha.jobs.available": len(available),
+                "gha.jobs.started": len(started),
+                "gha.jobs.completed": len(completed),
+            },
+        ):
+            if message.statistics is not None:
+                self.latest = message.statistics
+            self.metrics.record_statistics(self.latest)
+            lost: SessionLost | None = None
+            try:
+                await self._retry(lambda: session.delete_message(message.message_id), "ack")
+                if available:
+                    acquired = await self._retry(
+                        lambda: session.acquire_jobs(available), "acquire jobs"
+                    )
+                    log.info("acquired %d of %d available jobs", len(acquired), len(available))
+            except SESSION_LOST as exc:
+                # Finish the batch: its JobStarted must not wait for a new session, which
+                # would deliver this unacknowledged message again anyway (harmlessly).
+                lost = SessionLost()
+                lost.__cause__ = exc
+            for job in started:
+                self.metrics.record_job_started(job)
+                self.scaler.job_event()
+            self.unrecorded.extend(started)
+            await self._record_unrecorded()
+            for done in completed:
+                self.metrics.record_job_completed(done)
+                self.scaler.job_event()
+            await self._publish()
+            if lost is not None:
+                raise lost
+
+    async def _record_unrecorded(self) -> None:
+        """Write every pending JobStarted, in order; what still fails waits for the next turn."""
+        pending, self.unrecorded = self.unrecorded, []
+        bound = 2 * self.settings.retry_max_seconds
+        for index, job in enumerate(pending):
+            if not job.runner_name:
+                log.warning("JobStarted for job %s names no runner; skipped", job.job_id)
+                continue
+            try:
+                outcome = await self._retry(
+                    functools.partial(
+                        record_job_started,
+                        self.kube,
+                        job,
+                        conflict_retries=self.settings.job_started_conflict_retries,
+                    ),
+                    f"JobStarted for runner {job.runner_name}",
+                    give_up=lambda _exc, elapsed: elapsed >= bound,
+                )
+            except Stopping:
+                self.unrecorded = pending[index:] + self.unrecorded
+                raise
+            except KubeError as exc:
+                if exc.retryable:
+                    self.unrecorded.extend(pending[index:])
+                    log.warning("JobStarted for runner %s deferred: %s", job.runner_name, exc)
+                    return
+                log.error("JobStarted for runner %s dropped: %s", job.runner_name, exc)
+                continue
+            log.info(
+                "JobStarted job %s on runner %s: %s", job.job_id, job.runner_name, outcome.value
+            )
+
+    async def _publish(self, *, record: bool = True) -> None:
+        """Patch the EphemeralRunnerSet with the desired count for `self.latest`."""
+        desired = self.scaler.desired(self.latest.total_assigned_jobs)
+        bound = 2 * self.settings.retry_max_seconds
+        try:
+            await self._retry(
+                lambda: self.kube.patch_runner_set(desired.ers_patch()),
+                "EphemeralRunnerSet patch",
+                give_up=lambda _exc, elapsed: elapsed >= bound,
+            )
+        except KubeError as exc:
+            self.scaler.publication_failed()
+            log.error(
+                "could not publish replicas=%d patchID=%d: %s",
+                desired.replicas,
+                desired.patch_id,
+                exc,
+            )
+            return
+        log.debug("published replicas=%d patchID=%d", desired.replicas, desired.patch_id)
+        if record:
+            self.metrics.record_desired(desired.replicas)

@@ -1,0 +1,141 @@
+"""ARC's gha_* metrics: names, labels, buckets, and which events record what."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from listener.config import MetricsConfig, MetricSpec
+from listener.metrics import DEFAULT_BUCKETS, ListenerMetrics, WorkflowRef, parse_workflow_ref
+from shared.actions.models import JobCompleted, JobStarted, Statistics
+
+SCALE_SET = {
+    "name": "set",
+    "namespace": "runners",
+    "enterprise": "",
+    "organization": "octo-org",
+    "repository": "",
+}
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def samples(metrics: ListenerMetrics) -> dict[str, list[tuple[dict[str, str], float]]]:
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(metrics.render().decode()):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    return out
+
+
+@pytest.fixture
+def metrics() -> ListenerMetrics:
+    return ListenerMetrics(None, scale_set_labels=SCALE_SET)
+
+
+@pytest.mark.parametrize(
+    ("ref", "expected"),
+    [
+        ("o/r/.github/workflows/ci.yml@refs/heads/main", WorkflowRef("ci", "heads/main")),
+        ("o/r/.github/workflows/ci.yaml@refs/heads/feat/x", WorkflowRef("ci", "heads/feat/x")),
+        ("o/r/.github/workflows/rel.yml@refs/tags/v1.2", WorkflowRef("rel", "tags/v1.2")),
+        ("o/r/.github/workflows/pr.yml@refs/pull/42/merge", WorkflowRef("pr", "pull/42")),
+        ("o/r/.github/workflows/ci.yml", WorkflowRef()),
+        ("", WorkflowRef()),
+    ],
+)
+def test_parse_workflow_ref(ref: str, expected: WorkflowRef) -> None:
+    assert parse_workflow_ref(ref) == expected
+
+
+def test_gauges_carry_the_scale_set_labels_only(metrics: ListenerMetrics) -> None:
+    metrics.record_static(min_runners=1, max_runners=5)
+    metrics.record_statistics(
+        Statistics(total_assigned_jobs=3, total_running_jobs=2, total_idle_runners=1)
+    )
+    metrics.record_desired(4)
+    got = samples(metrics)
+    for name, value in [
+        ("gha_min_runners", 1),
+        ("gha_max_runners", 5),
+        ("gha_assigned_jobs", 3),
+        ("gha_running_jobs", 2),
+        ("gha_idle_runners", 1),
+        ("gha_desired_runners", 4),
+    ]:
+        assert got[name] == [(SCALE_SET, value)]
+
+
+def test_job_started_counts_and_times_startup(metrics: ListenerMetrics) -> None:
+    metrics.record_job_started(
+        JobStarted(
+            owner_name="octo-org",
+            repository_name="hello",
+            job_display_name="build",
+            event_name="push",
+            scale_set_assign_time=T0,
+            runner_assign_time=T0 + timedelta(seconds=7),
+        )
+    )
+    got = samples(metrics)
+    labels = {
+        "enterprise": "",
+        "organization": "octo-org",
+        "repository": "hello",
+        "job_name": "build",
+        "event_name": "push",
+    }
+    assert got["gha_started_jobs_total"] == [(labels, 1.0)]
+    assert got["gha_job_startup_duration_seconds_sum"] == [(labels, 7.0)]
+    bounds = [float(s["le"]) for s, _ in got["gha_job_startup_duration_seconds_bucket"]]
+    assert bounds == [*DEFAULT_BUCKETS, float("inf")]
+
+
+def test_job_completed_carries_the_result(metrics: ListenerMetrics) -> None:
+    metrics.record_job_completed(
+        JobCompleted(
+            owner_name="o",
+            repository_name="r",
+            result="failed",
+            runner_assign_time=T0,
+            finish_time=T0 + timedelta(seconds=90),
+        )
+    )
+    got = samples(metrics)
+    [(labels, value)] = got["gha_completed_jobs_total"]
+    assert (labels["job_result"], value) == ("failed", 1.0)
+    assert got["gha_job_execution_duration_seconds_sum"] == [(labels, 90.0)]
+
+
+def test_job_completed_without_runner_is_not_counted(metrics: ListenerMetrics) -> None:
+    metrics.record_job_completed(JobCompleted(result="canceled"))
+    assert "gha_completed_jobs_total" not in samples(metrics)
+
+
+def test_config_selects_metrics_labels_and_buckets() -> None:
+    config = MetricsConfig(
+        counters={"gha_started_jobs_total": MetricSpec(labels=["job_workflow_target"])},
+        gauges={"gha_not_a_metric": MetricSpec(labels=["name"])},
+        histograms={
+            "gha_job_startup_duration_seconds": MetricSpec(labels=[], buckets=[1.0, 10.0]),
+            "gha_started_jobs_total": MetricSpec(labels=[]),
+        },
+    )
+    metrics = ListenerMetrics(config, scale_set_labels=SCALE_SET)
+    metrics.record_desired(2)
+    metrics.record_job_started(
+        JobStarted(
+            job_workflow_ref="o/r/.github/workflows/ci.yml@refs/tags/v1",
+            scale_set_assign_time=T0,
+            runner_assign_time=T0,
+        )
+    )
+    got = samples(metrics)
+    assert "gha_desired_runners" not in got
+    assert got["gha_started_jobs_total"] == [({"job_workflow_target": "tags/v1"}, 1.0)]
+    assert [s["le"] for s, _ in got["gha_job_startup_duration_seconds_bucket"]] == [
+        "1.0",
+        "10.0",
+        "+Inf",
+    ]
