@@ -14,6 +14,10 @@ class Clock(Protocol):
 
     async def sleep(self, seconds: float) -> None: ...
 
+    async def sleep_until(self, deadline: float) -> None:
+        """Sleep until `now() >= deadline`."""
+        ...
+
 
 class MonotonicClock:
     def now(self) -> float:
@@ -21,6 +25,9 @@ class MonotonicClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(seconds, 0.0))
+
+    async def sleep_until(self, deadline: float) -> None:
+        await asyncio.sleep(max(deadline - time.monotonic(), 0.0))
 
 
 class FakeClock:
@@ -34,7 +41,9 @@ class FakeClock:
         return self._now
 
     async def sleep(self, seconds: float) -> None:
-        deadline = self._now + seconds
+        await self.sleep_until(self._now + seconds)
+
+    async def sleep_until(self, deadline: float) -> None:
         async with self._changed:
             await self._changed.wait_for(lambda: self._now >= deadline)
 

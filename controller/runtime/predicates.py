@@ -26,7 +26,9 @@ _VOLATILE_METADATA = frozenset({"resourceVersion", "managedFields"})
 
 def pod_ready(pod: JSONDict) -> bool:
     """The one definition of readiness: the pod's Ready condition is "True"."""
-    conditions = (pod.get("status") or {}).get("conditions") or []
+    conditions = _status(pod).get("conditions")
+    if not isinstance(conditions, list):
+        return False
     return any(
         isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
         for c in conditions
@@ -35,7 +37,9 @@ def pod_ready(pod: JSONDict) -> bool:
 
 def stable_metadata(obj: JSONDict) -> JSONDict:
     """The object's metadata without the fields that change on every write."""
-    meta = obj.get("metadata") or {}
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return {}
     return {k: v for k, v in meta.items() if k not in _VOLATILE_METADATA}
 
 
@@ -63,7 +67,8 @@ def ephemeral_runner_projection(er: JSONDict) -> tuple[object, ...]:
 
 def pod_projection(pod: JSONDict) -> tuple[object, ...]:
     """What the EphemeralRunner reconciler reads from its Pod."""
-    meta = pod.get("metadata") or {}
+    meta = pod.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     status = _status(pod)
     return (
         meta.get("uid"),

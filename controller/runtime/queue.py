@@ -107,7 +107,7 @@ class WorkQueue(Generic[K]):
         self._failures.pop(key, None)
 
     def _promote_due(self) -> float | None:
-        """Move due keys to ready; the time until the next one is due, if any."""
+        """Move due keys to ready; when the next one falls due, if any."""
         now = self._clock.now()
         while self._delayed:
             at, _, key = self._delayed[0]
@@ -115,7 +115,7 @@ class WorkQueue(Generic[K]):
                 heapq.heappop(self._delayed)
                 continue
             if at > now:
-                return at - now
+                return at
             heapq.heappop(self._delayed)
             del self._due[key]
             self.add(key)
@@ -138,17 +138,17 @@ class WorkQueue(Generic[K]):
             if key is not None:
                 return key
             self._wakeup.clear()
-            wait = self._promote_due()
+            next_due = self._promote_due()
             if self._ready:
                 continue
-            if wait is None:
+            if next_due is None:
                 await self._wakeup.wait()
             else:
-                await self._sleep_or_wakeup(wait)
+                await self._sleep_or_wakeup(next_due)
         return None
 
-    async def _sleep_or_wakeup(self, seconds: float) -> None:
-        sleeper = asyncio.ensure_future(self._clock.sleep(seconds))
+    async def _sleep_or_wakeup(self, deadline: float) -> None:
+        sleeper = asyncio.ensure_future(self._clock.sleep_until(deadline))
         waker = asyncio.ensure_future(self._wakeup.wait())
         try:
             await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
