@@ -1,0 +1,140 @@
+"""Actions service clients for the runner reconcilers, one per GitHub configuration.
+
+ARC reads the GitHub config Secret through the API before every Actions call (arc-api-cost.md
+fact 4). Here a client is kept per (namespace, secret name, config URL) and the Secret is read
+again only after `credentials_ttl` seconds, or after the service rejected the credentials, so a
+rotated secret is picked up without paying one GET per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from shared.actions.client import ActionsClient
+from shared.actions.credentials import Credentials, GitHubApp, PersonalAccessToken
+from shared.actions.errors import AuthenticationFailed, InvalidCredentials
+from shared.actions.transport import SystemInfo
+from shared.kube.objects import SECRET, Objects
+
+JSONDict = dict[str, Any]
+ClientFactory = Callable[[str, Credentials], ActionsClient]
+
+SUBSYSTEM = "gha-runner-controller"
+
+
+def default_factory(config_url: str, credentials: Credentials) -> ActionsClient:
+    return ActionsClient(
+        config_url=config_url,
+        credentials=credentials,
+        system_info=SystemInfo(subsystem=SUBSYSTEM),
+    )
+
+
+def _decoded(secret: JSONDict, key: str) -> str:
+    raw = (secret.get("data") or {}).get(key)
+    if isinstance(raw, str) and raw:
+        return base64.b64decode(raw).decode()
+    return str((secret.get("stringData") or {}).get(key) or "")
+
+
+def credentials_from_secret(secret: JSONDict) -> Credentials:
+    """A PAT (`github_token`) or a GitHub App (`github_app_id`, `github_app_installation_id`,
+    `github_app_private_key`); exactly one of them must be complete."""
+    token = _decoded(secret, "github_token")
+    app_id = _decoded(secret, "github_app_id")
+    installation = _decoded(secret, "github_app_installation_id")
+    key = _decoded(secret, "github_app_private_key")
+    app = bool(app_id and installation and key)
+    if token and app:
+        raise InvalidCredentials("both PAT and GitHub App credentials provided")
+    if token:
+        return PersonalAccessToken(token)
+    if not app:
+        raise InvalidCredentials(
+            "the secret needs github_token, or github_app_id, github_app_installation_id and "
+            "github_app_private_key"
+        )
+    try:
+        installation_id = int(installation)
+    except ValueError:
+        raise InvalidCredentials("github_app_installation_id is not an integer") from None
+    return GitHubApp(client_id=app_id, installation_id=installation_id, private_key=key)
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    namespace: str
+    secret: str
+    url: str
+
+
+@dataclass(slots=True)
+class _Entry:
+    client: ActionsClient
+    read_at: float
+    secret_version: str
+
+
+class ActionsClients:
+    """Clients by GitHub configuration of a runner spec (`githubConfigUrl`,
+    `githubConfigSecret` in the object's namespace)."""
+
+    def __init__(
+        self,
+        *,
+        objects: Objects,
+        factory: ClientFactory = default_factory,
+        credentials_ttl: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._objects = objects
+        self._factory = factory
+        self._ttl = credentials_ttl
+        self._clock = clock
+        self._entries: dict[_Key, _Entry] = {}
+        self._lock = asyncio.Lock()
+        self.secret_reads = 0
+
+    async def for_spec(self, namespace: str, spec: JSONDict) -> ActionsClient:
+        key = _Key(
+            namespace, str(spec.get("githubConfigSecret", "")), str(spec.get("githubConfigUrl"))
+        )
+        async with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and self._clock() - entry.read_at < self._ttl:
+                return entry.client
+            self.secret_reads += 1
+            secret = await self._objects.get(SECRET, namespace, key.secret)
+            version = str((secret.get("metadata") or {}).get("resourceVersion", ""))
+            now = self._clock()
+            if entry is not None and entry.secret_version == version:
+                entry.read_at = now
+                return entry.client
+            client = self._factory(key.url, credentials_from_secret(secret))
+            if entry is not None:
+                await entry.client.aclose()
+            self._entries[key] = _Entry(client, now, version)
+            return client
+
+    def rejected(self, namespace: str, spec: JSONDict, error: Exception) -> None:
+        """Forget the credentials' freshness after the service refused them."""
+        if isinstance(error, AuthenticationFailed):
+            key = _Key(
+                namespace,
+                str(spec.get("githubConfigSecret", "")),
+                str(spec.get("githubConfigUrl")),
+            )
+            entry = self._entries.get(key)
+            if entry is not None:
+                entry.read_at = float("-inf")
+                entry.secret_version = ""
+
+    async def aclose(self) -> None:
+        entries, self._entries = list(self._entries.values()), {}
+        for entry in entries:
+            await entry.client.aclose()

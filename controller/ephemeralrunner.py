@@ -1,0 +1,394 @@
+"""The EphemeralRunner reconciler: one runner's registration, JIT Secret and Pod.
+
+Order of a pass (design.md conventions, arc-controllers.md 7.1 with this project's changes):
+
+1. Read the runner from the cache; gone ends the pass.
+2. Deletion branch: remove the runner from the Actions service (job still running: retry later;
+   not found: fine), delete the pod, the JIT Secret and the container-hook resources labelled for
+   this runner, then drop both finalizers in one write.
+3. Terminal runner (Succeeded, Failed, Outdated): delete its pod and JIT Secret; the
+   EphemeralRunnerSet deletes the runner.
+4. Both finalizers, in one write, when one is missing.
+5. Registration: JIT config from the service, Secret, then one status write with runner id,
+   name and `Pending`.
+6. Pod: created after the failure backoff; its state decides the status (runner_rules).
+
+Requests saved against ARC (arc-api-cost.md 5): the JIT Secret is read only when the runner has
+no id yet or a pod must be created (ARC reads it on every pass), runner id and `Pending` go out
+in one status write, and the finalizers are dropped in one write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from controller.actions_clients import ActionsClients
+from controller.events import EventRecorder
+from controller.runner_context import RunnerContext, context_for
+from controller.runner_objects import (
+    CONTAINER_HOOK_LABEL,
+    REGISTRATION_FINALIZER,
+    RUNNER_FINALIZERS,
+    RUNNER_ID_KEY,
+    RUNNER_NAME_KEY,
+    has_container_hooks,
+    jit_secret,
+    runner_pod,
+    runner_work_folder,
+    secret_value,
+)
+from controller.runner_rules import (
+    PHASE_FAILED,
+    PHASE_PENDING,
+    REASON_INVALID_POD,
+    REASON_TOO_MANY_POD_FAILURES,
+    PodOutcome,
+    decide_from_pod,
+    has_job,
+    is_deleting,
+    is_terminal,
+    parse_time,
+    retry_delay,
+    runner_id,
+    status_of,
+    too_many_failures,
+)
+from controller.runner_settings import RunnerSettings
+from controller.runtime import (
+    POD_TO_ER,
+    REGISTRY,
+    Controller,
+    LazyObject,
+    Manager,
+    Owns,
+    Request,
+    Result,
+    Store,
+    pod_ready,
+)
+from shared.actions.errors import (
+    ActionsError,
+    JobStillRunning,
+    RunnerExists,
+    RunnerNotFound,
+)
+from shared.kube.errors import AlreadyExists, Forbidden, Invalid, NotFound
+from shared.kube.objects import EPHEMERAL_RUNNER, POD, SECRET, Objects
+
+JSONDict = dict[str, Any]
+
+log = logging.getLogger(__name__)
+
+REGISTRATION_RETRY_SECONDS = 1.0
+ALREADY_EXISTS_RETRY_SECONDS = 5.0
+QUOTA_MESSAGE = "exceeded quota:"
+
+
+def deep_merge(target: JSONDict, patch: JSONDict) -> None:
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            deep_merge(target[key], value)
+        else:
+            target[key] = value
+
+
+class EphemeralRunnerReconciler:
+    def __init__(
+        self,
+        *,
+        runners: Store,
+        pods: Store,
+        objects: Objects,
+        clients: ActionsClients,
+        events: EventRecorder,
+        settings: RunnerSettings,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._runners = runners
+        self._pods = pods
+        self._objects = objects
+        self._clients = clients
+        self._events = events
+        self._settings = settings
+        self._policy = settings.failure_policy()
+        self._now = now
+
+    async def reconcile(self, request: Request) -> Result:
+        cached = self._runners.get(request.namespace, request.name)
+        if cached is None:
+            return Result()
+        runner = LazyObject(cached, kind=EPHEMERAL_RUNNER)
+        if is_deleting(cached):
+            return await self._finalize(runner)
+        if is_terminal(cached):
+            await self._delete_resources(cached)
+            return Result()
+        await self._ensure_finalizers(runner)
+        if runner_id(runner.object) == 0:
+            retry = await self._register(runner)
+            if retry is not None:
+                return retry
+        if too_many_failures(runner.object, self._policy):
+            await self._mark_failed(
+                runner,
+                reason=REASON_TOO_MANY_POD_FAILURES,
+                message=f"The runner pod failed {len(status_of(runner.object)['failures'])} times",
+            )
+            return Result()
+        pod = self._pods.get(request.namespace, request.name)
+        if pod is None:
+            return await self._without_pod(runner)
+        outcome = decide_from_pod(
+            runner.object, pod, ready=pod_ready(pod), now=self._now(), policy=self._policy
+        )
+        await self._apply(runner, pod, outcome)
+        return Result()
+
+    # --- deletion ------------------------------------------------------------------------------
+
+    async def _finalize(self, runner: LazyObject) -> Result:
+        obj = runner.object
+        finalizers = obj["metadata"].get("finalizers") or []
+        if not set(RUNNER_FINALIZERS) & set(finalizers):
+            return Result()
+        if REGISTRATION_FINALIZER in finalizers:
+            removed = await self._remove_registration(obj)
+            if not removed:
+                return Result(requeue_after=self._settings.job_still_running_retry_seconds)
+        await self._delete_resources(obj)
+        if has_container_hooks(obj):
+            await self._delete_hook_resources(obj)
+        meta = runner.mutate()["metadata"]
+        meta["finalizers"] = [f for f in finalizers if f not in RUNNER_FINALIZERS]
+        with contextlib.suppress(NotFound):
+            await runner.write(self._objects, optimistic=True)
+        return Result()
+
+    async def _remove_registration(self, runner: JSONDict) -> bool:
+        """Unregister the runner; False while the service says its job still runs."""
+        rid = runner_id(runner)
+        if rid == 0:
+            rid = await self._id_from_secret(runner)
+        if rid == 0:
+            return True
+        meta = runner["metadata"]
+        client = await self._clients.for_spec(meta["namespace"], runner.get("spec") or {})
+        try:
+            await client.remove_runner(rid)
+        except RunnerNotFound:
+            return True
+        except JobStillRunning:
+            log.info(
+                "runner still has a job, removal retried later", extra={"runner": meta["name"]}
+            )
+            return False
+        except ActionsError as exc:
+            self._clients.rejected(meta["namespace"], runner.get("spec") or {}, exc)
+            raise
+        return True
+
+    async def _id_from_secret(self, runner: JSONDict) -> int:
+        """The id of a runner registered just before its status could record it."""
+        meta = runner["metadata"]
+        try:
+            secret = await self._objects.get(SECRET, meta["namespace"], meta["name"])
+        except NotFound:
+            return 0
+        value = secret_value(secret, RUNNER_ID_KEY) or ""
+        return int(value) if value.isdigit() else 0
+
+    async def _delete_resources(self, runner: JSONDict) -> None:
+        meta = runner["metadata"]
+        pod = self._pods.get(meta["namespace"], meta["name"])
+        if pod is not None and not is_deleting(pod):
+            await self._delete(POD, pod)
+        with contextlib.suppress(NotFound):
+            await self._objects.delete(SECRET, meta["namespace"], meta["name"])
+
+    async def _delete_hook_resources(self, runner: JSONDict) -> None:
+        meta = runner["metadata"]
+        selector = {CONTAINER_HOOK_LABEL: meta["name"]}
+        for pod in self._pods.list(meta["namespace"], labels=selector):
+            if not is_deleting(pod):
+                await self._delete(POD, pod)
+        listing = await self._objects.list(
+            SECRET, meta["namespace"], label_selector=f"{CONTAINER_HOOK_LABEL}={meta['name']}"
+        )
+        for secret in listing.get("items") or []:
+            if not is_deleting(secret):
+                await self._delete(SECRET, secret)
+
+    async def _delete(self, kind: Any, obj: JSONDict) -> None:
+        meta = obj["metadata"]
+        with contextlib.suppress(NotFound):
+            await self._objects.delete(kind, meta["namespace"], meta["name"], uid=meta.get("uid"))
+
+    # --- live runner -----------------------------------------------------------------------------
+
+    async def _ensure_finalizers(self, runner: LazyObject) -> None:
+        finalizers = runner.object["metadata"].get("finalizers") or []
+        missing = [f for f in RUNNER_FINALIZERS if f not in finalizers]
+        if missing:
+            runner.mutate()["metadata"]["finalizers"] = [*finalizers, *missing]
+            await runner.write(self._objects, optimistic=True)
+
+    async def _register(self, runner: LazyObject) -> Result | None:
+        """Record the runner id and name from the JIT Secret, creating both when missing."""
+        obj = runner.object
+        meta = obj["metadata"]
+        try:
+            secret = await self._objects.get(SECRET, meta["namespace"], meta["name"])
+        except NotFound:
+            created = await self._create_jit_secret(runner)
+            if isinstance(created, Result):
+                return created
+            secret = created
+        value = secret_value(secret, RUNNER_ID_KEY) or ""
+        if not value.isdigit() or int(value) == 0:
+            await self._delete(SECRET, secret)
+            return Result(requeue_after=REGISTRATION_RETRY_SECONDS)
+        status = runner.mutate().setdefault("status", {})
+        status["runnerId"] = int(value)
+        status["runnerName"] = secret_value(secret, RUNNER_NAME_KEY) or meta["name"]
+        if not status.get("phase"):
+            status["phase"] = PHASE_PENDING
+        await runner.write(self._objects)
+        return None
+
+    async def _create_jit_secret(self, runner: LazyObject) -> JSONDict | Result:
+        obj = runner.object
+        meta = obj["metadata"]
+        spec = obj.get("spec") or {}
+        scale_set_id = int(spec.get("runnerScaleSetId") or 0)
+        client = await self._clients.for_spec(meta["namespace"], spec)
+        try:
+            config = await client.generate_jit_runner_config(
+                scale_set_id, name=meta["name"], work_folder=runner_work_folder(obj)
+            )
+        except RunnerExists:
+            return await self._resolve_name_clash(obj, scale_set_id)
+        except ActionsError as exc:
+            self._clients.rejected(meta["namespace"], spec, exc)
+            raise
+        body = jit_secret(
+            obj,
+            encoded_jit_config=config.encoded_jit_config.get_secret_value(),
+            runner_name=config.runner.name or meta["name"],
+            runner_id=config.runner.id,
+            scale_set_id=config.runner.runner_scale_set_id or scale_set_id,
+            excluded_prefixes=self._settings.exclude_label_propagation_prefixes,
+        )
+        try:
+            return await self._objects.create(SECRET, meta["namespace"], body)
+        except AlreadyExists:
+            return await self._objects.get(SECRET, meta["namespace"], meta["name"])
+
+    async def _resolve_name_clash(self, runner: JSONDict, scale_set_id: int) -> Result:
+        """A runner of this name is registered but its JIT config was lost: remove it when it
+        belongs to this scale set (then register again), else the name is taken for good."""
+        meta = runner["metadata"]
+        client = await self._clients.for_spec(meta["namespace"], runner.get("spec") or {})
+        found = await client.get_runner_by_name(meta["name"])
+        if found is None:
+            return Result(requeue_after=REGISTRATION_RETRY_SECONDS)
+        if found.runner_scale_set_id == scale_set_id:
+            with contextlib.suppress(RunnerNotFound):
+                await client.remove_runner(found.id)
+            return Result(requeue_after=REGISTRATION_RETRY_SECONDS)
+        await self._events.warning(
+            runner,
+            reason="RunnerNameTaken",
+            message=f"A runner named {meta['name']} exists in another scale set",
+        )
+        await self._delete(EPHEMERAL_RUNNER, runner)
+        return Result()
+
+    async def _without_pod(self, runner: LazyObject) -> Result:
+        obj = runner.object
+        if has_job(obj):
+            # Its pod vanished (node drained or deleted) with the job: a new pod would re-use a
+            # consumed JIT config, and the runner would hold a slot forever.
+            await self._delete(EPHEMERAL_RUNNER, obj)
+            return Result()
+        delay = retry_delay(obj, now=self._now(), policy=self._policy)
+        if delay is not None:
+            return Result(requeue_after=max(delay.total_seconds(), 0.001))
+        return await self._create_pod(runner)
+
+    async def _create_pod(self, runner: LazyObject) -> Result:
+        obj = runner.object
+        meta = obj["metadata"]
+        try:
+            await self._objects.create(POD, meta["namespace"], runner_pod(obj))
+        except AlreadyExists:
+            return Result(requeue_after=ALREADY_EXISTS_RETRY_SECONDS)
+        except Forbidden as exc:
+            if QUOTA_MESSAGE not in exc.message:
+                await self._mark_failed(
+                    runner, reason=REASON_INVALID_POD, message=f"Failed to create the pod: {exc}"
+                )
+                return Result()
+            age = self._now() - parse_time(meta["creationTimestamp"])
+            if age > timedelta(seconds=self._settings.quota_give_up_seconds):
+                await self._delete(EPHEMERAL_RUNNER, obj)
+                return Result()
+            return Result(requeue_after=self._settings.quota_retry_seconds)
+        except Invalid as exc:
+            await self._mark_failed(
+                runner, reason=REASON_INVALID_POD, message=f"Failed to create the pod: {exc}"
+            )
+        return Result()
+
+    async def _mark_failed(self, runner: LazyObject, *, reason: str, message: str) -> None:
+        """Unregister first, so a failed unregistration retries the whole step (ARC wrote the
+        status first and never retried the removal, arc-controllers.md 14.17)."""
+        await self._remove_registration(runner.object)
+        status = runner.mutate().setdefault("status", {})
+        status.update(phase=PHASE_FAILED, ready=False, reason=reason, message=message)
+        await runner.write(self._objects)
+        await self._events.warning(runner.object, reason=reason, message=message)
+
+    async def _apply(self, runner: LazyObject, pod: JSONDict, outcome: PodOutcome) -> None:
+        obj = runner.object
+        if outcome.delete_runner:
+            await self._delete(EPHEMERAL_RUNNER, obj)
+            return
+        if outcome.remove_registration:
+            await self._remove_registration(obj)
+        if outcome.status:
+            deep_merge(runner.mutate().setdefault("status", {}), outcome.status)
+            await runner.write(self._objects)
+        if outcome.delete_pod:
+            await self._delete(POD, pod)
+        if outcome.warning is not None:
+            reason, message = outcome.warning
+            await self._events.warning(runner.object, reason=reason, message=message)
+
+
+def install(manager: Manager, context: RunnerContext) -> EphemeralRunnerReconciler:
+    reconciler = EphemeralRunnerReconciler(
+        runners=manager.cache(EPHEMERAL_RUNNER),
+        pods=manager.cache(POD),
+        objects=manager.objects,
+        clients=context.clients,
+        events=context.events,
+        settings=context.settings,
+    )
+    manager.add(
+        Controller(
+            name="ephemeralrunner",
+            for_=EPHEMERAL_RUNNER,
+            reconciler=reconciler,
+            owns=[Owns(POD, predicate=POD_TO_ER)],
+        )
+    )
+    return reconciler
+
+
+@REGISTRY.register
+def setup(manager: Manager) -> None:
+    install(manager, context_for(manager))

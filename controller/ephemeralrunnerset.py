@@ -1,0 +1,364 @@
+"""The EphemeralRunnerSet reconciler: how many runners exist, and which ones go.
+
+Order of a pass (arc-controllers.md 6.2 with the newer upstream rules of appendix B; the
+decisions themselves are in runnerset_rules):
+
+1. Read the set from the cache; gone ends the pass (and its gauges).
+2. Deletion branch: delete terminated runners, unregister and delete idle ones, let busy ones
+   finish; drop the finalizer once no runner is left.
+3. Finalizer.
+4. A new `spec.actionableRevision`: clean up (terminated and idle runners go, busy ones finish)
+   and record `appliedActionableRevision`, resetting `finishedRunnerCleanupPatchID`.
+5. Outdated set: clean up only, no scaling.
+6. Retire stale Outdated runners; replace failed runners whose backoff ran out, one for one.
+7. Scaling under the patch-id protocol: finished runners are cleaned up in a pass of their own
+   that records the patch id; scale up (never to fill the gap that cleanup made); scale down
+   only under patch id 0, never a busy runner, each victim unregistered before it is deleted.
+8. Status: counts by phase, phase, the two appendix-B fields; gauges.
+
+The marker `finishedRunnerCleanupPatchID` is remembered from this process's own status writes:
+only the leader writes it, and the cache may not have seen the write when the deletions it caused
+come back as events. Upstream re-reads it from the API instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.actions_clients import ActionsClients
+from controller.events import EventRecorder
+from controller.runner_context import RunnerContext, context_for
+from controller.runner_metrics import RunnerSetMetrics
+from controller.runner_objects import new_ephemeral_runner
+from controller.runner_rules import is_deleting, runner_id, status_of
+from controller.runner_settings import RunnerSettings
+from controller.runnerset_rules import (
+    PATCH_ID_ANNOTATION,
+    Children,
+    annotation_int,
+    classify,
+    cleanup_candidates,
+    counts_status,
+    desired_phase,
+    lineage,
+    plan_replacements,
+    plan_scaling,
+    replacement_due,
+    scale_down_candidates,
+)
+from controller.runtime import (
+    ER_TO_ERS,
+    REGISTRY,
+    Controller,
+    LazyObject,
+    Manager,
+    Owns,
+    Request,
+    Result,
+    Store,
+)
+from shared.actions.errors import ActionsError, JobStillRunning, RunnerNotFound
+from shared.kube.errors import NotFound
+from shared.kube.objects import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET, Objects
+
+JSONDict = dict[str, Any]
+
+log = logging.getLogger(__name__)
+
+SET_FINALIZER = "ephemeralrunnerset.actions.github.com/finalizer"
+CREATE_CONCURRENCY = 8
+
+
+def _spec_int(obj: JSONDict, key: str) -> int:
+    value = (obj.get("spec") or {}).get(key)
+    return value if isinstance(value, int) else 0
+
+
+def _status_int(obj: JSONDict, key: str) -> int:
+    value = status_of(obj).get(key)
+    return value if isinstance(value, int) else 0
+
+
+class EphemeralRunnerSetReconciler:
+    def __init__(
+        self,
+        *,
+        runner_sets: Store,
+        runners: Store,
+        objects: Objects,
+        clients: ActionsClients,
+        events: EventRecorder,
+        settings: RunnerSettings,
+        metrics: RunnerSetMetrics | None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._sets = runner_sets
+        self._runners = runners
+        self._objects = objects
+        self._clients = clients
+        self._events = events
+        self._settings = settings
+        self._replacement = settings.replacement_policy()
+        self._metrics = metrics
+        self._now = now
+        self._markers: dict[str, int] = {}
+
+    async def reconcile(self, request: Request) -> Result:
+        cached = self._sets.get(request.namespace, request.name)
+        if cached is None:
+            if self._metrics is not None:
+                self._metrics.forget(request)
+            return Result()
+        runner_set = LazyObject(cached, kind=EPHEMERAL_RUNNER_SET)
+        uid = str(cached["metadata"]["uid"])
+        runners = self._runners.owned_by(uid)
+        applied = _status_int(cached, "appliedActionableRevision")
+        children = classify(runners, applied_revision=applied)
+        if is_deleting(cached):
+            return await self._finalize(runner_set, children)
+        finalizers = cached["metadata"].get("finalizers") or []
+        if SET_FINALIZER not in finalizers:
+            runner_set.mutate()["metadata"]["finalizers"] = [*finalizers, SET_FINALIZER]
+            await runner_set.write(self._objects, optimistic=True)
+        if self._metrics is not None:
+            self._metrics.publish(runner_set.object, children)
+
+        revision = _spec_int(cached, "actionableRevision")
+        if revision != applied:
+            await self._clean_up(runner_set.object, children)
+            self._markers[uid] = 0
+            await self._write_status(
+                runner_set,
+                children,
+                phase=desired_phase(
+                    current=str(status_of(cached).get("phase") or ""),
+                    children=classify(runners, applied_revision=revision),
+                    revision_advanced=True,
+                ),
+                extra={"appliedActionableRevision": revision, "finishedRunnerCleanupPatchID": 0},
+            )
+            return Result()
+
+        phase = desired_phase(
+            current=str(status_of(cached).get("phase") or ""),
+            children=children,
+            revision_advanced=False,
+        )
+        if phase == "Outdated":
+            await self._clean_up(runner_set.object, children)
+            await self._write_status(runner_set, children, phase=phase)
+            return Result()
+
+        for stale in children.stale_outdated:
+            await self._delete_runner(stale)
+        requeue = await self._scale(runner_set, children)
+        await self._write_status(runner_set, children, phase=phase)
+        return requeue
+
+    # --- scaling -------------------------------------------------------------------------------
+
+    async def _scale(self, runner_set: LazyObject, children: Children) -> Result:
+        obj = runner_set.object
+        uid = str(obj["metadata"]["uid"])
+        replicas = _spec_int(obj, "replicas")
+        patch_id = _spec_int(obj, "patchID")
+        due, wait = replacement_due(children.failed, now=self._now(), policy=self._replacement)
+        replacements = plan_replacements(replicas=replicas, children=children, due=len(due))
+        await self._replace_failed(obj, due, replacements)
+        plan = plan_scaling(
+            replicas=replicas,
+            patch_id=patch_id,
+            children=children,
+            cleanup_marker=self._markers.get(uid, _status_int(obj, "finishedRunnerCleanupPatchID")),
+            retired_failed=len(due),
+            replacements=replacements,
+        )
+        result = Result(requeue_after=wait.total_seconds()) if wait is not None else Result()
+        if plan is None:
+            return result
+        if plan.cleanup_finished:
+            self._markers[uid] = patch_id
+            await self._write_status(
+                runner_set,
+                children,
+                phase=str(status_of(obj).get("phase") or "Running"),
+                extra={"finishedRunnerCleanupPatchID": patch_id},
+            )
+            for finished in children.finished:
+                await self._delete_runner(finished)
+            return result
+        if plan.create:
+            await self._create_runners(obj, count=plan.create, patch_id=patch_id)
+        if plan.scale_down:
+            await self._scale_down(obj, children, count=plan.scale_down)
+        return result
+
+    async def _create_runners(
+        self, runner_set: JSONDict, *, count: int, patch_id: int, lineage_of: int = 0
+    ) -> None:
+        body = new_ephemeral_runner(
+            runner_set,
+            patch_id=patch_id,
+            revision=_status_int(runner_set, "appliedActionableRevision"),
+            lineage=lineage_of,
+            excluded_prefixes=self._settings.exclude_label_propagation_prefixes,
+        )
+        namespace = runner_set["metadata"]["namespace"]
+        limit = asyncio.Semaphore(CREATE_CONCURRENCY)
+
+        async def create() -> None:
+            async with limit:
+                await self._objects.create(EPHEMERAL_RUNNER, namespace, body)
+
+        results = await asyncio.gather(*(create() for _ in range(count)), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+
+    async def _replace_failed(
+        self, runner_set: JSONDict, due: list[JSONDict], replacements: int
+    ) -> None:
+        for index, failed in enumerate(due):
+            if index < replacements:
+                await self._create_runners(
+                    runner_set,
+                    count=1,
+                    patch_id=annotation_int(failed, PATCH_ID_ANNOTATION) or 0,
+                    lineage_of=lineage(failed) + 1,
+                )
+            reason = status_of(failed).get("reason") or "Failed"
+            await self._events.warning(
+                runner_set,
+                reason="ReplacingFailedRunner",
+                message=f"Runner {failed['metadata']['name']} failed ({reason}); replacing it",
+            )
+            if self._metrics is not None:
+                self._metrics.replaced_failed.add(
+                    1, {"namespace": runner_set["metadata"]["namespace"]}
+                )
+            await self._delete_runner(failed)
+
+    async def _scale_down(self, runner_set: JSONDict, children: Children, *, count: int) -> None:
+        removed = 0
+        errors: list[Exception] = []
+        for victim in scale_down_candidates(children):
+            if removed >= count:
+                break
+            try:
+                if not await self._unregister(victim):
+                    continue
+            except ActionsError as exc:
+                errors.append(exc)
+                continue
+            await self._delete_runner(victim)
+            removed += 1
+        if errors:
+            raise errors[0]
+
+    async def _unregister(self, runner: JSONDict) -> bool:
+        """Remove an idle runner from the service; False when it took a job meanwhile."""
+        rid = runner_id(runner)
+        if rid == 0:
+            return True
+        meta = runner["metadata"]
+        client = await self._clients.for_spec(meta["namespace"], runner.get("spec") or {})
+        try:
+            await client.remove_runner(rid)
+        except RunnerNotFound:
+            return True
+        except JobStillRunning:
+            return False
+        except ActionsError as exc:
+            self._clients.rejected(meta["namespace"], runner.get("spec") or {}, exc)
+            raise
+        return True
+
+    async def _delete_runner(self, runner: JSONDict) -> None:
+        meta = runner["metadata"]
+        with contextlib.suppress(NotFound):
+            await self._objects.delete(
+                EPHEMERAL_RUNNER, meta["namespace"], meta["name"], uid=meta.get("uid")
+            )
+
+    # --- cleanup and deletion --------------------------------------------------------------------
+
+    async def _clean_up(self, runner_set: JSONDict, children: Children) -> None:
+        """Terminated runners go; idle ones are unregistered and go; busy ones finish."""
+        for runner in children.terminated:
+            await self._delete_runner(runner)
+        errors: list[Exception] = []
+        for runner in cleanup_candidates(children):
+            try:
+                if await self._unregister(runner):
+                    await self._delete_runner(runner)
+            except ActionsError as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    async def _finalize(self, runner_set: LazyObject, children: Children) -> Result:
+        obj = runner_set.object
+        finalizers = obj["metadata"].get("finalizers") or []
+        if SET_FINALIZER not in finalizers:
+            return Result()
+        live = children.pending + children.running + children.terminated + children.deleting
+        if live:
+            await self._clean_up(obj, children)
+            return Result()
+        runner_set.mutate()["metadata"]["finalizers"] = [
+            f for f in finalizers if f != SET_FINALIZER
+        ]
+        with contextlib.suppress(NotFound):
+            await runner_set.write(self._objects, optimistic=True)
+        self._markers.pop(str(obj["metadata"]["uid"]), None)
+        if self._metrics is not None:
+            self._metrics.forget(Request.of(obj))
+        return Result()
+
+    # --- status --------------------------------------------------------------------------------
+
+    async def _write_status(
+        self,
+        runner_set: LazyObject,
+        children: Children,
+        *,
+        phase: str,
+        extra: JSONDict | None = None,
+    ) -> None:
+        desired = {**counts_status(children), "phase": phase, **(extra or {})}
+        current = status_of(runner_set.object)
+        if all(current.get(k) == v for k, v in desired.items()):
+            return
+        runner_set.mutate().setdefault("status", {}).update(desired)
+        await runner_set.write(self._objects)
+
+
+def install(manager: Manager, context: RunnerContext) -> EphemeralRunnerSetReconciler:
+    reconciler = EphemeralRunnerSetReconciler(
+        runner_sets=manager.cache(EPHEMERAL_RUNNER_SET),
+        runners=manager.cache(EPHEMERAL_RUNNER),
+        objects=manager.objects,
+        clients=context.clients,
+        events=context.events,
+        settings=context.settings,
+        metrics=context.metrics,
+    )
+    manager.add(
+        Controller(
+            name="ephemeralrunnerset",
+            for_=EPHEMERAL_RUNNER_SET,
+            reconciler=reconciler,
+            owns=[Owns(EPHEMERAL_RUNNER, predicate=ER_TO_ERS)],
+        )
+    )
+    return reconciler
+
+
+@REGISTRY.register
+def setup(manager: Manager) -> None:
+    install(manager, context_for(manager))

@@ -1,0 +1,68 @@
+"""Kubernetes Events about runners, so `kubectl describe` shows why a runner failed.
+
+Messages are built by the reconcilers from pod and service reasons only; they never hold a JIT
+config or a credential. A failed Event write is logged and never fails a reconcile.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.kube.errors import KubeError
+from shared.kube.objects import Kind, Objects
+
+JSONDict = dict[str, Any]
+
+EVENT = Kind("Event", "events")
+COMPONENT = "gha-controller"
+
+log = logging.getLogger(__name__)
+
+
+class EventRecorder:
+    def __init__(
+        self, *, objects: Objects, now: Callable[[], datetime] = lambda: datetime.now(UTC)
+    ) -> None:
+        self._objects = objects
+        self._now = now
+
+    async def warning(self, obj: JSONDict, *, reason: str, message: str) -> None:
+        await self._record(obj, kind="Warning", reason=reason, message=message)
+
+    async def normal(self, obj: JSONDict, *, reason: str, message: str) -> None:
+        await self._record(obj, kind="Normal", reason=reason, message=message)
+
+    async def _record(self, obj: JSONDict, *, kind: str, reason: str, message: str) -> None:
+        meta = obj.get("metadata") or {}
+        namespace = str(meta.get("namespace", ""))
+        stamp = self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{meta.get('name')}.{uuid.uuid4().hex[:16]}",
+                "namespace": namespace,
+            },
+            "involvedObject": {
+                "apiVersion": obj.get("apiVersion"),
+                "kind": obj.get("kind"),
+                "name": meta.get("name"),
+                "namespace": namespace,
+                "uid": meta.get("uid"),
+            },
+            "type": kind,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": COMPONENT},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        try:
+            await self._objects.create(EVENT, namespace, event)
+        except KubeError as exc:
+            log.warning("event not recorded", extra={"reason": reason, "error": str(exc)})

@@ -1,0 +1,74 @@
+"""ARC's controller gauges (arc-controllers.md 11) and this project's replacement counter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+from controller.runnerset_rules import Children
+from controller.runtime import Request
+from shared.actions.config import parse_config_url
+from shared.actions.errors import InvalidConfigURL
+
+JSONDict = dict[str, Any]
+
+SCALE_SET_NAME_LABEL = "actions.github.com/scale-set-name"
+SCALE_SET_NAMESPACE_LABEL = "actions.github.com/scale-set-namespace"
+
+
+@dataclass(frozen=True, slots=True)
+class _Gauges:
+    labels: dict[str, str]
+    pending: int
+    running: int
+    failed: int
+
+
+class RunnerSetMetrics:
+    """ARC's controller gauges (arc-controllers.md 11), one series per EphemeralRunnerSet."""
+
+    def __init__(self, meter: Meter) -> None:
+        self._sets: dict[Request, _Gauges] = {}
+        self.replaced_failed = meter.create_counter(
+            "gha_controller_failed_ephemeral_runner_replacements_total",
+            description="Failed runners deleted to give their slot to a new runner",
+        )
+        for name, field in (
+            ("gha_controller_pending_ephemeral_runners", "pending"),
+            ("gha_controller_running_ephemeral_runners", "running"),
+            ("gha_controller_failed_ephemeral_runners", "failed"),
+        ):
+            meter.create_observable_gauge(name, callbacks=[self._callback(field)])
+
+    def _callback(self, field: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(getattr(g, field), g.labels) for g in self._sets.values()]
+
+        return observe
+
+    def publish(self, runner_set: JSONDict, children: Children) -> None:
+        meta = runner_set["metadata"]
+        labels = meta.get("labels") or {}
+        url = str(
+            (runner_set.get("spec") or {}).get("ephemeralRunnerSpec", {}).get("githubConfigUrl", "")
+        )
+        try:
+            config = parse_config_url(url, env={})
+        except InvalidConfigURL:
+            return
+        series = {
+            "name": str(labels.get(SCALE_SET_NAME_LABEL, meta["name"])),
+            "namespace": str(labels.get(SCALE_SET_NAMESPACE_LABEL, meta["namespace"])),
+            "repository": config.repository,
+            "organization": config.organization,
+            "enterprise": config.enterprise,
+        }
+        self._sets[Request.of(runner_set)] = _Gauges(
+            series, len(children.pending), len(children.running), len(children.failed)
+        )
+
+    def forget(self, request: Request) -> None:
+        self._sets.pop(request, None)
