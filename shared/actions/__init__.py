@@ -37,15 +37,17 @@ Public API (everything else in the package is internal)::
 
 Errors are `ActionsError` subclasses (see `shared.actions.errors`), with the aiohttp exception as
 `__cause__` and no secret in the message: `SessionConflict` (409 on session create),
-`MessageQueueTokenExpired` (401 after one session refresh), `TokenExpired` (admin 401),
-`RunnerNotFound`, `RunnerExists`, `JobStillRunning`, `ScaleSetNotFound`, `RunnerGroupNotFound`,
-`SessionNotFound`, `SessionExpired`, `AmbiguousName`, `AuthenticationFailed` (token chain),
-`ActionsServerError` / `ActionsConnectionError` (`retryable`, after the retries),
-`UnexpectedResponse`, `InvalidArgument` / `InvalidConfigURL` / `InvalidCredentials` (nothing sent).
+`MessageQueueTokenExpired` (401 after one session refresh), `TokenExpired` (admin 401 even
+after one renewal), `RunnerNotFound`, `RunnerExists`, `JobStillRunning`, `ScaleSetNotFound`,
+`RunnerGroupNotFound`, `SessionNotFound`, `SessionExpired`, `AmbiguousName`,
+`AuthenticationFailed` (token chain), `ActionsServerError` / `ActionsConnectionError`
+(`retryable`, after the retries), `UnexpectedResponse`, `InvalidArgument` / `InvalidConfigURL` /
+`InvalidCredentials` (nothing sent).
 
-Tokens: the admin token is fetched on first use and renewed before any call made within 60 s of
-its expiry; the message-queue token is renewed by refreshing the session when a message-queue
-call answers 401, and that call is repeated once. See docs/actions-client.md.
+Tokens: the admin token is fetched on first use, renewed before any call made within 60 s of its
+expiry, and renewed once when a call answers 401 (the call is then repeated once). The
+message-queue token is renewed by refreshing the session when a message-queue call answers 401,
+and that call is repeated once. See docs/actions-client.md.
 """
 
 from __future__ import annotations

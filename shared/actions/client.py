@@ -78,7 +78,8 @@ class ActionsClient:
 
     Use as `async with ActionsClient(...) as client:` or call `aclose()`. The admin token is
     fetched on the first service call and renewed before any call made within 60 s of its
-    expiry; a failed renewal keeps the previous token and raises. Concurrent calls are safe.
+    expiry, and once when the service answers 401 to it (that call is then repeated once); a
+    failed renewal keeps the previous token and raises. Concurrent calls are safe.
     """
 
     def __init__(
@@ -304,19 +305,40 @@ class ActionsClient:
         token: str | None = None,
     ) -> Response:
         """An Actions service call, whatever its status: `path` under the service URL with
-        `api-version`, the admin token (renewed if due) unless `token` is given."""
+        `api-version`, the admin token (renewed if due) unless `token` is given.
+
+        A 401 to the admin token renews it through the whole chain and repeats the call once:
+        the service may revoke a token before its `exp` (the Go client stalls on such a token).
+        """
         await self.ensure_admin_token()
+        body = None if json_body is None else json.dumps(json_body).encode()
+        used = token or self._admin_token
+        response = await self._send(method, path, query=query, body=body, token=used)
+        if response.status != 401 or token is not None:
+            return response
+        log.info("the Actions service refused the admin token; renewing it once")
+        async with self._token_lock:
+            # Concurrent calls refused the same token: only the first renews it.
+            if self._admin_token == used:
+                await self._refresh_admin_token()
+        return await self._send(method, path, query=query, body=body, token=self._admin_token)
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None,
+        body: bytes | None,
+        token: str,
+    ) -> Response:
         url = with_query(
             join_url(self._service_url, path), {**(query or {}), "api-version": API_VERSION}
         )
-        body = None if json_body is None else json.dumps(json_body).encode()
         return await self.transport.request(
             method,
             url,
-            headers={
-                "Content-Type": "application/json",
-                "Authorization": f"Bearer {token or self._admin_token}",
-            },
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
             body=body,
             secrets=self.secrets,
         )
