@@ -13,11 +13,12 @@ import logging
 import signal
 import socket
 import sys
+from collections.abc import Callable
 
 from kubernetes_asyncio.client import ApiClient
 
 from listener.config import ConfigError, ListenerSettings, load_settings
-from listener.health import Progress, start_server, telemetry_app
+from listener.health import Progress, bound_port, start_server, telemetry_app
 from listener.kube import RunnerSetClient
 from listener.metrics import ListenerMetrics
 from listener.service import Listener
@@ -50,11 +51,17 @@ def credentials_of(settings: ListenerSettings) -> Credentials:
         raise ConfigError(str(exc)) from None
 
 
-async def serve(settings: ListenerSettings, credentials: Credentials) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+async def serve(
+    settings: ListenerSettings,
+    credentials: Credentials,
+    *,
+    stop: asyncio.Event,
+    on_listening: Callable[[int], None] | None = None,
+) -> int:
+    """Run the listener until `stop` is set; returns the exit code.
+
+    `on_listening` receives the telemetry server's port once it is bound (port 0 picks one).
+    """
     try:
         kube_config = await load_configuration()
     except Exception as exc:
@@ -89,6 +96,12 @@ async def serve(settings: ListenerSettings, credentials: Credentials) -> int:
             except OSError as exc:
                 log.error("cannot listen on metrics_addr %s: %s", settings.metrics_addr, exc)
                 return EXIT_CONFIG
+            bound = bound_port(server)
+            log.info(
+                "serving /healthz, /readyz and %s on port %d", settings.metrics_endpoint, bound
+            )
+            if on_listening is not None:
+                on_listening(bound)
         async with (
             ApiClient(kube_config) as api,
             ActionsClient(
@@ -152,7 +165,15 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(fmt=settings.log_format, level=_LEVELS[settings.log_level])
     if loaded.ignored_keys:
         log.warning("ignoring unknown config keys: %s", ", ".join(loaded.ignored_keys))
-    return asyncio.run(serve(settings, credentials))
+    return asyncio.run(_until_signalled(settings, credentials))
+
+
+async def _until_signalled(settings: ListenerSettings, credentials: Credentials) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    return await serve(settings, credentials, stop=stop)
 
 
 if __name__ == "__main__":
