@@ -1,20 +1,22 @@
-"""`gha-controller`: the controller manager."""
+"""`gha-controller`: the controller manager (see controller/runtime/process.py for the flags)."""
 
 from __future__ import annotations
 
-import argparse
+import importlib
 import sys
+from collections.abc import Sequence
+
+from controller.runtime.process import main as run_process
+from controller.runtime.registry import REGISTRY
+
+# Modules whose import registers a controller with REGISTRY, in the order they should be set up.
+INSTALLED: tuple[str, ...] = ()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="gha-controller",
-        description="Reconcile AutoscalingRunnerSets, listeners, EphemeralRunnerSets and "
-        "EphemeralRunners.",
-    )
-    parser.parse_args(argv)
-    print("gha-controller: the reconcilers are not built yet (issues 6, 7)", file=sys.stderr)
-    return 2
+def main(argv: Sequence[str] | None = None) -> int:
+    for module in INSTALLED:
+        importlib.import_module(module)
+    return run_process(argv, registry=REGISTRY)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,39 @@
+"""The controller's HTTP endpoints: /healthz, /readyz and /metrics on aiohttp."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from controller.runtime.manager import Manager
+from shared.telemetry.metrics import PROMETHEUS_CONTENT_TYPE
+
+
+def health_routes(manager: Manager) -> list[web.RouteDef]:
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_: web.Request) -> web.Response:
+        # Ready once every informer has listed: a leader then reconciles from a full cache, and a
+        # follower can take over without a cold start.
+        if manager.synced:
+            return web.Response(text="ok")
+        return web.Response(status=503, text="caches not synced")
+
+    return [web.get("/healthz", healthz), web.get("/readyz", readyz)]
+
+
+def metrics_routes(manager: Manager) -> list[web.RouteDef]:
+    async def metrics(_: web.Request) -> web.Response:
+        body = manager.metrics.render()
+        return web.Response(body=body, headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
+
+    return [web.get("/metrics", metrics)]
+
+
+async def serve(routes: list[web.RouteDef], *, host: str, port: int) -> web.AppRunner:
+    app = web.Application()
+    app.add_routes(routes)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner

@@ -1,0 +1,226 @@
+"""The `gha-controller` process: settings from flags and environment, then the manager.
+
+Exit codes: 0 after SIGTERM/SIGINT (in-flight reconciles drained, lease released), 1 when the
+lease was lost (the process must restart to rejoin), 2 on a configuration that cannot work (one
+line on stderr says what to fix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+import uuid
+from collections.abc import Sequence
+from typing import Literal, NoReturn
+
+from kubernetes_asyncio.client import ApiClient
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from controller.runtime.cache import WatchSettings
+from controller.runtime.health import health_routes, metrics_routes, serve
+from controller.runtime.leader import LeaseSettings
+from controller.runtime.manager import LeadershipLost, Manager, RuntimeSettings
+from controller.runtime.queue import Backoff
+from controller.runtime.registry import Registry
+from shared.kube.client import load_configuration
+from shared.telemetry.logs import configure_logging
+
+log = logging.getLogger("controller")
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+ENV_PREFIX = "GHA_CONTROLLER_"
+
+
+class ConfigError(Exception):
+    """A setting that cannot work; the message says what to fix, in one line."""
+
+
+class ControllerSettings(BaseModel):
+    """Every setting of the process; each flag `--x-y` also reads `GHA_CONTROLLER_X_Y`."""
+
+    model_config = {"extra": "forbid", "use_attribute_docstrings": True}
+
+    namespaces: list[str] = Field(default_factory=list)
+    """Namespaces to watch (comma-separated in the environment); empty watches all, which needs
+    cluster-wide list/watch RBAC. A set keeps the caches and the RBAC to those namespaces."""
+    workers: int = Field(4, ge=1, le=256)
+    """Concurrent reconciles per controller; ARC's single worker per kind is its bottleneck."""
+    leader_elect: bool = True
+    """Elect a leader so that replicas can run side by side with one reconciling."""
+    lease_name: str = "gha-runner-scale-set-controller"
+    lease_namespace: str = "default"
+    """Where the Lease lives; usually the controller's own namespace."""
+    lease_duration: float = Field(15.0, gt=0)
+    """Seconds a follower waits after the last renewal it saw before taking over."""
+    renew_deadline: float = Field(10.0, gt=0)
+    """Seconds the leader keeps retrying a renewal before it stops leading."""
+    retry_period: float = Field(2.0, gt=0)
+    """Seconds between lease attempts."""
+    identity: str = Field(default_factory=lambda: f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
+    """This replica's name in the Lease; unique per process so a restart is a new holder."""
+    bind_address: str = "0.0.0.0"
+    metrics_port: int = Field(8080, ge=1, le=65535)
+    health_port: int = Field(8081, ge=1, le=65535)
+    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    kubeconfig: str | None = None
+    """A kubeconfig file; without it (and without KUBECONFIG) the in-cluster identity is used."""
+    context: str | None = None
+    request_timeout: float = Field(30.0, gt=0)
+    """Seconds any API request may take."""
+    watch_timeout: int = Field(300, ge=1)
+    """timeoutSeconds of each watch request; the watch resumes after it."""
+    watch_inactivity_timeout: float = Field(70.0, gt=0)
+    """A watch silent this long (no event, no bookmark) is abandoned and resumed."""
+    backoff_base: float = Field(0.005, gt=0)
+    """First delay before retrying a key whose reconcile failed; doubles per failure."""
+    backoff_max: float = Field(300.0, gt=0)
+    drain_timeout: float = Field(30.0, ge=0)
+    """Seconds SIGTERM waits for in-flight reconciles before cancelling them."""
+
+    @model_validator(mode="after")
+    def _lease_order(self) -> ControllerSettings:
+        if self.leader_elect and not (
+            self.lease_duration > self.renew_deadline > self.retry_period
+        ):
+            raise ValueError("needs lease-duration > renew-deadline > retry-period")
+        if self.backoff_max < self.backoff_base:
+            raise ValueError("needs backoff-max >= backoff-base")
+        if self.kubeconfig is not None and not os.path.isfile(self.kubeconfig):
+            raise ValueError(f"kubeconfig {self.kubeconfig} is not a file")
+        return self
+
+    def runtime(self) -> RuntimeSettings:
+        return RuntimeSettings(
+            namespaces=frozenset(self.namespaces) or None,
+            workers=self.workers,
+            backoff=Backoff(base=self.backoff_base, maximum=self.backoff_max),
+            watch=WatchSettings(
+                server_timeout=self.watch_timeout,
+                inactivity_timeout=self.watch_inactivity_timeout,
+                request_timeout=self.request_timeout,
+            ),
+            leader_election=LeaseSettings(
+                name=self.lease_name,
+                namespace=self.lease_namespace,
+                lease_duration=self.lease_duration,
+                renew_deadline=self.renew_deadline,
+                retry_period=self.retry_period,
+            )
+            if self.leader_elect
+            else None,
+            identity=self.identity,
+            drain_timeout=self.drain_timeout,
+            request_timeout=self.request_timeout,
+        )
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(message)
+
+
+def _parser() -> _Parser:
+    p = _Parser(
+        prog="gha-controller",
+        description="Reconcile AutoscalingRunnerSets, listeners, EphemeralRunnerSets and "
+        "EphemeralRunners.",
+    )
+    fields = ControllerSettings.model_fields
+    for name in fields:
+        flag = "--" + name.replace("_", "-")
+        if name == "leader_elect":
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
+        elif name == "namespaces":
+            p.add_argument("--namespace", dest=name, action="append", default=None)
+        else:
+            p.add_argument(flag, dest=name, default=None)
+    return p
+
+
+def parse_settings(argv: Sequence[str], environ: dict[str, str]) -> ControllerSettings:
+    """Flags win over `GHA_CONTROLLER_*` variables, which win over defaults."""
+    args = vars(_parser().parse_args(list(argv)))
+    values: dict[str, object] = {}
+    for name in ControllerSettings.model_fields:
+        env = environ.get(ENV_PREFIX + name.upper())
+        if args.get(name) is not None:
+            values[name] = args[name]
+        elif env is not None:
+            values[name] = [n for n in env.split(",") if n] if name == "namespaces" else env
+    if "kubeconfig" not in values and environ.get("KUBECONFIG"):
+        values["kubeconfig"] = environ["KUBECONFIG"]
+    try:
+        return ControllerSettings.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]).replace("_", "-")
+        message = first["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"{where}: {message}" if where else message) from None
+
+
+async def run(settings: ControllerSettings, registry: Registry) -> int:
+    try:
+        kube_config = await load_configuration(settings.kubeconfig, context=settings.context)
+    except Exception as exc:
+        print(
+            f"gha-controller: cannot load the Kubernetes configuration ({type(exc).__name__}): "
+            "set --kubeconfig or KUBECONFIG, or run in a pod",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    async with ApiClient(kube_config) as api:
+        manager = Manager(api=api, settings=settings.runtime())
+        registry.install(manager)
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, manager.stop)
+        servers = []
+        try:
+            if settings.metrics_port == settings.health_port:
+                routes = health_routes(manager) + metrics_routes(manager)
+                servers.append(
+                    await serve(routes, host=settings.bind_address, port=settings.health_port)
+                )
+            else:
+                for routes, port in (
+                    (health_routes(manager), settings.health_port),
+                    (metrics_routes(manager), settings.metrics_port),
+                ):
+                    servers.append(await serve(routes, host=settings.bind_address, port=port))
+            log.info(
+                "controller started",
+                extra={
+                    "identity": settings.identity,
+                    "controllers": [c.name for c in manager.controllers],
+                    "leader_elect": settings.leader_elect,
+                },
+            )
+            await manager.run()
+        except LeadershipLost as exc:
+            log.error("stopping: %s", exc)
+            return EXIT_FAILED
+        except OSError as exc:
+            print(f"gha-controller: cannot serve HTTP: {exc.strerror}", file=sys.stderr)
+            return EXIT_CONFIG
+        finally:
+            for server in servers:
+                await server.cleanup()
+            manager.metrics.metrics.shutdown()
+    log.info("controller stopped")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None, *, registry: Registry) -> int:
+    try:
+        settings = parse_settings(sys.argv[1:] if argv is None else argv, dict(os.environ))
+    except ConfigError as exc:
+        print(f"gha-controller: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    configure_logging(fmt=settings.log_format, level=settings.log_level)
+    return asyncio.run(run(settings, registry))
