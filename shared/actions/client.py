@@ -211,7 +211,7 @@ class ActionsClient:
             raise self.error_for(response, by_status=_AUTH_FAILURES)
         return response
 
-    def _field(self, response: Response, name: str) -> str:
+    def _field(self, response: Response, name: str, *, secret: bool = True) -> str:
         try:
             payload = response.json()
         except ValueError as exc:
@@ -224,7 +224,8 @@ class ActionsClient:
             raise UnexpectedResponse(
                 f"{response.method} {response.url} answered {response.status} without {name!r}"
             )
-        self.remember_secret(value)
+        if secret:
+            self.remember_secret(value)
         return value
 
     async def _refresh_admin_token(self) -> None:
@@ -255,7 +256,7 @@ class ActionsClient:
             body=body.encode(),
             also_retry=(401, 403),
         )
-        service_url = self._field(response, "url")
+        service_url = self._field(response, "url", secret=False)
         admin_token = self._field(response, "token")
         expiry = token_expiry(admin_token)
         if expiry is None:
