@@ -10,28 +10,49 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from controller.runner_network import proxy_data, root_ca
 from shared.actions.client import ActionsClient
 from shared.actions.credentials import Credentials, GitHubApp, PersonalAccessToken
 from shared.actions.errors import AuthenticationFailed, InvalidCredentials
-from shared.actions.transport import SystemInfo
+from shared.actions.transport import ProxySettings, SystemInfo
 from shared.kube.objects import SECRET, Objects
 
 JSONDict = dict[str, Any]
-ClientFactory = Callable[[str, Credentials], ActionsClient]
+
+
+class ClientFactory(Protocol):
+    def __call__(
+        self,
+        config_url: str,
+        credentials: Credentials,
+        *,
+        proxy: ProxySettings | None,
+        root_ca_pem: str | None,
+    ) -> ActionsClient: ...
+
 
 SUBSYSTEM = "gha-runner-controller"
 
 
-def default_factory(config_url: str, credentials: Credentials) -> ActionsClient:
+def default_factory(
+    config_url: str,
+    credentials: Credentials,
+    *,
+    proxy: ProxySettings | None,
+    root_ca_pem: str | None,
+) -> ActionsClient:
     return ActionsClient(
         config_url=config_url,
         credentials=credentials,
         system_info=SystemInfo(subsystem=SUBSYSTEM),
+        proxy=proxy,
+        root_ca_pem=root_ca_pem,
     )
 
 
@@ -71,6 +92,20 @@ class _Key:
     namespace: str
     secret: str
     url: str
+    network: str
+    """The spec's proxy and TLS settings (JSON): another proxy is another client."""
+
+
+def _key(namespace: str, spec: JSONDict) -> _Key:
+    network = json.dumps(
+        [spec.get("proxy"), spec.get("githubServerTLS")], sort_keys=True, default=str
+    )
+    return _Key(
+        namespace,
+        str(spec.get("githubConfigSecret", "")),
+        str(spec.get("githubConfigUrl", "")),
+        network,
+    )
 
 
 @dataclass(slots=True)
@@ -101,9 +136,7 @@ class ActionsClients:
         self.secret_reads = 0
 
     async def for_spec(self, namespace: str, spec: JSONDict) -> ActionsClient:
-        key = _Key(
-            namespace, str(spec.get("githubConfigSecret", "")), str(spec.get("githubConfigUrl"))
-        )
+        key = _key(namespace, spec)
         async with self._lock:
             entry = self._entries.get(key)
             if entry is not None and self._clock() - entry.read_at < self._ttl:
@@ -115,7 +148,17 @@ class ActionsClients:
             if entry is not None and entry.secret_version == version:
                 entry.read_at = now
                 return entry.client
-            client = self._factory(key.url, credentials_from_secret(secret))
+            credentials = credentials_from_secret(secret)
+            proxy: ProxySettings | None = None
+            if spec.get("proxy"):
+                data = await proxy_data(self._objects, namespace, spec["proxy"])
+                proxy = ProxySettings(
+                    http_proxy=data["http_proxy"],
+                    https_proxy=data["https_proxy"],
+                    no_proxy=data["no_proxy"],
+                )
+            pem = await root_ca(self._objects, namespace, spec.get("githubServerTLS"))
+            client = self._factory(key.url, credentials, proxy=proxy, root_ca_pem=pem)
             if entry is not None:
                 await entry.client.aclose()
             self._entries[key] = _Entry(client, now, version)
@@ -124,12 +167,7 @@ class ActionsClients:
     def rejected(self, namespace: str, spec: JSONDict, error: Exception) -> None:
         """Forget the credentials' freshness after the service refused them."""
         if isinstance(error, AuthenticationFailed):
-            key = _Key(
-                namespace,
-                str(spec.get("githubConfigSecret", "")),
-                str(spec.get("githubConfigUrl")),
-            )
-            entry = self._entries.get(key)
+            entry = self._entries.get(_key(namespace, spec))
             if entry is not None:
                 entry.read_at = float("-inf")
                 entry.secret_version = ""

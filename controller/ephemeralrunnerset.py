@@ -24,6 +24,7 @@ come back as events. Upstream re-reads it from the API instead.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 from collections.abc import Callable
@@ -33,8 +34,17 @@ from typing import Any
 from controller.actions_clients import ActionsClients
 from controller.events import EventRecorder
 from controller.runner_context import RunnerContext, context_for
-from controller.runner_metrics import RunnerSetMetrics
-from controller.runner_objects import new_ephemeral_runner
+from controller.runner_metrics import (
+    SCALE_SET_NAME_LABEL,
+    SCALE_SET_NAMESPACE_LABEL,
+    RunnerSetMetrics,
+)
+from controller.runner_network import proxy_data
+from controller.runner_objects import (
+    controller_reference,
+    new_ephemeral_runner,
+    proxy_secret_name,
+)
 from controller.runner_rules import is_deleting, runner_id, status_of
 from controller.runner_settings import RunnerSettings
 from controller.runnerset_rules import (
@@ -64,7 +74,7 @@ from controller.runtime import (
 )
 from shared.actions.errors import ActionsError, JobStillRunning, RunnerNotFound
 from shared.kube.errors import NotFound
-from shared.kube.objects import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET, Objects
+from shared.kube.objects import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET, SECRET, Objects
 
 JSONDict = dict[str, Any]
 
@@ -209,6 +219,9 @@ class EphemeralRunnerSetReconciler:
             excluded_prefixes=self._settings.exclude_label_propagation_prefixes,
         )
         namespace = runner_set["metadata"]["namespace"]
+        spec = (runner_set.get("spec") or {}).get("ephemeralRunnerSpec") or {}
+        if spec.get("proxy"):
+            await self._ensure_proxy_secret(runner_set, spec["proxy"])
         limit = asyncio.Semaphore(CREATE_CONCURRENCY)
 
         async def create() -> None:
@@ -219,6 +232,41 @@ class EphemeralRunnerSetReconciler:
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             raise errors[0]
+
+    async def _ensure_proxy_secret(self, runner_set: JSONDict, proxy: JSONDict) -> None:
+        """The Secret runner pods read their proxy variables from (arc-controllers.md 9.5),
+        brought up to date before runners are created (ARC read it on every pass)."""
+        meta = runner_set["metadata"]
+        name = proxy_secret_name(set_name=meta["name"], namespace=meta["namespace"])
+        data = {
+            k: base64.b64encode(v.encode()).decode()
+            for k, v in (await proxy_data(self._objects, meta["namespace"], proxy)).items()
+        }
+        labels = meta.get("labels") or {}
+        body: JSONDict = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": name,
+                "namespace": meta["namespace"],
+                "labels": {
+                    k: labels[k]
+                    for k in (SCALE_SET_NAME_LABEL, SCALE_SET_NAMESPACE_LABEL)
+                    if k in labels
+                },
+                "ownerReferences": [controller_reference(runner_set)],
+            },
+            "data": data,
+        }
+        try:
+            current = await self._objects.get(SECRET, meta["namespace"], name)
+        except NotFound:
+            await self._objects.create(SECRET, meta["namespace"], body)
+            return
+        if current.get("data") != data:
+            body["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
+            await self._objects.replace(SECRET, meta["namespace"], body)
 
     async def _replace_failed(
         self, runner_set: JSONDict, due: list[JSONDict], replacements: int

@@ -1,0 +1,68 @@
+"""A runner spec's `proxy` and `githubServerTLS`, resolved against its namespace.
+
+`proxy.{http,https}.credentialSecretRef` names a Secret with `username` and `password`, put into
+the proxy URL as userinfo (arc-controllers.md 2.5). `githubServerTLS.certificateFrom
+.configMapKeyRef` names the ConfigMap key holding the extra root CA (PEM). Both are read through
+the API, never from a cache: neither kind is watched.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from shared.kube.objects import SECRET, Kind, Objects
+
+JSONDict = dict[str, Any]
+
+CONFIG_MAP = Kind("ConfigMap", "configmaps")
+
+
+def _decoded(secret: JSONDict, key: str) -> str:
+    raw = (secret.get("data") or {}).get(key)
+    return base64.b64decode(raw).decode() if isinstance(raw, str) else ""
+
+
+def _with_userinfo(url: str, username: str, password: str) -> str:
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    userinfo = quote(username, safe="")
+    if password:
+        userinfo += ":" + quote(password, safe="")
+    return urlunsplit((parts.scheme, f"{userinfo}@{host}", parts.path, parts.query, ""))
+
+
+async def _server_url(objects: Objects, namespace: str, server: JSONDict | None) -> str:
+    if not server or not server.get("url"):
+        return ""
+    url = str(server["url"])
+    ref = server.get("credentialSecretRef")
+    if not ref:
+        return url
+    secret = await objects.get(SECRET, namespace, str(ref))
+    return _with_userinfo(url, _decoded(secret, "username"), _decoded(secret, "password"))
+
+
+async def proxy_data(objects: Objects, namespace: str, proxy: JSONDict | None) -> dict[str, str]:
+    """ARC's `ProxyConfig.ToSecretData()`: always all three keys, empty when unset."""
+    proxy = proxy or {}
+    return {
+        "http_proxy": await _server_url(objects, namespace, proxy.get("http")),
+        "https_proxy": await _server_url(objects, namespace, proxy.get("https")),
+        "no_proxy": ",".join(str(h) for h in proxy.get("noProxy") or []),
+    }
+
+
+async def root_ca(objects: Objects, namespace: str, tls: JSONDict | None) -> str | None:
+    """The PEM of `githubServerTLS`, or None when the spec has none."""
+    ref = ((tls or {}).get("certificateFrom") or {}).get("configMapKeyRef")
+    if not ref:
+        return None
+    config_map = await objects.get(CONFIG_MAP, namespace, str(ref["name"]))
+    pem = (config_map.get("data") or {}).get(str(ref["key"]))
+    if not isinstance(pem, str) or not pem.strip():
+        raise ValueError(f"configmap {ref['name']} has no PEM under key {ref['key']}")
+    return pem
