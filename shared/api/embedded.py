@@ -41,7 +41,7 @@ class ObjectMeta(EmbeddedModel):
 
 
 class TemplateMeta(EmbeddedModel):
-    """The metadata of a pod template: ARC's CRDs keep these five fields."""
+    """Pod template metadata: name, namespace, labels, annotations and finalizers are kept."""
 
     name: str | None = None
     namespace: str | None = None
@@ -57,7 +57,7 @@ class EnvVar(PreservedModel):
 
 
 class Container(PreservedModel):
-    """A container of a pod template; only the fields the controller reads are named."""
+    """A container; the fields the controller reads are named, the others are kept as given."""
 
     name: str
     image: str | None = None
