@@ -10,7 +10,7 @@ from controller.runtime.process import main as run_process
 from controller.runtime.registry import REGISTRY
 
 # Modules whose import registers a controller with REGISTRY, in the order they should be set up.
-INSTALLED: tuple[str, ...] = ()
+INSTALLED: tuple[str, ...] = ("controller.ephemeralrunnerset", "controller.ephemeralrunner")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -34,7 +34,8 @@ Writes (`lazy.py`, `shared.kube.objects`)
 
 Manager (`manager.py`) and process registry (`registry.py`)
     `Manager(api=ApiClient, settings=RuntimeSettings(...))`: `.add(controller)`, `.cache(kind)`,
-    `.objects`, `.run()`, `.stop()`; leader election when `settings.leader_election` is set.
+    `.objects`, `.run()`, `.stop()`, `.on_shutdown(async callback)` (awaited after the drain);
+    leader election when `settings.leader_election` is set.
     `REGISTRY.register(setup)`: `setup(manager)` adds a controller to the `gha-controller`
     process.
 """

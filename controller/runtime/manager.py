@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,7 @@ class Manager:
         self._informers: dict[Kind, Informer] = {}
         self._controllers: list[Controller] = []
         self._stopping = asyncio.Event()
+        self._on_shutdown: list[Callable[[], Awaitable[None]]] = []
         self.elector = (
             LeaderElector(
                 objects=self.objects,
@@ -121,19 +122,30 @@ class Manager:
         for inf in self._informers.values():
             await inf.synced.wait()
 
+    def on_shutdown(self, callback: Callable[[], Awaitable[None]]) -> None:
+        """Await `callback` when `run` ends, after the drain, in registration order."""
+        self._on_shutdown.append(callback)
+
     def stop(self) -> None:
         """Ask `run` to drain and return."""
         self._stopping.set()
 
     async def run(self) -> None:
         """Run until `stop()`; raises LeadershipLost if the lease slips away."""
-        async with asyncio.TaskGroup() as group:
-            informers = [group.create_task(inf.run()) for inf in self._informers.values()]
-            try:
-                await self._lead()
-            finally:
-                for task in informers:
-                    task.cancel()
+        try:
+            async with asyncio.TaskGroup() as group:
+                informers = [group.create_task(inf.run()) for inf in self._informers.values()]
+                try:
+                    await self._lead()
+                finally:
+                    for task in informers:
+                        task.cancel()
+        finally:
+            for callback in self._on_shutdown:
+                try:
+                    await callback()
+                except Exception:
+                    log.exception("shutdown callback failed")
 
     async def _until_stopped(self, coro: asyncio.Future[None]) -> bool:
         """Wait for `coro` or for stop(); whether `coro` finished first."""
