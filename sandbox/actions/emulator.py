@@ -144,7 +144,15 @@ class ActionsEmulator:
         )
 
     def cancel_job(self, request_id: int) -> None:
+        """Cancel as a user would: JobCompleted with result `canceled`; its runner exits 0."""
         self.state.cancel_job(request_id)
+
+    def complete_job(self, request_id: int) -> None:
+        """End a started job now with its configured result, whatever its duration, so tests
+        control when a runner finishes instead of sleeping."""
+        if self.state.jobs[request_id].state != "started":
+            raise ValueError(f"job {request_id} has not started")
+        self.state.finish_job(request_id)
 
     def deprecate_runner_version(self, deprecated: bool = True) -> None:
         """Simulated runners started from now exit with code 7 (outdated) at once."""

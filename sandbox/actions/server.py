@@ -488,6 +488,7 @@ class ActionsApp:
                 )
             session.max_capacity = int(capacity)
         session.polls_in_flight += 1
+        self.state.notify()
         deadline = time.monotonic() + self.long_poll_timeout
         try:
             while not self.closing:

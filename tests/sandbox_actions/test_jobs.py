@@ -1,0 +1,240 @@
+"""Jobs: routing by labels, JobAvailable -> acquirejobs (2.12) -> JobAssigned, acquirable jobs
+(2.13), the direct-assignment flow, cancellation and statistics."""
+
+from __future__ import annotations
+
+import aiohttp
+import pytest
+
+from sandbox.actions import ActionsEmulator
+from tests.sandbox_actions.wire import SCALE_SETS, Service, authenticate, job_messages
+
+ZERO = "0001-01-01T00:00:00Z"
+
+
+async def test_job_available_carries_the_job_fields(
+    actions: ActionsEmulator, service: Service
+) -> None:
+    scale_set = await service.create_scale_set("arc")
+    session = await service.open_session(scale_set["id"])
+    request_id = actions.enqueue_job(
+        labels=["self-hosted", "arc"],
+        repository="octo/app",
+        workflow_ref="octo/app/.github/workflows/ci.yaml@refs/pull/7/merge",
+        display_name="test (3.12)",
+        event_name="pull_request",
+    )
+
+    message = (await service.get_message(session)).json
+    (job,) = job_messages(message)
+
+    assert job["messageType"] == "JobAvailable"
+    assert job["runnerRequestId"] == request_id
+    assert (job["ownerName"], job["repositoryName"]) == ("octo", "app")
+    assert job["jobWorkflowRef"] == "octo/app/.github/workflows/ci.yaml@refs/pull/7/merge"
+    assert (job["jobDisplayName"], job["eventName"]) == ("test (3.12)", "pull_request")
+    assert job["requestLabels"] == ["self-hosted", "arc"]
+    assert isinstance(job["jobId"], str)
+    assert isinstance(job["workflowRunId"], int)
+    assert job["queueTime"].endswith("Z")
+    assert job["queueTime"] != ZERO
+    assert job["scaleSetAssignTime"] == ZERO
+    assert job["acquireJobUrl"].endswith(f"/runnerscalesets/{scale_set['id']}/acquirejobs")
+    assert message["statistics"]["totalAvailableJobs"] == 1
+
+
+async def test_acquire_assigns_and_emits_job_assigned(
+    actions: ActionsEmulator, service: Service
+) -> None:
+    scale_set = await service.create_scale_set("arc")
+    session = await service.open_session(scale_set["id"])
+    request_id = actions.enqueue_job(labels=["arc"])
+    available = (await service.get_message(session)).json
+    await service.delete_message(session, available["messageId"])
+
+    acquired = await service.acquire(session, scale_set["id"], [request_id])
+    assigned = (await service.get_message(session, last_message_id=available["messageId"])).json
+
+    assert (acquired.status, acquired.json) == (200, {"count": 1, "value": [request_id]})
+    (job,) = job_messages(assigned)
+    assert (job["messageType"], job["runnerRequestId"]) == ("JobAssigned", request_id)
+    assert job["scaleSetAssignTime"] != ZERO
+    assert assigned["statistics"]["totalAssignedJobs"] == 1
+    assert assigned["statistics"]["totalAvailableJobs"] == 0
+    assert actions.state.jobs[request_id].state == "assigned"
+
+
+async def test_acquire_is_idempotent_and_skips_foreign_ids(
+    actions: ActionsEmulator, service: Service
+) -> None:
+    scale_set = await service.create_scale_set("arc")
+    await service.create_scale_set("other")
+    session = await service.open_session(scale_set["id"])
+    mine = actions.enqueue_job(labels=["arc"])
+    foreign = actions.enqueue_job(labels=["other"])
+
+    first = await service.acquire(session, scale_set["id"], [mine, foreign, 424242])
+    second = await service.acquire(session, scale_set["id"], [mine])
+    empty = await service.acquire(session, scale_set["id"], [])
+
+    assert first.json == {"count": 1, "value": [mine]}
+    assert second.json == {"count": 1, "value": [mine]}
+    assert empty.json == {"count": 0, "value": []}
+    assert actions.state.statistics(scale_set["id"])["totalAssignedJobs"] == 1
+
+
+@pytest.mark.parametrize(
+    ("case", "status"),
+    [
+        ("admin token", 401),
+        ("token of another scale set", 401),
+        ("expired queue token", 401),
+        ("not an array", 400),
+    ],
+)
+async def test_acquire_errors(
+    actions: ActionsEmulator, service: Service, case: str, status: int
+) -> None:
+    scale_set = await service.create_scale_set("arc")
+    other = await service.create_scale_set("other")
+    session = await service.open_session(scale_set["id"])
+    other_session = await service.open_session(other["id"])
+    token, body, target = session["messageQueueAccessToken"], [1], scale_set["id"]
+    if case == "admin token":
+        token = service.token
+    elif case == "token of another scale set":
+        token = other_session["messageQueueAccessToken"]
+    elif case == "expired queue token":
+        actions.faults.expire_tokens("message_queue")
+    else:
+        body = {"ids": [1]}  # type: ignore[assignment]
+
+    reply = await service.call("POST", f"{SCALE_SETS}/{target}/acquirejobs", body=body, token=token)
+
+    assert reply.status == status
+
+
+async def test_direct_flow_assigns_without_job_available(http: aiohttp.ClientSession) -> None:
+    async with ActionsEmulator(require_acquire=False, long_poll_timeout=0.2) as emulator:
+        service = await authenticate(emulator, http)
+        scale_set = await service.create_scale_set("arc")
+        session = await service.open_session(scale_set["id"])
+        emulator.enqueue_job(labels=["arc"])
+
+        message = (await service.get_message(session)).json
+
+        assert [j["messageType"] for j in job_messages(message)] == ["JobAssigned"]
+        assert message["statistics"]["totalAssignedJobs"] == 1
+
+
+@pytest.mark.parametrize(
+    ("labels", "routed_to"),
+    [
+        (["arc"], "arc"),
+        (["ARC"], "arc"),
+        (["self-hosted", "gpu"], "gpu"),
+        (["gpu", "linux"], "gpu"),
+        (["linux"], "gpu"),
+        (["windows"], None),
+        (["self-hosted"], None),
+        ([], None),
+    ],
+)
+async def test_jobs_route_to_the_first_scale_set_with_all_their_labels(
+    actions: ActionsEmulator, service: Service, labels: list[str], routed_to: str | None
+) -> None:
+    names = {}
+    for name, extra in (("arc", []), ("gpu", [{"name": "linux"}])):
+        created = await service.create_scale_set(
+            name, labels=[{"type": "System", "name": name}, *extra]
+        )
+        names[created["id"]] = name
+
+    job = actions.state.jobs[actions.enqueue_job(labels=labels)]
+
+    assert (names[job.scale_set_id] if job.scale_set_id else None) == routed_to
+    assert job.state == ("available" if routed_to else "queued")
+
+
+async def test_a_queued_job_is_routed_when_its_scale_set_appears(
+    actions: ActionsEmulator, service: Service
+) -> None:
+    request_id = actions.enqueue_job(labels=["late"])
+
+    scale_set = await service.create_scale_set("late")
+    session = await service.open_session(scale_set["id"])
+
+    (job,) = job_messages((await service.get_message(session)).json)
+    assert (job["messageType"], job["runnerRequestId"]) == ("JobAvailable", request_id)
+
+
+async def test_a_new_session_is_offered_jobs_left_available(
+    actions: ActionsEmulator, service: Service
+) -> None:
+    scale_set = await service.create_scale_set("arc")
+    session = await service.open_session(scale_set["id"])
+    request_id = actions.enqueue_job(labels=["arc"])
+    message = (await service.get_message(session)).json
+    await service.delete_message(session, message["messageId"])
+    await service.call("DELETE", f"{SCALE_SETS}/{scale_set['id']}/sessions/{session['sessionId']}")
+
+    successor = await service.open_session(scale_set["id"])
+    offered = (await service.get_message(successor)).json
+
+    assert successor["statistics"]["totalAvailableJobs"] == 1
+    assert [(j["messageType"], j["runnerRequestId"]) for j in job_messages(offered)] == [
+        ("JobAvailable", request_id)
+    ]
+
+
+async def test_acquirable_jobs_lists_available_jobs_or_answers_204(
+    actions: ActionsEmulator, service: Service
+) -> None:
+    scale_set = await service.create_scale_set("arc")
+    path = f"{SCALE_SETS}/{scale_set['id']}/acquirablejobs"
+
+    empty = await service.call("GET", path)
+    request_id = actions.enqueue_job(labels=["arc"])
+    listed = await service.call("GET", path)
+
+    assert (empty.status, empty.text) == (204, "")
+    assert listed.status == 200
+    assert listed.json["count"] == 1
+    job = listed.json["value"][0]
+    assert (job["runnerRequestId"], job["messageType"]) == (request_id, "JobAvailable")
+    assert job["requestLabels"] == ["arc"]
+
+
+async def test_cancelling_an_assigned_job_completes_it_as_canceled(
+    actions: ActionsEmulator, service: Service
+) -> None:
+    scale_set = await service.create_scale_set("arc")
+    session = await service.open_session(scale_set["id"])
+    request_id = actions.enqueue_job(labels=["arc"])
+    await service.acquire(session, scale_set["id"], [request_id])
+
+    actions.cancel_job(request_id)
+    message = (await service.get_message(session)).json
+
+    assert [j["messageType"] for j in job_messages(message)] == [
+        "JobAvailable",
+        "JobAssigned",
+        "JobCompleted",
+    ]
+    completed = job_messages(message)[-1]
+    assert completed["result"] == "canceled"
+    assert completed["runnerAssignTime"] == ZERO
+    assert message["statistics"]["totalAssignedJobs"] == 0
+
+
+async def test_deleting_a_scale_set_requeues_its_jobs(
+    actions: ActionsEmulator, service: Service
+) -> None:
+    first = await service.create_scale_set("arc")
+    request_id = actions.enqueue_job(labels=["arc"])
+
+    await service.call("DELETE", f"{SCALE_SETS}/{first['id']}")
+    assert actions.state.jobs[request_id].state == "queued"
+    second = await service.create_scale_set("arc")
+
+    assert actions.state.jobs[request_id].scale_set_id == second["id"]
