@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-pytest_plugins = ["sandbox.actions.testing"]
+pytest_plugins = ["sandbox.actions.testing", "sandbox.kube.testing"]
 
 
 @pytest.fixture

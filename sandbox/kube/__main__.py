@@ -1,0 +1,78 @@
+"""`python -m sandbox.kube --port 0 --kubeconfig PATH [--tls]` (also `gha-sandbox kube`).
+
+Serves the emulator on 127.0.0.1, prints its URL as the first line of stdout, writes an admin
+kubeconfig, and exits cleanly on SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+
+from sandbox.kube.emulator import KubeEmulator
+from sandbox.kube.testing import project_crds
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gha-sandbox kube",
+        description="Run the Kubernetes API server emulator on 127.0.0.1.",
+    )
+    p.add_argument("--port", type=int, default=0, help="TCP port (0 picks a free one)")
+    p.add_argument("--kubeconfig", required=True, help="where to write the admin kubeconfig")
+    p.add_argument("--tls", action="store_true", help="serve HTTPS with a throwaway CA")
+    p.add_argument(
+        "--crds",
+        action="append",
+        default=None,
+        help="CRD YAML file or directory to register at start (repeatable; default: the "
+        "project's manifests/crds when present)",
+    )
+    p.add_argument("--pod-start-latency", type=float, default=0.0, help="seconds before pods run")
+    return p
+
+
+def _crd_files(args: argparse.Namespace) -> list[Path]:
+    if args.crds is None:
+        return project_crds()
+    files: list[Path] = []
+    for item in args.crds:
+        path = Path(item)
+        files.extend(sorted(path.glob("*.yaml")) if path.is_dir() else [path])
+    return files
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with KubeEmulator(
+        tls=args.tls, port=args.port, pod_start_latency=args.pod_start_latency
+    ) as kube:
+        kube.apply_crds(_crd_files(args))
+        print(kube.url, flush=True)
+        kube.write_kubeconfig(args.kubeconfig)
+        await stop.wait()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    for path in _crd_files(args):
+        if not path.is_file():
+            print(
+                f"--crds: {path} is not a file; give a CRD YAML file or directory", file=sys.stderr
+            )
+            return 2
+    with contextlib.suppress(KeyboardInterrupt):
+        return asyncio.run(_serve(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

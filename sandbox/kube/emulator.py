@@ -1,0 +1,312 @@
+"""KubeEmulator: the API server, kubelet and controller-manager simulation on one aiohttp site."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import ipaddress
+import json
+import os
+import ssl
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from kubernetes_asyncio import client
+
+from sandbox.kube.faults import Faults, Requests
+from sandbox.kube.gc import Controllers, cancel
+from sandbox.kube.handlers import ApiServer
+from sandbox.kube.kubelet import ContainerRuntime, Kubelet, RunUntilDeleted
+from sandbox.kube.rbac import (
+    DEFAULT_CLUSTER_ROLE_BINDINGS,
+    DEFAULT_CLUSTER_ROLES,
+    MASTERS,
+    Authorizer,
+    Tokens,
+    User,
+    service_account_user,
+)
+from sandbox.kube.registry import Clock, Registry, utcnow
+from sandbox.kube.resources import BUILTINS, SEEDED_NAMESPACES, Catalog
+from sandbox.kube.status import ApiError
+from sandbox.kube.store import Store
+from shared.kube.client import configuration_from_dict
+
+Obj = dict[str, Any]
+ADMIN_USER = "kubernetes-admin"
+
+
+def _self_signed() -> tuple[bytes, bytes]:
+    """A throwaway CA-signed-by-itself certificate for 127.0.0.1 (PEM cert, PEM key)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gha-sandbox-kube")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=7))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+            ),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+class KubeEmulator:
+    """An in-process Kubernetes API server for the real kubernetes-asyncio client and kubectl.
+
+    `async with KubeEmulator() as kube:` serves on 127.0.0.1 (a free port unless `port` is
+    given). Bookmarks are sent every `bookmark_interval` seconds to watches that ask for them;
+    watches without timeoutSeconds end after `watch_timeout`.
+    """
+
+    def __init__(
+        self,
+        *,
+        tls: bool = False,
+        container_runtime: ContainerRuntime | None = None,
+        pod_start_latency: float = 0.0,
+        watch_history: int = 1000,
+        bookmark_interval: float = 60.0,
+        watch_timeout: float = 1800.0,
+        garbage_collection: bool = True,
+        kubelet: bool = True,
+        strict_namespaces: bool = True,
+        restart_backoff: float = 1.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        clock: Clock = utcnow,
+        fault_seed: int | None = None,
+    ) -> None:
+        self.tls = tls
+        self.host = host
+        self.port = port
+        self.store = Store(history=watch_history)
+        self.catalog = Catalog()
+        for rt in BUILTINS:
+            self.catalog.add(rt)
+        self.registry = Registry(
+            store=self.store,
+            catalog=self.catalog,
+            clock=clock,
+            strict_namespaces=strict_namespaces,
+            garbage_collection=garbage_collection,
+        )
+        self.tokens = Tokens()
+        self.admin_token = self.tokens.issue(User(ADMIN_USER, (MASTERS, "system:authenticated")))
+        self.authorizer = Authorizer(self.store)
+        self.faults = Faults(seed=fault_seed)
+        self.requests = Requests()
+        self._cert_pem, self._key_pem = _self_signed() if tls else (b"", b"")
+        self.server = ApiServer(
+            store=self.store,
+            catalog=self.catalog,
+            registry=self.registry,
+            tokens=self.tokens,
+            authorizer=self.authorizer,
+            faults=self.faults,
+            requests=self.requests,
+            admin_token=self.admin_token,
+            bookmark_interval=bookmark_interval,
+            watch_timeout=watch_timeout,
+        )
+        self.controllers = Controllers(
+            registry=self.registry,
+            store=self.store,
+            ca_pem=self._cert_pem.decode() or "sandbox-without-tls\n",
+            gc=garbage_collection,
+        )
+        self.kubelet = (
+            Kubelet(
+                registry=self.registry,
+                store=self.store,
+                runtime=container_runtime or RunUntilDeleted(),
+                start_latency=pod_start_latency,
+                restart_backoff=restart_backoff,
+            )
+            if kubelet
+            else None
+        )
+        self._runner: web.AppRunner | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.url = ""
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> KubeEmulator:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self.controllers.run(), name="kube-controllers"))
+        if self.kubelet is not None:
+            self._tasks.append(asyncio.create_task(self.kubelet.run(), name="kube-kubelet"))
+        await asyncio.sleep(0)
+        self._seed()
+        self._runner = web.AppRunner(self.server.app(), shutdown_timeout=1.0, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(
+            self._runner,
+            self.host,
+            self.port,
+            ssl_context=self._ssl_context(),
+            shutdown_timeout=1.0,
+        )
+        await site.start()
+        addr = self._runner.addresses[0]
+        self.port = int(addr[1])
+        scheme = "https" if self.tls else "http"
+        self.url = f"{scheme}://{self.host}:{self.port}"
+        self.server.host = f"{self.host}:{self.port}"
+
+    async def stop(self) -> None:
+        self.faults.resume()
+        for sub in list(self.store.subscriptions):
+            sub.queue.put_nowait(None)
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        for task in reversed(self._tasks):
+            await cancel(task)
+        self._tasks.clear()
+
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        if not self.tls:
+            return None
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        with tempfile.TemporaryDirectory() as d:
+            cert, key = Path(d, "tls.crt"), Path(d, "tls.key")
+            cert.write_bytes(self._cert_pem)
+            key.write_bytes(self._key_pem)
+            ctx.load_cert_chain(cert, key)
+        return ctx
+
+    def _seed(self) -> None:
+        ns_type = self.catalog.preferred("", "namespaces")
+        cr_type = self.catalog.preferred("rbac.authorization.k8s.io", "clusterroles")
+        crb_type = self.catalog.preferred("rbac.authorization.k8s.io", "clusterrolebindings")
+        assert ns_type is not None
+        assert cr_type is not None
+        assert crb_type is not None
+        for name in SEEDED_NAMESPACES:
+            self.registry.create(ns_type, "", {"metadata": {"name": name}})
+            self.controllers.seed_namespace(name)
+        for role in DEFAULT_CLUSTER_ROLES:
+            self.registry.create(cr_type, "", json.loads(json.dumps(role)))
+        for binding in DEFAULT_CLUSTER_ROLE_BINDINGS:
+            self.registry.create(crb_type, "", json.loads(json.dumps(binding)))
+        if self.kubelet is not None:
+            self.kubelet.register_node()
+
+    # --- identities and clients --------------------------------------------------------------
+
+    def kubeconfig_dict(self, *, token: str | None = None) -> Obj:
+        """A kubeconfig for the admin identity, or for the identity behind `token`."""
+        cluster: Obj = {"server": self.url}
+        if self.tls:
+            cluster["certificate-authority-data"] = base64.b64encode(self._cert_pem).decode()
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "sandbox", "cluster": cluster}],
+            "users": [{"name": "sandbox-user", "user": {"token": token or self.admin_token}}],
+            "contexts": [
+                {
+                    "name": "sandbox",
+                    "context": {
+                        "cluster": "sandbox",
+                        "user": "sandbox-user",
+                        "namespace": "default",
+                    },
+                }
+            ],
+            "current-context": "sandbox",
+            "preferences": {},
+        }
+
+    def write_kubeconfig(self, path: str | os.PathLike[str], *, token: str | None = None) -> None:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(yaml.safe_dump(self.kubeconfig_dict(token=token)))
+        target.chmod(0o600)
+
+    async def configuration(self, *, token: str | None = None) -> client.Configuration:
+        return await configuration_from_dict(self.kubeconfig_dict(token=token))
+
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A bearer token authenticating as system:serviceaccount:NAMESPACE:NAME."""
+        sa = self.store.get(("", "serviceaccounts"), namespace, name)
+        uid = sa["metadata"]["uid"] if sa else ""
+        return self.tokens.issue(service_account_user(namespace, name, uid))
+
+    def user_token(self, name: str, groups: Iterable[str] = ()) -> str:
+        """A bearer token for an arbitrary user (and groups), for RBAC tests."""
+        return self.tokens.issue(User(name, (*groups, "system:authenticated")))
+
+    # --- direct setup ------------------------------------------------------------------------
+
+    def apply_crds(self, crds: Iterable[str | os.PathLike[str] | Obj]) -> list[str]:
+        """Register CRDs from YAML files (multi-document allowed) or dicts; returns their names."""
+        crd_type = self.catalog.preferred("apiextensions.k8s.io", "customresourcedefinitions")
+        assert crd_type is not None
+        names = []
+        for item in crds:
+            docs: list[Any]
+            if isinstance(item, dict):
+                docs = [item]
+            else:
+                docs = list(yaml.safe_load_all(Path(item).read_text()))
+            for doc in docs:
+                if not doc or doc.get("kind") != "CustomResourceDefinition":
+                    continue
+                name = doc["metadata"]["name"]
+                existing = self.store.get(crd_type.key, "", name)
+                if existing is None:
+                    self.registry.create(crd_type, "", doc)
+                else:
+                    body = json.loads(json.dumps(doc))
+                    body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+                    self.registry.update(crd_type, "", name, body)
+                names.append(name)
+        return names
+
+    def apply(self, obj: Obj) -> Obj:
+        """Create an object of any served kind through the normal write path (test setup)."""
+        api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
+        rt = self.catalog.by_kind(api_version, kind)
+        if rt is None:
+            raise ApiError(404, "NotFound", f"no kind {kind!r} in {api_version!r} is served")
+        ns = obj.get("metadata", {}).get("namespace", "default") if rt.namespaced else ""
+        return self.registry.create(rt, ns, obj)

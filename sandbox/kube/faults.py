@@ -1,0 +1,174 @@
+"""Fault injection and request accounting (python-stack.md 2.20).
+
+Rules match a request by verb, resource and subresource (empty or "*" matches anything) and
+inject an error with a probability (or for the next N matches) and/or latency. Watches can be
+dropped, every history forced to 410, and the whole server paused; requests held by a pause
+resume when it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class FaultRule:
+    verb: str = "*"
+    resource: str = "*"
+    subresource: str = "*"
+    status: int = 0
+    rate: float = 1.0
+    count: int | None = None
+    latency: float = 0.0
+    id: int = 0
+
+    def matches(self, verb: str, resource: str, subresource: str) -> bool:
+        return (
+            self.verb in ("*", "", verb)
+            and self.resource in ("*", "", resource)
+            and self.subresource in ("*", subresource)
+        )
+
+    def to_dict(self) -> Obj:
+        return asdict(self)
+
+
+class Faults:
+    """In-process fault injection; the admin endpoint drives the same object."""
+
+    def __init__(self, *, seed: int | None = None) -> None:
+        self.rules: list[FaultRule] = []
+        self._random = random.Random(seed)
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+        self._next_id = 0
+        self.on_drop_watches: list[Any] = []
+        self.on_force_gone: list[Any] = []
+
+    def inject(
+        self,
+        *,
+        verb: str = "*",
+        resource: str = "*",
+        subresource: str = "*",
+        status: int = 0,
+        rate: float = 1.0,
+        count: int | None = None,
+        latency: float = 0.0,
+    ) -> FaultRule:
+        """Add a rule: `status` (0 for none) with probability `rate`, at most `count` times,
+        and `latency` seconds before answering."""
+        self._next_id += 1
+        rule = FaultRule(verb, resource, subresource, status, rate, count, latency, self._next_id)
+        self.rules.append(rule)
+        return rule
+
+    def error_rate(self, rate: float, *, status: int = 500, **match: str) -> FaultRule:
+        return self.inject(status=status, rate=rate, **match)  # type: ignore[arg-type]
+
+    def latency(self, seconds: float, **match: str) -> FaultRule:
+        return self.inject(latency=seconds, **match)  # type: ignore[arg-type]
+
+    def remove(self, rule: FaultRule) -> None:
+        self.rules = [r for r in self.rules if r.id != rule.id]
+
+    def clear(self) -> None:
+        self.rules.clear()
+        self.resume()
+
+    def pause(self) -> None:
+        """Hold every API request (not the admin endpoint) until resume()."""
+        self._resumed.clear()
+
+    def resume(self) -> None:
+        self._resumed.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._resumed.is_set()
+
+    def drop_watches(self) -> None:
+        """Close every open watch connection abruptly, without an ERROR event."""
+        for hook in self.on_drop_watches:
+            hook()
+
+    def force_gone(self) -> None:
+        """Compact history: open watches get ERROR 410, older RVs and continue tokens 410."""
+        for hook in self.on_force_gone:
+            hook()
+
+    async def wait_resumed(self) -> None:
+        await self._resumed.wait()
+
+    def decide(self, verb: str, resource: str, subresource: str) -> tuple[int, float]:
+        """The (status, latency) to apply to one request; status 0 means answer normally."""
+        status, delay = 0, 0.0
+        for rule in list(self.rules):
+            if not rule.matches(verb, resource, subresource):
+                continue
+            delay = max(delay, rule.latency)
+            if rule.status and not status and self._random.random() < rule.rate:
+                status = rule.status
+                if rule.count is not None:
+                    rule.count -= 1
+                    if rule.count <= 0:
+                        self.remove(rule)
+        return status, delay
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    verb: str
+    resource: str
+    subresource: str
+    user: str
+    namespace: str
+    code: int
+
+
+@dataclass
+class Requests:
+    """Accounting of every API request: verb, resource, subresource, identity and code."""
+
+    log: list[Request] = field(default_factory=list)
+
+    def record(self, req: Request) -> None:
+        self.log.append(req)
+
+    def count(
+        self,
+        *,
+        verb: str | None = None,
+        resource: str | None = None,
+        subresource: str | None = None,
+        user: str | None = None,
+        namespace: str | None = None,
+        code: int | None = None,
+    ) -> int:
+        return sum(
+            1
+            for r in self.log
+            if (verb is None or r.verb == verb)
+            and (resource is None or r.resource == resource)
+            and (subresource is None or r.subresource == subresource)
+            and (user is None or r.user == user)
+            and (namespace is None or r.namespace == namespace)
+            and (code is None or r.code == code)
+        )
+
+    def summary(self) -> dict[str, int]:
+        """Counts keyed `verb resource[/subresource] user`."""
+        c: Counter[str] = Counter()
+        for r in self.log:
+            res = f"{r.resource}/{r.subresource}" if r.subresource else r.resource
+            c[f"{r.verb} {res} {r.user}"] += 1
+        return dict(c)
+
+    def reset(self) -> None:
+        self.log.clear()

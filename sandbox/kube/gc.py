@@ -1,0 +1,231 @@
+"""The kube-controller-manager work the project relies on, simulated (python-stack.md 2.10, 2.22).
+
+- Garbage collector: background deletion of dependents whose owners are all gone, foreground
+  deletion (dependents first, then the `foregroundDeletion` finalizer), and orphaning.
+- Namespace controller: a terminating namespace's contents are deleted, then the namespace.
+- ServiceAccount and root-CA publishers: every namespace gets ServiceAccount `default` and
+  ConfigMap `kube-root-ca.crt`.
+
+It runs as one task fed by the store's event stream, so cascades happen asynchronously after the
+triggering write, as on a real cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+from typing import Any
+
+from sandbox.kube.registry import FOREGROUND, ORPHAN, Registry
+from sandbox.kube.status import ApiError
+from sandbox.kube.store import Event, Store, TypeKey
+
+Obj = dict[str, Any]
+Ref = tuple[TypeKey, str, str]
+log = logging.getLogger("sandbox.kube.gc")
+
+NAMESPACES: TypeKey = ("", "namespaces")
+
+
+class Controllers:
+    def __init__(self, *, registry: Registry, store: Store, ca_pem: str, gc: bool = True) -> None:
+        self.registry = registry
+        self.store = store
+        self.ca_pem = ca_pem
+        self.gc = gc
+        self.dependents: dict[str, set[Ref]] = {}
+        self.owners_of: dict[Ref, set[str]] = {}
+        self.terminating: set[str] = set()
+
+    async def run(self) -> None:
+        sub = self.store.subscribe(None)
+        try:
+            while True:
+                item = await sub.queue.get()
+                if isinstance(item, Event):
+                    try:
+                        self.handle(item)
+                    except ApiError as exc:
+                        log.debug("controller write failed: %s", exc.message)
+        finally:
+            self.store.unsubscribe(sub)
+
+    def seed_namespace(self, name: str) -> None:
+        """What the ServiceAccount and root-CA controllers create in a new namespace."""
+        sa = self.registry.catalog.preferred("", "serviceaccounts")
+        cm = self.registry.catalog.preferred("", "configmaps")
+        if sa is None or cm is None:
+            return
+        with contextlib.suppress(ApiError):
+            self.registry.create(sa, name, {"metadata": {"name": "default"}})
+        with contextlib.suppress(ApiError):
+            self.registry.create(
+                cm,
+                name,
+                {
+                    "metadata": {
+                        "name": "kube-root-ca.crt",
+                        "annotations": {
+                            "kubernetes.io/description": "Contains a CA bundle that can be used "
+                            "to verify the kube-apiserver when using internal endpoints such as "
+                            "the internal service IP or kubernetes.default.svc. No other usage "
+                            "is guaranteed across distributions of Kubernetes clusters."
+                        },
+                    },
+                    "data": {"ca.crt": self.ca_pem},
+                },
+            )
+
+    def handle(self, ev: Event) -> None:
+        meta = ev.obj["metadata"]
+        ref: Ref = (ev.key, meta.get("namespace", ""), meta["name"])
+        self._index(ev, ref)
+        if ev.key == NAMESPACES:
+            if ev.type == "ADDED":
+                self.seed_namespace(meta["name"])
+            elif ev.type == "MODIFIED" and meta.get("deletionTimestamp"):
+                self.terminating.add(meta["name"])
+                self._sweep_namespace(meta["name"])
+            return
+        ns = meta.get("namespace", "")
+        if ev.type == "DELETED":
+            if self.gc:
+                self._collect(meta["uid"])
+                for owner in list(ev.obj["metadata"].get("ownerReferences") or []):
+                    self._check_foreground(owner.get("uid", ""))
+            if ns in self.terminating:
+                self._sweep_namespace(ns)
+            return
+        if self.gc and meta.get("deletionTimestamp"):
+            finalizers = meta.get("finalizers") or []
+            if FOREGROUND in finalizers:
+                self._foreground(ev, meta["uid"])
+            elif ORPHAN in finalizers:
+                self._orphan(ev, meta["uid"])
+
+    def _index(self, ev: Event, ref: Ref) -> None:
+        for uid in self.owners_of.pop(ref, set()):
+            deps = self.dependents.get(uid)
+            if deps is not None:
+                deps.discard(ref)
+                if not deps:
+                    del self.dependents[uid]
+        if ev.type == "DELETED":
+            return
+        owners = {o.get("uid", "") for o in ev.obj["metadata"].get("ownerReferences") or []}
+        if owners:
+            self.owners_of[ref] = owners
+            for uid in owners:
+                self.dependents.setdefault(uid, set()).add(ref)
+
+    def _objects(self, refs: set[Ref]) -> list[tuple[TypeKey, Obj]]:
+        out = []
+        for key, ns, name in sorted(refs):
+            obj = self.store.get(key, ns, name)
+            if obj is not None:
+                out.append((key, obj))
+        return out
+
+    def _delete(self, key: TypeKey, obj: Obj, policy: str) -> None:
+        rt = self.registry.catalog.preferred(*key)
+        if rt is None:
+            return
+        meta = obj["metadata"]
+        with contextlib.suppress(ApiError):
+            self.registry.delete(
+                rt,
+                meta.get("namespace", ""),
+                meta["name"],
+                options={"propagationPolicy": policy, "preconditions": {"uid": meta["uid"]}},
+            )
+
+    def _collect(self, owner_uid: str) -> None:
+        """Background: delete dependents once none of their owners exists."""
+        for key, obj in self._objects(self.dependents.get(owner_uid, set())):
+            owners = [o.get("uid") for o in obj["metadata"].get("ownerReferences") or []]
+            if all(self.store.by_uid(str(u)) is None for u in owners):
+                self._delete(key, obj, "Background")
+
+    def _foreground(self, ev: Event, uid: str) -> None:
+        for key, obj in self._objects(self.dependents.get(uid, set())):
+            if not obj["metadata"].get("deletionTimestamp"):
+                self._delete(key, obj, "Foreground")
+        self._check_foreground(uid)
+
+    def _check_foreground(self, uid: str) -> None:
+        owner = self.store.by_uid(uid)
+        if owner is None or FOREGROUND not in (owner["metadata"].get("finalizers") or []):
+            return
+        blocking = [
+            obj
+            for _, obj in self._objects(self.dependents.get(uid, set()))
+            if any(
+                o.get("uid") == uid and o.get("blockOwnerDeletion")
+                for o in obj["metadata"].get("ownerReferences") or []
+            )
+        ]
+        if not blocking:
+            self._drop_finalizer(owner, FOREGROUND)
+
+    def _orphan(self, ev: Event, uid: str) -> None:
+        for key, obj in self._objects(self.dependents.get(uid, set())):
+            rt = self.registry.catalog.preferred(*key)
+            if rt is None:
+                continue
+            new = copy.deepcopy(obj)
+            refs = [o for o in new["metadata"].get("ownerReferences") or [] if o.get("uid") != uid]
+            if refs:
+                new["metadata"]["ownerReferences"] = refs
+            else:
+                new["metadata"].pop("ownerReferences", None)
+            self.registry.commit(rt, obj, new)
+        owner = self.store.by_uid(uid)
+        if owner is not None:
+            self._drop_finalizer(owner, ORPHAN)
+
+    def _drop_finalizer(self, obj: Obj, finalizer: str) -> None:
+        where = self.store.uids.get(obj["metadata"]["uid"])
+        if where is None:
+            return
+        rt = self.registry.catalog.preferred(*where[0])
+        if rt is None:
+            return
+        new = copy.deepcopy(obj)
+        remaining = [f for f in new["metadata"].get("finalizers") or [] if f != finalizer]
+        if remaining:
+            new["metadata"]["finalizers"] = remaining
+        else:
+            new["metadata"].pop("finalizers", None)
+        self.registry.commit(rt, obj, new)
+
+    def _sweep_namespace(self, name: str) -> None:
+        remaining = 0
+        for key, bucket in list(self.store.buckets.items()):
+            if key == NAMESPACES:
+                continue
+            for (ns, _), obj in list(bucket.objects.items()):
+                if ns != name:
+                    continue
+                remaining += 1
+                if not obj["metadata"].get("deletionTimestamp"):
+                    self._delete(key, obj, "Background")
+        still = sum(
+            1
+            for key, bucket in self.store.buckets.items()
+            if key != NAMESPACES
+            for (ns, _) in bucket.objects
+            if ns == name
+        )
+        if remaining == 0 or still == 0:
+            self.terminating.discard(name)
+            self.registry.finalize_namespace(name)
+
+
+async def cancel(task: asyncio.Task[Any] | None) -> None:
+    if task is None:
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

@@ -1,0 +1,738 @@
+"""A simulated scheduler + kubelet for one node (python-stack.md 2.9, 2.22).
+
+Each pod is bound to the node, then walked through the status writes a real kubelet makes, each
+a separate write with its own resourceVersion and watch event:
+
+1. binding: `spec.nodeName` and condition PodScheduled=True;
+2. first sync: hostIP, startTime, conditions, containers waiting in `ContainerCreating`;
+3. after `start_latency`: the sandbox is up (podIP, PodReadyToStartContainers=True);
+4. init containers run one by one (each: running, then terminated);
+5. containers running: phase Running, Ready=True;
+6. each container exit: its terminated state; when all have exited (restartPolicy Never, or
+   OnFailure with exit 0) the phase becomes Succeeded or Failed.
+
+Exit codes come from the pluggable ContainerRuntime. Deleting a pod cancels its containers,
+records their termination and the terminal phase, then finishes the graceful deletion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import copy
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from sandbox.kube.registry import TERMINAL_PHASES, Registry, timestamp
+from sandbox.kube.status import ApiError
+from sandbox.kube.store import Event, Store
+
+Obj = dict[str, Any]
+log = logging.getLogger("sandbox.kube.kubelet")
+
+PODS = ("", "pods")
+NODE_NAME = "sandbox-node"
+NODE_IP = "10.0.0.10"
+SIGTERM_EXIT = 143
+
+
+class ContainerRuntime(Protocol):
+    """The kubelet's pluggable container runner."""
+
+    async def run(
+        self, *, pod: dict[str, Any], container: dict[str, Any], env: dict[str, str]
+    ) -> int:
+        """Run the container until it exits and return its exit code; cancelled when the pod is
+        deleted. `env` is the container's environment resolved the way a kubelet does."""
+        ...
+
+
+class RunUntilDeleted:
+    """The default runtime: every container runs until its pod is deleted."""
+
+    async def run(
+        self, *, pod: dict[str, Any], container: dict[str, Any], env: dict[str, str]
+    ) -> int:
+        await asyncio.Event().wait()
+        return 0
+
+
+class MissingReference(Exception):
+    """A secret, configmap or key an env var needs does not exist (CreateContainerConfigError)."""
+
+
+def node_object() -> Obj:
+    return {
+        "metadata": {
+            "name": NODE_NAME,
+            "labels": {
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/hostname": NODE_NAME,
+                "beta.kubernetes.io/os": "linux",
+                "beta.kubernetes.io/arch": "amd64",
+            },
+        },
+        "spec": {"podCIDR": "10.244.0.0/24", "podCIDRs": ["10.244.0.0/24"]},
+    }
+
+
+def node_status(now: str) -> Obj:
+    return {
+        "addresses": [
+            {"type": "InternalIP", "address": NODE_IP},
+            {"type": "Hostname", "address": NODE_NAME},
+        ],
+        "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"},
+        "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"},
+        "conditions": [
+            {
+                "type": t,
+                "status": "False",
+                "reason": r,
+                "message": m,
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+            for t, r, m in (
+                (
+                    "MemoryPressure",
+                    "KubeletHasSufficientMemory",
+                    "kubelet has sufficient memory available",
+                ),
+                ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+            )
+        ]
+        + [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "kubelet is posting ready status",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        ],
+        "nodeInfo": {
+            "architecture": "amd64",
+            "operatingSystem": "linux",
+            "osImage": "gha-runner-scaler sandbox",
+            "kernelVersion": "6.1.0",
+            "containerRuntimeVersion": "sandbox://1.0",
+            "kubeletVersion": "v1.32.4",
+            "kubeProxyVersion": "v1.32.4",
+            "machineID": "sandbox",
+            "systemUUID": "sandbox",
+            "bootID": "sandbox",
+        },
+    }
+
+
+def _field_ref(pod: Obj, path: str) -> str:
+    meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+    simple = {
+        "metadata.name": meta.get("name", ""),
+        "metadata.namespace": meta.get("namespace", ""),
+        "metadata.uid": meta.get("uid", ""),
+        "spec.nodeName": spec.get("nodeName", ""),
+        "spec.serviceAccountName": spec.get("serviceAccountName", ""),
+        "status.podIP": status.get("podIP", ""),
+        "status.hostIP": status.get("hostIP", ""),
+        "status.podIPs": ",".join(p["ip"] for p in status.get("podIPs") or []),
+        "status.hostIPs": ",".join(p["ip"] for p in status.get("hostIPs") or []),
+    }
+    if path in simple:
+        return str(simple[path])
+    for prefix, source in (("metadata.labels", "labels"), ("metadata.annotations", "annotations")):
+        if path.startswith(prefix + "['") and path.endswith("']"):
+            return str((meta.get(source) or {}).get(path[len(prefix) + 2 : -2], ""))
+    raise MissingReference(f"unsupported fieldRef {path}")
+
+
+class Kubelet:
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        store: Store,
+        runtime: ContainerRuntime,
+        start_latency: float,
+        restart_backoff: float = 1.0,
+        config_retry: float = 0.2,
+    ) -> None:
+        self.registry = registry
+        self.store = store
+        self.runtime = runtime
+        self.start_latency = start_latency
+        self.restart_backoff = restart_backoff
+        self.config_retry = config_retry
+        self.workers: dict[str, asyncio.Task[None]] = {}
+        self.deleting: dict[str, asyncio.Event] = {}
+        self._next_ip = 1
+        self.killed: dict[str, dict[str, int]] = {}
+
+    def register_node(self) -> None:
+        rt = self.registry.catalog.preferred("", "nodes")
+        if rt is None or self.store.get(rt.key, "", NODE_NAME) is not None:
+            return
+        created = self.registry.create(rt, "", node_object())
+        cur = self.store.get(rt.key, "", created["metadata"]["name"])
+        if cur is not None:
+            new = copy.deepcopy(cur)
+            new["status"] = node_status(timestamp(self.registry.clock()))
+            self.registry.commit(rt, cur, new, subresource="status")
+
+    async def run(self) -> None:
+        sub = self.store.subscribe({PODS})
+        try:
+            for pod in list(self.store.items(PODS)):
+                self._observe(pod)
+            while True:
+                item = await sub.queue.get()
+                if isinstance(item, Event):
+                    if item.type == "DELETED":
+                        self._forget(item.obj["metadata"]["uid"])
+                    else:
+                        self._observe(item.obj)
+        finally:
+            self.store.unsubscribe(sub)
+            for task in list(self.workers.values()):
+                task.cancel()
+            for task in list(self.workers.values()):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    def _observe(self, pod: Obj) -> None:
+        uid = pod["metadata"]["uid"]
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and node != NODE_NAME:
+            return
+        if pod["metadata"].get("deletionTimestamp"):
+            if uid in self.deleting:
+                self.deleting[uid].set()
+            elif node:
+                self.deleting[uid] = asyncio.Event()
+                self.deleting[uid].set()
+                self.workers[uid] = asyncio.create_task(self._terminate_only(uid))
+            return
+        if uid in self.workers or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            return
+        self.deleting[uid] = asyncio.Event()
+        self.workers[uid] = asyncio.create_task(self._pod(uid), name=f"kubelet-{uid}")
+
+    def _forget(self, uid: str) -> None:
+        self.deleting.pop(uid, None)
+        task = self.workers.pop(uid, None)
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def _pod_obj(self, uid: str) -> Obj | None:
+        return self.store.by_uid(uid)
+
+    def _write_status(self, uid: str, mutate: Callable[[Obj, Obj], None]) -> Obj | None:
+        cur = self._pod_obj(uid)
+        rt = self.registry.catalog.preferred(*PODS)
+        if cur is None or rt is None:
+            return None
+        new = copy.deepcopy(cur)
+        mutate(new.setdefault("status", {}), new)
+        try:
+            self.registry.commit(rt, cur, new, subresource="status")
+        except ApiError as exc:
+            log.debug("kubelet status write failed: %s", exc.message)
+        return self._pod_obj(uid)
+
+    def _bind(self, uid: str) -> Obj | None:
+        cur = self._pod_obj(uid)
+        rt = self.registry.catalog.preferred(*PODS)
+        if cur is None or rt is None:
+            return None
+        if (cur.get("spec") or {}).get("nodeName"):
+            return cur
+        new = copy.deepcopy(cur)
+        new["spec"]["nodeName"] = NODE_NAME
+        now = timestamp(self.registry.clock())
+        _set_condition(new.setdefault("status", {}), "PodScheduled", "True", now)
+        # The binding subresource sets nodeName and the PodScheduled condition in one write.
+        new["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
+        self.store.put(rt.key, new, event="MODIFIED", old=cur)
+        return self._pod_obj(uid)
+
+    # --- the pod lifecycle -------------------------------------------------------------------
+
+    async def _pod(self, uid: str) -> None:
+        deleting = self.deleting[uid]
+        try:
+            pod = self._bind(uid)
+            if pod is None:
+                return
+            now = timestamp(self.registry.clock())
+            has_init = bool(pod["spec"].get("initContainers"))
+
+            def first_sync(status: Obj, p: Obj) -> None:
+                status["phase"] = "Pending"
+                status["hostIP"] = NODE_IP
+                status["hostIPs"] = [{"ip": NODE_IP}]
+                status["startTime"] = now
+                _set_condition(status, "PodReadyToStartContainers", "False", now)
+                _set_condition(
+                    status,
+                    "Initialized",
+                    "False" if has_init else "True",
+                    now,
+                    "ContainersNotInitialized" if has_init else None,
+                    "containers with incomplete status: ["
+                    + " ".join(c["name"] for c in p["spec"].get("initContainers") or [])
+                    + "]"
+                    if has_init
+                    else None,
+                )
+                _set_condition(
+                    status, "Ready", "False", now, "ContainersNotReady", _not_ready_message(p)
+                )
+                _set_condition(
+                    status,
+                    "ContainersReady",
+                    "False",
+                    now,
+                    "ContainersNotReady",
+                    _not_ready_message(p),
+                )
+                _set_condition(status, "PodScheduled", "True", now)
+                if has_init:
+                    status["initContainerStatuses"] = [
+                        _waiting(c, "PodInitializing") for c in p["spec"]["initContainers"]
+                    ]
+                status["containerStatuses"] = [
+                    _waiting(c, "PodInitializing" if has_init else "ContainerCreating")
+                    for c in p["spec"].get("containers") or []
+                ]
+
+            self._write_status(uid, first_sync)
+            if await _wait_or_deleted(deleting, self.start_latency):
+                await self._terminate(uid, {})
+                return
+            ip = f"10.244.0.{self._next_ip % 250 + 2}"
+            self._next_ip += 1
+
+            def sandbox_ready(status: Obj, p: Obj) -> None:
+                status["podIP"] = ip
+                status["podIPs"] = [{"ip": ip}]
+                _set_condition(
+                    status, "PodReadyToStartContainers", "True", timestamp(self.registry.clock())
+                )
+
+            pod = self._write_status(uid, sandbox_ready)
+            if pod is None:
+                return
+            for container in pod["spec"].get("initContainers") or []:
+                code = await self._run_init(uid, container, deleting)
+                if code is None:
+                    await self._terminate(uid, {})
+                    return
+                if code != 0 and pod["spec"].get("restartPolicy") == "Never":
+                    self._write_status(uid, lambda s, p: s.update(phase="Failed"))
+                    return
+            await self._run_main(uid, deleting)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("kubelet worker failed for pod %s", uid)
+
+    async def _env(
+        self, uid: str, container: Obj, deleting: asyncio.Event
+    ) -> dict[str, str] | None:
+        """The resolved environment, waiting (CreateContainerConfigError) for missing refs."""
+        reported = False
+        while True:
+            pod = self._pod_obj(uid)
+            if pod is None:
+                return None
+            try:
+                return self.resolve_env(pod, container)
+            except MissingReference as exc:
+                if not reported:
+                    mutate = functools.partial(
+                        _mark_config_error, name=container["name"], message=str(exc)
+                    )
+                    self._write_status(uid, mutate)
+                    reported = True
+                if await _wait_or_deleted(deleting, self.config_retry):
+                    return None
+
+    def resolve_env(self, pod: Obj, container: Obj) -> dict[str, str]:
+        ns = pod["metadata"]["namespace"]
+        env: dict[str, str] = {}
+        for source in container.get("envFrom") or []:
+            prefix = source.get("prefix", "")
+            if "configMapRef" in source:
+                ref = source["configMapRef"]
+                cm = self.store.get(("", "configmaps"), ns, ref.get("name", ""))
+                if cm is None:
+                    if ref.get("optional"):
+                        continue
+                    raise MissingReference(f'configmap "{ref.get("name")}" not found')
+                env.update({prefix + k: v for k, v in (cm.get("data") or {}).items()})
+            if "secretRef" in source:
+                ref = source["secretRef"]
+                secret = self.store.get(("", "secrets"), ns, ref.get("name", ""))
+                if secret is None:
+                    if ref.get("optional"):
+                        continue
+                    raise MissingReference(f'secret "{ref.get("name")}" not found')
+                env.update(
+                    {
+                        prefix + k: base64.b64decode(v).decode()
+                        for k, v in (secret.get("data") or {}).items()
+                    }
+                )
+        for var in container.get("env") or []:
+            name = var["name"]
+            if "valueFrom" not in var:
+                env[name] = _expand(str(var.get("value", "")), env)
+                continue
+            source = var["valueFrom"]
+            if "secretKeyRef" in source:
+                ref = source["secretKeyRef"]
+                secret = self.store.get(("", "secrets"), ns, ref.get("name", ""))
+                data = (secret or {}).get("data") or {}
+                if ref.get("key") not in data:
+                    if ref.get("optional"):
+                        continue
+                    what = "secret" if secret is None else f"key {ref.get('key')} in secret"
+                    raise MissingReference(f'{what} "{ref.get("name")}" not found')
+                env[name] = base64.b64decode(data[ref["key"]]).decode()
+            elif "configMapKeyRef" in source:
+                ref = source["configMapKeyRef"]
+                cm = self.store.get(("", "configmaps"), ns, ref.get("name", ""))
+                data = (cm or {}).get("data") or {}
+                if ref.get("key") not in data:
+                    if ref.get("optional"):
+                        continue
+                    what = "configmap" if cm is None else f"key {ref.get('key')} in configmap"
+                    raise MissingReference(f'{what} "{ref.get("name")}" not found')
+                env[name] = str(data[ref["key"]])
+            elif "fieldRef" in source:
+                env[name] = _field_ref(pod, source["fieldRef"].get("fieldPath", ""))
+            elif "resourceFieldRef" in source:
+                env[name] = "0"
+        return env
+
+    async def _run_container(self, uid: str, container: Obj, deleting: asyncio.Event) -> int | None:
+        """Run one container through the runtime; None when the pod was deleted first."""
+        env = await self._env(uid, container, deleting)
+        pod = self._pod_obj(uid)
+        if env is None or pod is None:
+            return None
+        task = asyncio.create_task(
+            self.runtime.run(pod=copy.deepcopy(pod), container=copy.deepcopy(container), env=env)
+        )
+        stop = asyncio.create_task(deleting.wait())
+        try:
+            done, _ = await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if task in done:
+            return int(task.result())
+        task.cancel()
+        try:
+            code = await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+            code = SIGTERM_EXIT
+        self._record_kill(uid, container["name"], int(code))
+        return None
+
+    def _record_kill(self, uid: str, name: str, code: int) -> None:
+        self.killed.setdefault(uid, {})[name] = code
+
+    async def _run_init(self, uid: str, container: Obj, deleting: asyncio.Event) -> int | None:
+        name = container["name"]
+        started = timestamp(self.registry.clock())
+
+        def running(status: Obj, p: Obj) -> None:
+            for cs in status.get("initContainerStatuses") or []:
+                if cs["name"] == name:
+                    cs.update(
+                        state={"running": {"startedAt": started}},
+                        started=True,
+                        containerID=_container_id(uid, name),
+                        imageID=_image_id(cs),
+                    )
+
+        self._write_status(uid, running)
+        code = await self._run_container(uid, container, deleting)
+        if code is None:
+            return None
+        finished = timestamp(self.registry.clock())
+
+        def terminated(status: Obj, p: Obj) -> None:
+            for cs in status.get("initContainerStatuses") or []:
+                if cs["name"] == name:
+                    cs.update(
+                        state={
+                            "terminated": _terminated(
+                                code, started, finished, _container_id(uid, name)
+                            )
+                        },
+                        started=False,
+                        ready=code == 0,
+                    )
+            statuses = status.get("initContainerStatuses") or []
+            if all(
+                "terminated" in s.get("state", {}) and s["state"]["terminated"]["exitCode"] == 0
+                for s in statuses
+            ):
+                _set_condition(status, "Initialized", "True", finished)
+                for cs in status.get("containerStatuses") or []:
+                    cs["state"] = {"waiting": {"reason": "ContainerCreating"}}
+
+        self._write_status(uid, terminated)
+        return code
+
+    async def _run_main(self, uid: str, deleting: asyncio.Event) -> None:
+        pod = self._pod_obj(uid)
+        if pod is None:
+            return
+        containers = pod["spec"].get("containers") or []
+        policy = pod["spec"].get("restartPolicy", "Always")
+        started = timestamp(self.registry.clock())
+
+        def running(status: Obj, p: Obj) -> None:
+            status["phase"] = "Running"
+            for cs in status.get("containerStatuses") or []:
+                cs.update(
+                    state={"running": {"startedAt": started}},
+                    ready=True,
+                    started=True,
+                    containerID=_container_id(uid, cs["name"]),
+                    imageID=_image_id(cs),
+                )
+            _set_condition(status, "Initialized", "True", started)
+            _set_condition(status, "Ready", "True", started)
+            _set_condition(status, "ContainersReady", "True", started)
+
+        self._write_status(uid, running)
+        results: dict[str, int] = {}
+        tasks = {
+            c["name"]: asyncio.create_task(self._container_loop(uid, c, policy, deleting, results))
+            for c in containers
+        }
+        try:
+            await asyncio.gather(*tasks.values())
+        finally:
+            for t in tasks.values():
+                t.cancel()
+        if deleting.is_set() or self._pod_obj(uid) is None:
+            await self._terminate(uid, results)
+            return
+        phase = "Succeeded" if all(code == 0 for code in results.values()) else "Failed"
+        now = timestamp(self.registry.clock())
+
+        def finish(status: Obj, p: Obj) -> None:
+            status["phase"] = phase
+            _set_condition(status, "Ready", "False", now, "PodCompleted")
+            _set_condition(status, "ContainersReady", "False", now, "PodCompleted")
+            _set_condition(status, "PodReadyToStartContainers", "False", now)
+
+        self._write_status(uid, finish)
+
+    async def _container_loop(
+        self,
+        uid: str,
+        container: Obj,
+        policy: str,
+        deleting: asyncio.Event,
+        results: dict[str, int],
+    ) -> None:
+        name = container["name"]
+        restarts = 0
+        while True:
+            started = timestamp(self.registry.clock())
+            code = await self._run_container(uid, container, deleting)
+            if code is None:
+                return
+            finished = timestamp(self.registry.clock())
+            results[name] = code
+            restart = policy == "Always" or (policy == "OnFailure" and code != 0)
+            state = _terminated(code, started, finished, _container_id(uid, name))
+            self._write_status(
+                uid,
+                functools.partial(
+                    _mark_exited, name=name, state=state, restart=restart, at=finished
+                ),
+            )
+            if not restart:
+                return
+            if await _wait_or_deleted(deleting, self.restart_backoff):
+                return
+            restarts += 1
+            again = timestamp(self.registry.clock())
+            self._write_status(
+                uid, functools.partial(_mark_restarted, name=name, at=again, count=restarts)
+            )
+
+    async def _terminate_only(self, uid: str) -> None:
+        await self._terminate(uid, {})
+
+    async def _terminate(self, uid: str, results: dict[str, int]) -> None:
+        """Graceful deletion: record killed containers and the terminal phase, then delete."""
+        killed = self.killed.pop(uid, {})
+        now = timestamp(self.registry.clock())
+
+        def stopped(status: Obj, p: Obj) -> None:
+            codes = dict(results)
+            for cs in status.get("containerStatuses") or []:
+                state = cs.get("state") or {}
+                if "terminated" in state:
+                    codes[cs["name"]] = state["terminated"]["exitCode"]
+                    continue
+                code = killed.get(cs["name"], SIGTERM_EXIT)
+                codes[cs["name"]] = code
+                started = (state.get("running") or {}).get("startedAt")
+                cs["state"] = {
+                    "terminated": _terminated(code, started, now, cs.get("containerID", ""))
+                }
+                cs["ready"] = False
+                cs["started"] = False
+            if status.get("phase") not in TERMINAL_PHASES and status.get("containerStatuses"):
+                status["phase"] = (
+                    "Succeeded" if codes and all(c == 0 for c in codes.values()) else "Failed"
+                )
+            _set_condition(status, "Ready", "False", now, "PodCompleted")
+            _set_condition(status, "ContainersReady", "False", now, "PodCompleted")
+
+        pod = self._write_status(uid, stopped)
+        rt = self.registry.catalog.preferred(*PODS)
+        if pod is None or rt is None:
+            return
+        with contextlib.suppress(ApiError):
+            self.registry.delete(
+                rt,
+                pod["metadata"]["namespace"],
+                pod["metadata"]["name"],
+                options={"gracePeriodSeconds": 0, "preconditions": {"uid": uid}},
+            )
+
+
+async def _wait_or_deleted(deleting: asyncio.Event, seconds: float) -> bool:
+    """Sleep, ending early (and returning True) if the pod is being deleted."""
+    if deleting.is_set():
+        return True
+    if seconds <= 0:
+        await asyncio.sleep(0)
+        return deleting.is_set()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(deleting.wait(), seconds)
+    return deleting.is_set()
+
+
+def _set_condition(
+    status: Obj,
+    ctype: str,
+    value: str,
+    now: str,
+    reason: str | None = None,
+    message: str | None = None,
+) -> None:
+    conditions: list[Obj] = status.setdefault("conditions", [])
+    cond: Obj = {"type": ctype, "status": value, "lastProbeTime": None}
+    if reason:
+        cond["reason"] = reason
+    if message:
+        cond["message"] = message
+    for existing in conditions:
+        if existing["type"] == ctype:
+            unchanged = existing.get("status") == value and existing.get("lastTransitionTime")
+            cond["lastTransitionTime"] = existing["lastTransitionTime"] if unchanged else now
+            existing.clear()
+            existing.update(cond)
+            return
+    cond["lastTransitionTime"] = now
+    conditions.append(cond)
+
+
+def _not_ready_message(pod: Obj) -> str:
+    names = " ".join(c["name"] for c in pod["spec"].get("containers") or [])
+    return f"containers with unready status: [{names}]"
+
+
+def _waiting(container: Obj, reason: str) -> Obj:
+    return {
+        "name": container["name"],
+        "state": {"waiting": {"reason": reason}},
+        "lastState": {},
+        "ready": False,
+        "restartCount": 0,
+        "image": container.get("image", ""),
+        "imageID": "",
+        "started": False,
+    }
+
+
+def _container_id(uid: str, name: str) -> str:
+    return f"sandbox://{uid[:8]}-{name}"
+
+
+def _image_id(cs: Obj) -> str:
+    return f"{cs.get('image', '')}@sha256:{'0' * 64}"
+
+
+def _terminated(code: int, started: str | None, finished: str, container_id: str) -> Obj:
+    out: Obj = {
+        "exitCode": code,
+        "reason": "Completed" if code == 0 else "Error",
+        "finishedAt": finished,
+        "containerID": container_id,
+    }
+    if started:
+        out["startedAt"] = started
+    return out
+
+
+def _expand(value: str, env: dict[str, str]) -> str:
+    """$(VAR) references to earlier variables, as the kubelet expands them."""
+    for k, v in env.items():
+        value = value.replace(f"$({k})", v)
+    return value
+
+
+def _mark_exited(status: Obj, pod: Obj, *, name: str, state: Obj, restart: bool, at: str) -> None:
+    for cs in status.get("containerStatuses") or []:
+        if cs["name"] == name:
+            if restart:
+                cs["lastState"] = {"terminated": state}
+                reason = "CrashLoopBackOff" if state["exitCode"] else "Completed"
+                cs["state"] = {"waiting": {"reason": reason}}
+            else:
+                cs["state"] = {"terminated": state}
+            cs["ready"] = False
+            cs["started"] = False
+    message = f"containers with unready status: [{name}]"
+    _set_condition(status, "Ready", "False", at, "ContainersNotReady", message)
+    _set_condition(status, "ContainersReady", "False", at, "ContainersNotReady", message)
+
+
+def _mark_restarted(status: Obj, pod: Obj, *, name: str, at: str, count: int) -> None:
+    for cs in status.get("containerStatuses") or []:
+        if cs["name"] == name:
+            cs.update(
+                state={"running": {"startedAt": at}}, ready=True, started=True, restartCount=count
+            )
+    if all(cs.get("ready") for cs in status.get("containerStatuses") or []):
+        _set_condition(status, "Ready", "True", at)
+        _set_condition(status, "ContainersReady", "True", at)
+
+
+def _mark_config_error(status: Obj, pod: Obj, *, name: str, message: str) -> None:
+    for cs in status.get("containerStatuses") or []:
+        if cs.get("name") == name:
+            cs["state"] = {"waiting": {"reason": "CreateContainerConfigError", "message": message}}

@@ -1,0 +1,422 @@
+"""The resource types the emulator serves: built-ins and those defined by CRDs.
+
+Each type carries the strategy facts of its real registry (store.go and the per-type strategies):
+whether it has a status subresource, uses metadata.generation, allows unconditional updates or
+create-on-update, which field selectors it supports and whether strategic merge patch applies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Obj = dict[str, Any]
+
+READ = ("get", "list", "watch")
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceType:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    singular: str = ""
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ALL_VERBS
+    status: bool = False
+    generation: bool = False
+    unconditional_update: bool = True
+    create_on_update: bool = False
+    strategic: bool = True
+    return_deleted: bool = False
+    field_selectors: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    schema: Obj | None = None
+    printer_columns: tuple[Obj, ...] = ()
+    versions: tuple[str, ...] = ()
+    virtual: bool = False
+    crd: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Storage key: one bucket per group and plural, whatever version is asked for."""
+        return (self.group, self.plural)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_version(self) -> str:
+        return self.api_version
+
+    def has_subresource(self, sub: str) -> bool:
+        return sub in self.subresources or (sub == "status" and self.status)
+
+    def supports_field(self, name: str) -> bool:
+        return name in ("metadata.name", "metadata.namespace") or name in self.field_selectors
+
+    def singular_name(self) -> str:
+        return self.singular or self.kind.lower()
+
+
+def _core(plural: str, kind: str, namespaced: bool = True, **kw: Any) -> ResourceType:
+    return ResourceType(
+        group="", version="v1", plural=plural, kind=kind, namespaced=namespaced, **kw
+    )
+
+
+def _grp(group: str, version: str, plural: str, kind: str, **kw: Any) -> ResourceType:
+    kw.setdefault("namespaced", True)
+    return ResourceType(group=group, version=version, plural=plural, kind=kind, **kw)
+
+
+POD_FIELDS = (
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+)
+
+RBAC = "rbac.authorization.k8s.io"
+CREATE_ONLY = ("create",)
+
+BUILTINS: tuple[ResourceType, ...] = (
+    _core(
+        "namespaces",
+        "Namespace",
+        namespaced=False,
+        short_names=("ns",),
+        status=True,
+        verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
+        field_selectors=("status.phase",),
+        subresources=("status", "finalize"),
+    ),
+    _core(
+        "pods",
+        "Pod",
+        short_names=("po",),
+        categories=("all",),
+        status=True,
+        return_deleted=True,
+        field_selectors=POD_FIELDS,
+        subresources=("status", "log"),
+    ),
+    _core("secrets", "Secret", field_selectors=("type",)),
+    _core("configmaps", "ConfigMap", short_names=("cm",)),
+    _core("serviceaccounts", "ServiceAccount", short_names=("sa",), subresources=("token",)),
+    _core(
+        "events",
+        "Event",
+        short_names=("ev",),
+        field_selectors=(
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ),
+    ),
+    _core(
+        "nodes",
+        "Node",
+        namespaced=False,
+        short_names=("no",),
+        status=True,
+        field_selectors=("spec.unschedulable",),
+        subresources=("status",),
+    ),
+    _core(
+        "services",
+        "Service",
+        short_names=("svc",),
+        categories=("all",),
+        status=True,
+        create_on_update=True,
+    ),
+    _core("endpoints", "Endpoints", short_names=("ep",), create_on_update=True),
+    _core("persistentvolumeclaims", "PersistentVolumeClaim", short_names=("pvc",), status=True),
+    _core(
+        "persistentvolumes", "PersistentVolume", namespaced=False, short_names=("pv",), status=True
+    ),
+    _core("limitranges", "LimitRange", short_names=("limits",)),
+    _core("resourcequotas", "ResourceQuota", short_names=("quota",), status=True),
+    _grp("events.k8s.io", "v1", "events", "Event", short_names=("ev",)),
+    _grp(
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "Lease",
+        unconditional_update=False,
+        create_on_update=True,
+    ),
+    _grp(RBAC, "v1", "roles", "Role", create_on_update=True),
+    _grp(RBAC, "v1", "rolebindings", "RoleBinding", create_on_update=True),
+    _grp(RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False, create_on_update=True),
+    _grp(
+        RBAC,
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        namespaced=False,
+        create_on_update=True,
+    ),
+    _grp(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        namespaced=False,
+        short_names=("crd", "crds"),
+        categories=("api-extensions",),
+        status=True,
+        generation=True,
+        strategic=False,
+    ),
+    _grp(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        namespaced=False,
+        verbs=CREATE_ONLY,
+        virtual=True,
+    ),
+    _grp(
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        namespaced=False,
+        verbs=CREATE_ONLY,
+        virtual=True,
+    ),
+    _grp(
+        "authorization.k8s.io",
+        "v1",
+        "localsubjectaccessreviews",
+        "LocalSubjectAccessReview",
+        verbs=CREATE_ONLY,
+        virtual=True,
+    ),
+    _grp(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        namespaced=False,
+        verbs=CREATE_ONLY,
+        virtual=True,
+    ),
+    _grp(
+        "authentication.k8s.io",
+        "v1",
+        "tokenreviews",
+        "TokenReview",
+        namespaced=False,
+        verbs=CREATE_ONLY,
+        virtual=True,
+    ),
+    _grp(
+        "authentication.k8s.io",
+        "v1",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        namespaced=False,
+        verbs=CREATE_ONLY,
+        virtual=True,
+    ),
+    _grp(
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        short_names=("deploy",),
+        categories=("all",),
+        status=True,
+        generation=True,
+    ),
+    _grp(
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        short_names=("rs",),
+        categories=("all",),
+        status=True,
+        generation=True,
+    ),
+    _grp(
+        "apps",
+        "v1",
+        "statefulsets",
+        "StatefulSet",
+        short_names=("sts",),
+        categories=("all",),
+        status=True,
+        generation=True,
+    ),
+    _grp(
+        "apps",
+        "v1",
+        "daemonsets",
+        "DaemonSet",
+        short_names=("ds",),
+        categories=("all",),
+        status=True,
+        generation=True,
+    ),
+    _grp("batch", "v1", "jobs", "Job", categories=("all",), status=True, generation=True),
+    _grp(
+        "batch",
+        "v1",
+        "cronjobs",
+        "CronJob",
+        short_names=("cj",),
+        categories=("all",),
+        status=True,
+        generation=True,
+    ),
+    _grp(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        short_names=("pdb",),
+        status=True,
+        generation=True,
+    ),
+    _grp(
+        "networking.k8s.io",
+        "v1",
+        "networkpolicies",
+        "NetworkPolicy",
+        short_names=("netpol",),
+        generation=True,
+    ),
+    _grp(
+        "scheduling.k8s.io",
+        "v1",
+        "priorityclasses",
+        "PriorityClass",
+        namespaced=False,
+        short_names=("pc",),
+    ),
+    _grp(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        namespaced=False,
+        generation=True,
+    ),
+    _grp(
+        "admissionregistration.k8s.io",
+        "v1",
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        namespaced=False,
+        generation=True,
+    ),
+)
+
+# Types kubectl may send as protobuf; their own strategies cover the rest.
+SEEDED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def crd_types(crd: Obj) -> list[ResourceType]:
+    """One ResourceType per served version of a CustomResourceDefinition."""
+    spec = crd.get("spec", {})
+    names = spec.get("names", {})
+    served = [v for v in spec.get("versions", []) if v.get("served", True)]
+    version_names = tuple(v["name"] for v in served)
+    out = []
+    for ver in served:
+        subs = ver.get("subresources") or {}
+        schema = (ver.get("schema") or {}).get("openAPIV3Schema")
+        subresources = tuple(s for s in ("status", "scale") if s in subs)
+        out.append(
+            ResourceType(
+                group=spec["group"],
+                version=ver["name"],
+                plural=names["plural"],
+                kind=names["kind"],
+                namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+                singular=names.get("singular", names["kind"].lower()),
+                short_names=tuple(names.get("shortNames") or ()),
+                categories=tuple(names.get("categories") or ()),
+                status="status" in subs,
+                generation=True,
+                unconditional_update=False,
+                strategic=False,
+                field_selectors=tuple(
+                    f["jsonPath"].lstrip(".") for f in ver.get("selectableFields") or ()
+                ),
+                subresources=subresources,
+                schema=schema,
+                printer_columns=tuple(ver.get("additionalPrinterColumns") or ()),
+                versions=version_names,
+                crd=crd["metadata"]["name"],
+            )
+        )
+    return out
+
+
+@dataclass
+class Catalog:
+    """The types served right now, by group/version/plural, kind and short name."""
+
+    by_gvr: dict[tuple[str, str, str], ResourceType] = field(default_factory=dict)
+
+    def add(self, rt: ResourceType) -> None:
+        self.by_gvr[(rt.group, rt.version, rt.plural)] = rt
+
+    def remove_crd(self, crd_name: str) -> None:
+        for k, rt in list(self.by_gvr.items()):
+            if rt.crd == crd_name:
+                del self.by_gvr[k]
+
+    def get(self, group: str, version: str, plural: str) -> ResourceType | None:
+        return self.by_gvr.get((group, version, plural))
+
+    def preferred(self, group: str, plural: str) -> ResourceType | None:
+        """The type for a storage key, in its first served version."""
+        for rt in self.by_gvr.values():
+            if rt.group == group and rt.plural == plural:
+                return rt
+        return None
+
+    def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
+        for rt in self.by_gvr.values():
+            if rt.api_version == api_version and rt.kind == kind:
+                return rt
+        return None
+
+    def groups(self) -> dict[str, list[str]]:
+        """Group name to served versions, in registration order."""
+        out: dict[str, list[str]] = {}
+        for rt in self.by_gvr.values():
+            versions = out.setdefault(rt.group, [])
+            if rt.version not in versions:
+                versions.append(rt.version)
+        return out
+
+    def in_group_version(self, group: str, version: str) -> list[ResourceType]:
+        return [rt for rt in self.by_gvr.values() if rt.group == group and rt.version == version]
+
+    def all(self) -> list[ResourceType]:
+        return list(self.by_gvr.values())

@@ -1,0 +1,225 @@
+"""Structural-schema handling for custom resources (python-stack.md 2.17).
+
+The apiextensions-apiserver order is: prune unknown fields (and nulls where not nullable), apply
+defaults, then validate. Field errors carry the JSON path the real server reports
+(`spec.replicas`, `spec.containers[0].name`) and the same wording.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from sandbox.kube.status import Cause
+
+Obj = dict[str, Any]
+
+_TYPE_NAMES = {
+    "object": "object",
+    "array": "array",
+    "string": "string",
+    "integer": "integer",
+    "number": "number",
+    "boolean": "boolean",
+}
+
+
+def _go_value(value: Any) -> str:
+    """How field.Invalid renders a bad value: strings quoted, the rest as JSON."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return '"object"'
+    if isinstance(value, list):
+        return '"array"'
+    return json.dumps(value)
+
+
+def _type_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "null"
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def prune_and_default(schema: Obj, obj: Any, *, root: bool = True) -> Any:
+    """Drop fields the schema does not know and apply `default` values (in place for dicts)."""
+    return _prune(schema, obj, root=root)
+
+
+def _preserves(schema: Obj) -> bool:
+    return bool(schema.get("x-kubernetes-preserve-unknown-fields"))
+
+
+def _prune(schema: Obj, value: Any, *, root: bool = False) -> Any:
+    if isinstance(value, dict):
+        props: Obj = schema.get("properties") or {}
+        additional = schema.get("additionalProperties")
+        embedded = bool(schema.get("x-kubernetes-embedded-resource"))
+        out: Obj = {}
+        for key, item in value.items():
+            if (root or embedded) and key in ("apiVersion", "kind", "metadata"):
+                out[key] = item
+                continue
+            sub = props.get(key)
+            if sub is None and isinstance(additional, dict):
+                sub = additional
+            if sub is None:
+                if _preserves(schema) or additional is True:
+                    out[key] = item
+                continue
+            if item is None and not sub.get("nullable"):
+                continue
+            out[key] = _prune(sub, item)
+        for key, sub in props.items():
+            if key not in out and "default" in sub:
+                out[key] = _prune(sub, json.loads(json.dumps(sub["default"])))
+        return out
+    if isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, dict):
+            return [_prune(items, v) if v is not None else v for v in value]
+        return value
+    return value
+
+
+def validate(schema: Obj, obj: Any) -> list[Cause]:
+    """Field errors of `obj` against an openAPIV3Schema, in the real server's words."""
+    causes: list[Cause] = []
+    _validate(schema, obj, "", causes, root=True)
+    return causes
+
+
+def _validate(
+    schema: Obj, value: Any, path: str, causes: list[Cause], *, root: bool = False
+) -> None:
+    if value is None:
+        if not schema.get("nullable") and schema.get("type"):
+            causes.append(
+                Cause(
+                    "FieldValueTypeInvalid",
+                    path,
+                    f'null: {path} in body must be of type {schema["type"]}: "null"',
+                )
+            )
+        return
+    want = schema.get("type")
+    int_or_string = schema.get("x-kubernetes-int-or-string")
+    got = _type_of(value)
+    if int_or_string:
+        if got not in ("integer", "string"):
+            causes.append(
+                Cause(
+                    "FieldValueTypeInvalid",
+                    path,
+                    f'{_go_value(value)}: {path} in body must be of type integer,string: "{got}"',
+                )
+            )
+            return
+    elif (
+        want and want in _TYPE_NAMES and not (want == "number" and got == "integer") and got != want
+    ):
+        causes.append(
+            Cause(
+                "FieldValueTypeInvalid",
+                path,
+                f'{_go_value(value)}: {path} in body must be of type {want}: "{got}"',
+            )
+        )
+        return
+    if "enum" in schema and value not in schema["enum"]:
+        supported = ", ".join(json.dumps(v) for v in schema["enum"])
+        causes.append(
+            Cause(
+                "FieldValueNotSupported", path, f"{_go_value(value)}: supported values: {supported}"
+            )
+        )
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            causes.append(
+                Cause(
+                    "FieldValueInvalid",
+                    path,
+                    f"{value}: {path} in body should be greater than or equal to "
+                    f"{schema['minimum']}",
+                )
+            )
+        if "maximum" in schema and value > schema["maximum"]:
+            causes.append(
+                Cause(
+                    "FieldValueInvalid",
+                    path,
+                    f"{value}: {path} in body should be less than or equal to {schema['maximum']}",
+                )
+            )
+    if isinstance(value, str):
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            causes.append(
+                Cause(
+                    "FieldValueInvalid",
+                    path,
+                    f"{_go_value(value)}: {path} in body should be at least "
+                    f"{schema['minLength']} chars long",
+                )
+            )
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            causes.append(
+                Cause(
+                    "FieldValueTooLong", path, f"may not be more than {schema['maxLength']} bytes"
+                )
+            )
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            causes.append(
+                Cause(
+                    "FieldValueInvalid",
+                    path,
+                    f"{_go_value(value)}: {path} in body should match '{schema['pattern']}'",
+                )
+            )
+    if isinstance(value, list):
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            causes.append(
+                Cause(
+                    "FieldValueInvalid",
+                    path,
+                    f"{path} in body should have at least {schema['minItems']} items",
+                )
+            )
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            causes.append(
+                Cause("FieldValueTooMany", path, f"must have at most {schema['maxItems']} items")
+            )
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for i, item in enumerate(value):
+                _validate(items, item, f"{path}[{i}]", causes)
+    if isinstance(value, dict):
+        props: Obj = schema.get("properties") or {}
+        for req in schema.get("required") or []:
+            if req not in value:
+                causes.append(Cause("FieldValueRequired", _join(path, req), ""))
+        additional = schema.get("additionalProperties")
+        for key, item in value.items():
+            if root and key in ("apiVersion", "kind", "metadata"):
+                continue
+            sub = props.get(key)
+            if sub is None and isinstance(additional, dict):
+                sub = additional
+            if sub is not None:
+                _validate(sub, item, _join(path, key), causes)
+    for sub in schema.get("allOf") or []:
+        _validate(sub, value, path, causes)
