@@ -81,6 +81,16 @@ async def session(
         yield opened
 
 
+async def until(predicate: Callable[[], bool], *, within: float = 5.0) -> None:
+    """Poll `predicate` (for state that signals no event) until it holds or `within` passes."""
+    step = 0.01
+    for _ in range(int(within / step)):
+        if predicate():
+            return
+        await asyncio.sleep(step)
+    raise AssertionError(f"condition not met within {within} s")
+
+
 def endpoints(gh: ActionsEmulator, since: int = 0) -> list[str]:
     """The endpoint names the emulator served, in order, from request number `since`."""
     return [r.endpoint for r in gh.state.requests[since:]]
