@@ -34,6 +34,8 @@ from sandbox.actions.credentials import (
 from sandbox.actions.faults import Fault, Faults
 from sandbox.actions.model import (
     EX_ARGUMENT,
+    EX_SESSION_CONFLICT,
+    EX_SESSION_NOT_FOUND,
     RequestRecord,
     ServiceError,
     ServiceState,
@@ -50,6 +52,7 @@ API_VERSIONS = ("6.0-preview", "6.0")
 BOM = b"\xef\xbb\xbf"
 EX_UNAUTHORIZED = "GitHub.Services.WebApi.VssUnauthorizedException"
 EX_API_VERSION = "GitHub.Services.WebApi.VssVersionNotSpecifiedException"
+_GITHUB_ENDPOINTS = ("access_token", "registration_token", "runner_registration")
 # Request headers worth keeping in the request log; Authorization never is.
 _LOGGED_HEADERS = ("User-Agent", "Content-Type", "Accept", "X-ScaleSetMaxCapacity")
 
@@ -78,6 +81,19 @@ class GitHubError(Exception):
 
 class Unauthorized(Exception):
     """An Actions-service or message-queue credential was refused (401)."""
+
+
+def _fault_body(fault: Fault) -> dict[str, str]:
+    """The body the real service would send with this status, so clients map it the same."""
+    message = f"injected {fault.status}"
+    if fault.endpoint in _GITHUB_ENDPOINTS:
+        return {"message": message, "documentation_url": "https://docs.github.com/rest"}
+    type_name = {
+        401: EX_UNAUTHORIZED,
+        409: EX_SESSION_CONFLICT if fault.endpoint == "create_session" else "",
+        404: EX_SESSION_NOT_FOUND if fault.endpoint == "refresh_session" else "",
+    }.get(fault.status or 0, "")
+    return {"typeName": type_name or "InjectedFaultException", "message": message}
 
 
 def config_scope(config_url: str) -> str:
@@ -205,11 +221,7 @@ class ActionsApp:
         headers = self._ids()
         if fault.retry_after is not None:
             headers["Retry-After"] = fault.retry_after
-        body = fault.body
-        if body is None:
-            body = json.dumps(
-                {"typeName": "InjectedFaultException", "message": f"injected {fault.status}"}
-            )
+        body = fault.body if fault.body is not None else json.dumps(_fault_body(fault))
         return web.Response(
             status=fault.status or 500, text=body, content_type=fault.content_type, headers=headers
         )
