@@ -88,7 +88,7 @@ class ActionsClient:
         config_url: str,
         credentials: Credentials,
         system_info: SystemInfo | None = None,
-        root_ca_pem: str | None = None,
+        root_ca_pem: str | bytes | None = None,
         proxy: ProxySettings | None = None,
         retry: RetryPolicy | None = None,
         request_timeout: float = 60.0,

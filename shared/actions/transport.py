@@ -122,7 +122,7 @@ def _has_port(entry: str) -> bool:
     return bool(sep) and tail.isdigit() and (head.count(":") == 0 or head.endswith("]"))
 
 
-def ssl_context(root_ca_pem: str | None) -> ssl.SSLContext:
+def ssl_context(root_ca_pem: str | bytes | None) -> ssl.SSLContext:
     """The system trust store, plus `root_ca_pem` (one or more PEM certificates) when given.
 
     A custom bundle may hold an intermediate rather than the root, so partial chains are accepted
@@ -130,8 +130,14 @@ def ssl_context(root_ca_pem: str | None) -> ssl.SSLContext:
     """
     context = ssl.create_default_context()
     if root_ca_pem:
+        # Bytes would be read as DER: PEM is text either way.
+        pem = (
+            root_ca_pem.decode("ascii", "replace")
+            if isinstance(root_ca_pem, bytes)
+            else root_ca_pem
+        )
         try:
-            context.load_verify_locations(cadata=root_ca_pem)
+            context.load_verify_locations(cadata=pem)
         except (ssl.SSLError, ValueError) as exc:
             raise InvalidArgument(
                 "the server root CA is not a valid PEM certificate bundle "
