@@ -1,0 +1,360 @@
+"""A rig for the runner reconcilers: the Kubernetes emulator (with its kubelet) and the Actions
+emulator on loopback, a runtime Manager running the two controllers over real HTTP, and helpers
+that play the listener's part (ERS patches, JobStarted status patches)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from controller import ephemeralrunner, ephemeralrunnerset
+from controller.actions_clients import ActionsClients
+from controller.events import EventRecorder
+from controller.runner_context import RunnerContext
+from controller.runner_metrics import RunnerSetMetrics
+from controller.runner_settings import RunnerSettings
+from controller.runtime import Backoff, Manager, RuntimeSettings
+from sandbox.actions.emulator import ActionsEmulator
+from sandbox.kube.emulator import KubeEmulator
+from sandbox.kube.kubelet import ContainerRuntime
+from sandbox.kube.testing import project_crds
+from shared.actions.client import ActionsClient
+from shared.actions.credentials import Credentials
+from shared.actions.transport import ProxySettings, RetryPolicy
+from shared.kube.errors import NotFound
+from shared.kube.objects import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET, POD, SECRET, Objects
+
+JSONDict = dict[str, Any]
+
+FAST = RunnerSettings(
+    pod_failure_backoff_seconds=0.02,
+    pod_failure_backoff_max_seconds=0.32,
+    failed_runner_replace_delay_seconds=0.2,
+    failed_runner_replace_delay_max_seconds=1.0,
+    job_still_running_retry_seconds=0.1,
+    quota_retry_seconds=0.1,
+)
+DEADLINE = 10.0
+
+
+def test_factory(
+    config_url: str,
+    credentials: Credentials,
+    *,
+    proxy: ProxySettings | None,
+    root_ca_pem: str | None,
+) -> ActionsClient:
+    return ActionsClient(
+        config_url=config_url,
+        credentials=credentials,
+        proxy=proxy or ProxySettings(),
+        root_ca_pem=root_ca_pem,
+        retry=RetryPolicy(attempts=2, wait_min=0.01, wait_max=0.02),
+        env={},
+    )
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The sum of a Prometheus text metric's samples whose labels include `labels`."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name):
+            continue
+        match = re.match(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)$", line)
+        if match is None or match.group(1) != name:
+            continue
+        have = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(match.group(3))
+    return total
+
+
+@dataclass
+class Rig:
+    kube: KubeEmulator
+    gh: ActionsEmulator
+    objects: Objects
+    namespace: str
+    scale_set_id: int
+    config_url: str
+    manager: Manager
+    context: RunnerContext
+    _patch_ids: list[int] = field(default_factory=lambda: [0])
+
+    # --- reading ---------------------------------------------------------------------------
+
+    async def runners(self) -> list[JSONDict]:
+        listing = await self.objects.list(EPHEMERAL_RUNNER, self.namespace)
+        return list(listing.get("items") or [])
+
+    async def live_runners(self) -> list[JSONDict]:
+        return [r for r in await self.runners() if not r["metadata"].get("deletionTimestamp")]
+
+    async def runner(self, name: str) -> JSONDict | None:
+        try:
+            return await self.objects.get(EPHEMERAL_RUNNER, self.namespace, name)
+        except NotFound:
+            return None
+
+    async def runner_set(self, name: str = "arc") -> JSONDict:
+        return await self.objects.get(EPHEMERAL_RUNNER_SET, self.namespace, name)
+
+    async def pod(self, name: str) -> JSONDict | None:
+        try:
+            return await self.objects.get(POD, self.namespace, name)
+        except NotFound:
+            return None
+
+    async def secret(self, name: str) -> JSONDict | None:
+        try:
+            return await self.objects.get(SECRET, self.namespace, name)
+        except NotFound:
+            return None
+
+    def metrics(self) -> str:
+        return self.manager.metrics.render().decode()
+
+    def reconciles(self, controller: str) -> float:
+        return metric(self.metrics(), "controller_runtime_reconcile_total", controller=controller)
+
+    # --- waiting ---------------------------------------------------------------------------
+
+    async def until(
+        self, probe: Callable[[], Awaitable[Any]], *, within: float = DEADLINE, what: str = ""
+    ) -> Any:
+        """Poll `probe` until it returns something truthy; fail after `within` seconds."""
+        deadline = time.monotonic() + within
+        last: Any = None
+        while time.monotonic() < deadline:
+            last = await probe()
+            if last:
+                return last
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"timed out waiting for {what or probe}: last {last!r}")
+
+    async def count_runners(self, n: int, *, live: bool = True) -> list[JSONDict]:
+        async def probe() -> list[JSONDict] | None:
+            found = await (self.live_runners() if live else self.runners())
+            return found if len(found) == n else None
+
+        result: list[JSONDict] = await self.until(probe, what=f"{n} runners")
+        return result
+
+    async def registered(self, n: int) -> list[JSONDict]:
+        async def probe() -> list[JSONDict] | None:
+            found = await self.live_runners()
+            ok = len(found) == n and all((r.get("status") or {}).get("runnerId") for r in found)
+            return found if ok else None
+
+        result: list[JSONDict] = await self.until(probe, what=f"{n} registered runners")
+        return result
+
+    async def settle(self) -> None:
+        """Wait until every controller queue is empty and no worker is inside a reconcile."""
+
+        def idle() -> bool:
+            text = self.metrics()
+            return (
+                metric(text, "workqueue_depth") == 0
+                and metric(text, "controller_runtime_active_workers") == 0
+            )
+
+        stable = 0
+        deadline = time.monotonic() + DEADLINE
+        while stable < 5:
+            if time.monotonic() > deadline:
+                raise AssertionError("controllers did not settle")
+            stable = stable + 1 if idle() else 0
+            await asyncio.sleep(0.02)
+
+    # --- writing (the listener's and the user's part) --------------------------------------
+
+    async def create_runner_set(
+        self,
+        *,
+        name: str = "arc",
+        replicas: int = 0,
+        patch_id: int = 0,
+        template: JSONDict | None = None,
+        proxy: JSONDict | None = None,
+        metadata: JSONDict | None = None,
+    ) -> JSONDict:
+        runner_spec = self.runner_spec(template)
+        if proxy is not None:
+            runner_spec["proxy"] = proxy
+        body: JSONDict = {
+            "apiVersion": "actions.github.com/v1alpha1",
+            "kind": "EphemeralRunnerSet",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": {
+                    "actions.github.com/scale-set-name": name,
+                    "actions.github.com/scale-set-namespace": self.namespace,
+                },
+                **(metadata or {}),
+            },
+            "spec": {"replicas": replicas, "patchID": patch_id, "ephemeralRunnerSpec": runner_spec},
+        }
+        return await self.objects.create(EPHEMERAL_RUNNER_SET, self.namespace, body)
+
+    def runner_spec(self, template: JSONDict | None = None) -> JSONDict:
+        return {
+            "githubConfigUrl": self.config_url,
+            "githubConfigSecret": "github-secret",
+            "runnerScaleSetId": self.scale_set_id,
+            "spec": template or {"containers": [{"name": "runner", "image": "runner:latest"}]},
+        }
+
+    async def create_runner(self, *, template: JSONDict | None = None) -> JSONDict:
+        """An EphemeralRunner without a set (as ARC's EphemeralRunner tests make them)."""
+        body: JSONDict = {
+            "apiVersion": "actions.github.com/v1alpha1",
+            "kind": "EphemeralRunner",
+            "metadata": {
+                "generateName": "runner-",
+                "namespace": self.namespace,
+                "finalizers": [
+                    "ephemeralrunner.actions.github.com/finalizer",
+                    "ephemeralrunner.actions.github.com/runner-registration-finalizer",
+                ],
+            },
+            "spec": self.runner_spec(template),
+        }
+        return await self.objects.create(EPHEMERAL_RUNNER, self.namespace, body)
+
+    async def scale(self, replicas: int, patch_id: int, *, name: str = "arc") -> None:
+        """What the listener sends (arc-controllers.md 8.1)."""
+        await self.objects.patch(
+            EPHEMERAL_RUNNER_SET,
+            self.namespace,
+            name,
+            {"spec": {"replicas": replicas or None, "patchID": patch_id}},
+        )
+
+    async def patch_spec(self, patch: JSONDict, *, name: str = "arc") -> None:
+        await self.objects.patch(EPHEMERAL_RUNNER_SET, self.namespace, name, {"spec": patch})
+
+    async def set_status(self, runner: str, **status: Any) -> JSONDict:
+        return await self.objects.patch(
+            EPHEMERAL_RUNNER, self.namespace, runner, {"status": status}, status=True
+        )
+
+    async def job_started(self, runner: JSONDict, *, job: str = "job-1") -> JSONDict:
+        """The listener's JobStarted patch: phase Running with the job fields; the service side
+        gets the job assigned so it refuses to remove the runner."""
+        rid = runner["status"]["runnerId"]
+        self.gh.state.runners[rid].job_id = 4242
+        return await self.set_status(
+            runner["metadata"]["name"],
+            phase="Running",
+            jobId=job,
+            jobRequestId=4242,
+            jobRepositoryName="owner/repo",
+            workflowRunId=9001,
+            jobWorkflowRef="owner/repo/.github/workflows/ci.yaml@refs/heads/main",
+            jobDisplayName="build",
+        )
+
+    def job_finished(self, runner: JSONDict) -> None:
+        rid = runner["status"]["runnerId"]
+        if rid in self.gh.state.runners:
+            self.gh.state.runners[rid].job_id = None
+
+    async def pod_status(self, name: str, status: JSONDict) -> JSONDict:
+        """Overwrite a pod's status the way a kubelet does (tests without a kubelet)."""
+        return await self.objects.patch(POD, self.namespace, name, {"status": status}, status=True)
+
+    async def strip_finalizers(self) -> None:
+        for runner in await self.runners():
+            if runner["metadata"].get("deletionTimestamp"):
+                with contextlib.suppress(NotFound):
+                    await self.objects.patch(
+                        EPHEMERAL_RUNNER,
+                        self.namespace,
+                        runner["metadata"]["name"],
+                        {"metadata": {"finalizers": None}},
+                    )
+
+
+@dataclass(frozen=True)
+class RigOptions:
+    controllers: tuple[str, ...] = ("ephemeralrunner", "ephemeralrunnerset")
+    kubelet: bool = True
+    simulated_runners: bool = False
+    settings: RunnerSettings = FAST
+
+
+@pytest.fixture
+def rig_options() -> RigOptions:
+    return RigOptions()
+
+
+@pytest.fixture
+async def rig(
+    rig_options: RigOptions, namespace: str, actions: ActionsEmulator
+) -> AsyncIterator[Rig]:
+    runtime: ContainerRuntime | None = actions.runtime if rig_options.simulated_runners else None
+    async with KubeEmulator(
+        container_runtime=runtime, kubelet=rig_options.kubelet, restart_backoff=0.01
+    ) as kube:
+        kube.apply_crds(project_crds())
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        token = actions.add_pat()
+        kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "github-secret", "namespace": namespace},
+                "data": {"github_token": base64.b64encode(token.encode()).decode()},
+            }
+        )
+        scale_set = actions.state.create_scale_set(
+            name="arc", runner_group_id=1, labels=[], runner_setting={}
+        )
+        api = client.ApiClient(await kube.configuration())
+        manager = Manager(
+            api=api,
+            settings=RuntimeSettings(
+                namespaces=frozenset({namespace}),
+                backoff=Backoff(base=0.01, maximum=0.5),
+                drain_timeout=2.0,
+            ),
+        )
+        context = RunnerContext(
+            settings=rig_options.settings,
+            clients=ActionsClients(objects=manager.objects, factory=test_factory),
+            events=EventRecorder(objects=manager.objects),
+            metrics=RunnerSetMetrics(manager.metrics.metrics.meter),
+        )
+        if "ephemeralrunner" in rig_options.controllers:
+            ephemeralrunner.install(manager, context)
+        if "ephemeralrunnerset" in rig_options.controllers:
+            ephemeralrunnerset.install(manager, context)
+        task = asyncio.create_task(manager.run())
+        try:
+            await asyncio.wait_for(manager.wait_synced(), DEADLINE)
+            yield Rig(
+                kube=kube,
+                gh=actions,
+                objects=manager.objects,
+                namespace=namespace,
+                scale_set_id=scale_set.id,
+                config_url=actions.config_url("owner", "repo"),
+                manager=manager,
+                context=context,
+            )
+        finally:
+            manager.stop()
+            await asyncio.wait_for(task, DEADLINE)
+            await context.clients.aclose()
+            await api.close()
