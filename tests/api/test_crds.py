@@ -11,7 +11,7 @@ import yaml
 
 from shared.api import crds
 from shared.api.resources import EphemeralRunnerSet, EphemeralRunnerSetStatus, KubeObject
-from tests.api.conftest import load_fixture
+from tests.api.conftest import load_fixture, prune, prune_object
 
 CRD_DIR = Path(__file__).parents[2] / "manifests" / "crds"
 
@@ -223,41 +223,13 @@ def test_field_constraints(kind: str, path: str, expected: dict[str, Any]) -> No
     assert {key: node.get(key) for key in expected} == expected
 
 
-def _prune(value: Any, schema: dict[str, Any]) -> Any:
-    """What an API server stores of value under a structural schema (unknown fields dropped)."""
-    if isinstance(value, dict):
-        if "additionalProperties" in schema:
-            return {k: _prune(v, schema["additionalProperties"]) for k, v in value.items()}
-        properties = schema.get("properties", {})
-        keep_unknown = schema.get("x-kubernetes-preserve-unknown-fields", False)
-        return {
-            k: _prune(v, properties[k]) if k in properties else v
-            for k, v in value.items()
-            if k in properties or keep_unknown
-        }
-    if isinstance(value, list):
-        return [_prune(v, schema.get("items", {})) for v in value]
-    return value
-
-
 @pytest.mark.parametrize("kind", KIND_FILES)
 def test_api_server_pruning_keeps_every_field_of_an_arc_object(kind: str) -> None:
     raw = load_fixture(FIXTURES[kind])
-    schema = _schema(kind)
-    pruned = _prune(
-        raw,
-        {
-            **schema,
-            "properties": {
-                **schema["properties"],
-                "metadata": {"x-kubernetes-preserve-unknown-fields": True},
-            },
-        },
-    )
-    assert pruned == raw
+    assert prune_object(raw, _schema(kind)) == raw
 
 
 def test_pruning_drops_a_misspelt_field() -> None:
     raw = load_fixture(FIXTURES["AutoscalingRunnerSet"])
     raw["spec"]["minRunner"] = 1
-    assert "minRunner" not in _prune(raw, _schema("AutoscalingRunnerSet"))["spec"]
+    assert "minRunner" not in prune(raw, _schema("AutoscalingRunnerSet"))["spec"]

@@ -1,0 +1,380 @@
+"""The manifests as kubectl renders them: what is installed, how it runs, and its exact RBAC."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from shared.api import parse_resource
+from tests.api.conftest import prune_object
+
+ROOT = Path(__file__).parents[2]
+MANIFESTS = ROOT / "manifests"
+NAMESPACE = "gha-runner-scaler-system"
+
+Rules = set[tuple[str, str, frozenset[str], tuple[str, ...]]]
+
+
+def _kustomize(path: Path) -> list[dict[str, Any]]:
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(path)], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    return [doc for doc in yaml.safe_load_all(rendered) if doc]
+
+
+@pytest.fixture(scope="module")
+def install() -> list[dict[str, Any]]:
+    return _kustomize(MANIFESTS)
+
+
+@pytest.fixture(scope="module")
+def docker_run() -> list[dict[str, Any]]:
+    return _kustomize(MANIFESTS / "examples" / "docker-run")
+
+
+def _one(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    return found
+
+
+def _rules(role: dict[str, Any]) -> Rules:
+    return {
+        (group, resource, frozenset(rule["verbs"]), tuple(rule.get("resourceNames", ())))
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+
+
+def _container(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    pod = _one(objects, "Deployment", "gha-controller")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert isinstance(container, dict)
+    return container
+
+
+def test_default_install_is_the_controller_and_the_crds(install: list[dict[str, Any]]) -> None:
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in install) == [
+        ("ClusterRole", "gha-controller"),
+        ("ClusterRoleBinding", "gha-controller"),
+        ("CustomResourceDefinition", "autoscalinglisteners.actions.github.com"),
+        ("CustomResourceDefinition", "autoscalingrunnersets.actions.github.com"),
+        ("CustomResourceDefinition", "ephemeralrunners.actions.github.com"),
+        ("CustomResourceDefinition", "ephemeralrunnersets.actions.github.com"),
+        ("Deployment", "gha-controller"),
+        ("Namespace", NAMESPACE),
+        ("Role", "gha-controller-leader-election"),
+        ("RoleBinding", "gha-controller-leader-election"),
+        ("ServiceAccount", "gha-controller"),
+    ]
+
+
+def test_namespaced_objects_are_in_the_controller_namespace(install: list[dict[str, Any]]) -> None:
+    cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+    for obj in install:
+        if obj["kind"] not in cluster_scoped:
+            assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]
+
+
+def test_installed_crds_are_the_generated_ones(install: list[dict[str, Any]]) -> None:
+    generated = [
+        yaml.safe_load(p.read_text()) for p in sorted((MANIFESTS / "crds").glob("actions*.yaml"))
+    ]
+    installed = [o for o in install if o["kind"] == "CustomResourceDefinition"]
+    assert sorted(installed, key=lambda o: o["metadata"]["name"]) == generated
+
+
+def test_controller_runs_two_replicas_of_gha_controller(install: list[dict[str, Any]]) -> None:
+    deployment = _one(install, "Deployment", "gha-controller")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "gha-controller"
+    assert _container(install)["command"] == ["gha-controller"]
+
+
+def test_listener_image_follows_the_controller_image(install: list[dict[str, Any]]) -> None:
+    container = _container(install)
+    env = {e["name"]: e for e in container["env"]}
+    assert env["CONTROLLER_MANAGER_CONTAINER_IMAGE"]["value"] == container["image"]
+    assert container["image"] == "gha-runner-scaler:0.1.0"
+
+
+@pytest.mark.parametrize(
+    "variable", ["GHA_CONTROLLER_LEASE_NAMESPACE", "CONTROLLER_MANAGER_POD_NAMESPACE"]
+)
+def test_namespace_comes_from_the_downward_api(
+    install: list[dict[str, Any]], variable: str
+) -> None:
+    env = {e["name"]: e for e in _container(install)["env"]}
+    assert env[variable]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+
+
+def test_pod_security(install: list[dict[str, Any]]) -> None:
+    pod = _one(install, "Deployment", "gha-controller")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] > 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    context = _container(install)["securityContext"]
+    assert context == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def test_requests_and_limits(install: list[dict[str, Any]]) -> None:
+    resources = _container(install)["resources"]
+    assert set(resources["requests"]) == {"cpu", "memory"}
+    assert set(resources["limits"]) == {"cpu", "memory"}
+
+
+def test_probes_and_ports(install: list[dict[str, Any]]) -> None:
+    container = _container(install)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"metrics": 8080, "health": 8081}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+
+
+CLUSTER_RULES: Rules = {
+    (
+        "actions.github.com",
+        "autoscalingrunnersets",
+        frozenset({"get", "list", "watch", "patch", "delete"}),
+        (),
+    ),
+    *(
+        (
+            "actions.github.com",
+            r,
+            frozenset({"get", "list", "watch", "create", "patch", "delete"}),
+            (),
+        )
+        for r in ("autoscalinglisteners", "ephemeralrunnersets", "ephemeralrunners")
+    ),
+    *(
+        ("actions.github.com", f"{r}/status", frozenset({"patch"}), ())
+        for r in ("autoscalingrunnersets", "ephemeralrunnersets", "ephemeralrunners")
+    ),
+    *(
+        ("actions.github.com", f"{r}/finalizers", frozenset({"update"}), ())
+        for r in (
+            "autoscalingrunnersets",
+            "autoscalinglisteners",
+            "ephemeralrunnersets",
+            "ephemeralrunners",
+        )
+    ),
+    ("", "pods", frozenset({"get", "list", "watch", "create", "patch", "delete"}), ()),
+    ("", "secrets", frozenset({"get", "list", "create", "patch", "delete"}), ()),
+    ("", "serviceaccounts", frozenset({"get", "list", "watch", "create", "patch", "delete"}), ()),
+    ("", "configmaps", frozenset({"get"}), ()),
+    ("", "events", frozenset({"create", "patch"}), ()),
+    *(
+        (
+            "rbac.authorization.k8s.io",
+            r,
+            frozenset({"get", "list", "watch", "create", "patch", "delete"}),
+            (),
+        )
+        for r in ("roles", "rolebindings")
+    ),
+}
+
+
+def test_controller_cluster_role_is_exact(install: list[dict[str, Any]]) -> None:
+    assert _rules(_one(install, "ClusterRole", "gha-controller")) == CLUSTER_RULES
+
+
+def test_leader_election_role_is_exact(install: list[dict[str, Any]]) -> None:
+    role = _one(install, "Role", "gha-controller-leader-election")
+    assert _rules(role) == {
+        ("coordination.k8s.io", "leases", frozenset({"get", "create", "update"}), ())
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "role_kind", "role"),
+    [
+        ("ClusterRoleBinding", "gha-controller", "ClusterRole", "gha-controller"),
+        ("RoleBinding", "gha-controller-leader-election", "Role", "gha-controller-leader-election"),
+    ],
+)
+def test_controller_bindings(
+    install: list[dict[str, Any]], kind: str, name: str, role_kind: str, role: str
+) -> None:
+    binding = _one(install, kind, name)
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": role_kind,
+        "name": role,
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "gha-controller", "namespace": NAMESPACE}
+    ]
+
+
+def test_no_wildcards_anywhere(
+    install: list[dict[str, Any]], docker_run: list[dict[str, Any]]
+) -> None:
+    for role in [o for o in install + docker_run if o["kind"] in {"Role", "ClusterRole"}]:
+        for group, resource, verbs, _ in _rules(role):
+            assert "*" not in {group, resource, *verbs}, role["metadata"]["name"]
+
+
+def _readme_table() -> Rules:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Install on a cluster", 1)[1].split("\n## ", 1)[0]
+    rows: Rules = set()
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or cells[0] in {"API group", "---"}:
+            continue
+        group = "" if cells[0] == "core" else cells[0].strip("`")
+        verbs = frozenset(v.strip() for v in cells[2].split(","))
+        for resource in re.findall(r"`([^`]+)`", cells[1]):
+            rows.add((group, resource, verbs, ()))
+    return rows
+
+
+def test_readme_table_matches_the_controller_rbac(install: list[dict[str, Any]]) -> None:
+    leader = _rules(_one(install, "Role", "gha-controller-leader-election"))
+    assert _readme_table() == _rules(_one(install, "ClusterRole", "gha-controller")) | leader
+
+
+LISTENER_RULES: Rules = {
+    ("actions.github.com", "ephemeralrunners", frozenset({"get", "patch"}), ()),
+    ("actions.github.com", "ephemeralrunners/status", frozenset({"get", "patch"}), ()),
+    ("actions.github.com", "ephemeralrunnersets", frozenset({"patch"}), ("my-runners",)),
+}
+
+
+def test_listener_rbac_is_not_in_the_default_install(install: list[dict[str, Any]]) -> None:
+    assert not [o for o in install if o["metadata"]["name"] == "gha-listener"]
+
+
+def test_listener_role_is_exact(docker_run: list[dict[str, Any]]) -> None:
+    assert _rules(_one(docker_run, "Role", "gha-listener")) == LISTENER_RULES
+
+
+def test_listener_binding_grants_the_role_to_its_service_account(
+    docker_run: list[dict[str, Any]],
+) -> None:
+    account = _one(docker_run, "ServiceAccount", "gha-listener")
+    binding = _one(docker_run, "RoleBinding", "gha-listener")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "gha-listener",
+    }
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": "gha-listener",
+            "namespace": account["metadata"]["namespace"],
+        }
+    ]
+    assert binding["metadata"]["namespace"] == account["metadata"]["namespace"]
+
+
+def test_kubectl_apply_f_of_the_listener_directory_reads_only_the_rbac() -> None:
+    # `kubectl apply -f manifests/listener/` takes .yaml, .yml and .json files only.
+    readable = sorted(
+        p.name for p in (MANIFESTS / "listener").iterdir() if p.suffix in {".yaml", ".yml", ".json"}
+    )
+    assert readable == ["rbac.yaml"]
+
+
+def test_controller_holds_every_permission_it_grants_a_listener(
+    install: list[dict[str, Any]],
+) -> None:
+    # RBAC escalation prevention: the controller creates listener Roles without `escalate`.
+    cluster = _rules(_one(install, "ClusterRole", "gha-controller"))
+    for group, resource, verbs, _ in LISTENER_RULES:
+        held = set().union(*(v for g, r, v, _ in cluster if (g, r) == (group, resource)))
+        if resource.endswith("/status"):
+            # The listener's get on /status reads the same object as get on the main resource.
+            verbs = verbs - {"get"}
+        assert verbs <= held, (resource, verbs, held)
+
+
+def test_docker_run_example_names_one_scale_set(docker_run: list[dict[str, Any]]) -> None:
+    runner_set = _one(docker_run, "EphemeralRunnerSet", "my-runners")
+    config = json.loads(
+        (MANIFESTS / "examples" / "docker-run" / "listener-config.json").read_text()
+    )
+    assert config["ephemeral_runner_set_name"] == runner_set["metadata"]["name"]
+    assert config["ephemeral_runner_set_namespace"] == runner_set["metadata"]["namespace"]
+    (patch_rule,) = [
+        r for r in _rules(_one(docker_run, "Role", "gha-listener")) if r[1] == "ephemeralrunnersets"
+    ]
+    assert patch_rule[3] == (runner_set["metadata"]["name"],)
+    assert (
+        _one(docker_run, "Role", "gha-listener")["metadata"]["namespace"]
+        == runner_set["metadata"]["namespace"]
+    )
+
+
+ARC_LISTENER_CONFIG_KEYS = {
+    "configure_url",
+    "github_token",
+    "github_app_id",
+    "github_app_installation_id",
+    "github_app_private_key",
+    "vault_type",
+    "vault_lookup_key",
+    "azure_key_vault",
+    "ephemeral_runner_set_namespace",
+    "ephemeral_runner_set_name",
+    "runner_scale_set_id",
+    "runner_scale_set_name",
+    "min_runners",
+    "max_runners",
+    "server_root_ca",
+    "log_level",
+    "log_format",
+    "metrics_addr",
+    "metrics_endpoint",
+    "metrics",
+}
+
+
+def test_listener_config_uses_arc_keys_and_holds_no_secret() -> None:
+    config = json.loads(
+        (MANIFESTS / "examples" / "docker-run" / "listener-config.json").read_text()
+    )
+    assert set(config) <= ARC_LISTENER_CONFIG_KEYS
+    assert not {"github_token", "github_app_private_key"} & set(config)
+    assert config["min_runners"] <= config["max_runners"]
+
+
+def _examples() -> list[Path]:
+    return sorted((MANIFESTS / "examples").rglob("*.yaml"))
+
+
+def _custom_resources(path: Path) -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return [d for d in docs if d.get("apiVersion") == "actions.github.com/v1alpha1"]
+
+
+@pytest.mark.parametrize("path", _examples(), ids=lambda p: str(p.relative_to(MANIFESTS)))
+def test_example_custom_resources_load_and_survive_the_crd(path: Path) -> None:
+    for obj in _custom_resources(path):
+        assert parse_resource(obj).to_wire() == obj
+        crd = yaml.safe_load(
+            (MANIFESTS / "crds" / f"actions.github.com_{obj['kind'].lower()}s.yaml").read_text()
+        )
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        assert prune_object(obj, schema) == obj
+
+
+def test_examples_cover_both_ways_of_running() -> None:
+    kinds = {obj["kind"] for path in _examples() for obj in _custom_resources(path)}
+    assert kinds == {"AutoscalingRunnerSet", "EphemeralRunnerSet"}
