@@ -152,6 +152,8 @@ class Informer:
             tuple(sorted(set(namespaces))) if namespaces is not None else (None,)
         )
         self.lists = 0
+        self.failures = 0
+        """Lists and watches that failed (timeouts included), for tests and logs."""
         self._objects = objects
         self._handlers: list[EventHandler] = []
         self._listed: set[str | None] = set()
@@ -260,6 +262,7 @@ class Informer:
             except (KubeError, TimeoutError) as exc:
                 delay = min(self.settings.retry_base * 2**failures, self.settings.retry_max)
                 failures += 1
+                self.failures += 1
                 log.warning(
                     "list or watch failed, retrying",
                     extra={"kind": self.kind.kind, "error": str(exc), "delay": delay},

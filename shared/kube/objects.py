@@ -47,6 +47,7 @@ class Kind:
 
 
 POD = Kind("Pod", "pods")
+CONFIG_MAP = Kind("ConfigMap", "configmaps")
 SECRET = Kind("Secret", "secrets")
 SERVICE_ACCOUNT = Kind("ServiceAccount", "serviceaccounts")
 ROLE = Kind("Role", "roles", group="rbac.authorization.k8s.io")

@@ -1,0 +1,51 @@
+"""Fixtures for runtime tests against the Kubernetes emulator."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from sandbox.kube.emulator import KubeEmulator
+from shared.kube.objects import Objects
+
+JSONDict = dict[str, Any]
+
+
+def runner_body(name: str, *, labels: dict[str, str] | None = None) -> JSONDict:
+    return {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "EphemeralRunner",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {
+            "githubConfigUrl": "https://github.com/octo-org",
+            "githubConfigSecret": "github-config",
+            "runnerScaleSetId": 1,
+        },
+    }
+
+
+def namespace_body(name: str) -> JSONDict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+@pytest.fixture
+def ns(kube: KubeEmulator, namespace: str) -> str:
+    kube.apply(namespace_body(namespace))
+    return namespace
+
+
+@pytest.fixture
+def objects(kube_api: client.ApiClient) -> Objects:
+    return Objects(kube_api, timeout=5.0)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], *, within: float = 10.0) -> None:
+    """Poll `check` until it holds, failing after `within` seconds."""
+    async with asyncio.timeout(within):
+        # The server's state offers no event to wait on: poll it, with a deadline.
+        while not await check():  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
