@@ -16,7 +16,8 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-TokenKind = Literal["installation", "registration", "admin", "message_queue", "runner"]
+TokenKind = Literal["installation", "registration", "admin", "message_queue"]
+TOKEN_KINDS: tuple[TokenKind, ...] = ("installation", "registration", "admin", "message_queue")
 
 # GitHub accepts App JWTs whose clock is slightly off; the clients backdate `iat` by 60 s.
 APP_JWT_LEEWAY = 60.0
@@ -40,7 +41,6 @@ class IssuedToken:
     expires_at: float
     scope: str = ""
     session_id: str = ""
-    runner_id: int = 0
 
 
 @dataclass
@@ -107,9 +107,19 @@ class CredentialStore:
         self.apps[credentials.app_id] = _App(credentials, key.public_key())
         return credentials
 
-    def issue(self, kind: TokenKind, *, ttl: float, prefix: str = "", **attrs: object) -> str:
+    def issue(
+        self,
+        kind: TokenKind,
+        *,
+        ttl: float,
+        prefix: str = "",
+        scope: str = "",
+        session_id: str = "",
+    ) -> str:
         token = prefix + secrets.token_urlsafe(30)
-        self.tokens[token] = IssuedToken(kind=kind, expires_at=time.time() + ttl, **attrs)  # type: ignore[arg-type]
+        self.tokens[token] = IssuedToken(
+            kind=kind, expires_at=time.time() + ttl, scope=scope, session_id=session_id
+        )
         return token
 
     def issue_admin_token(self, *, scope: str) -> tuple[str, float]:

@@ -753,9 +753,6 @@ class ServiceState:
         )
         self._next_runner_id += 1
         self.runners[runner.id] = runner
-        self.credentials.issue(
-            "runner", ttl=self.credentials.admin_token_ttl * 24, runner_id=runner.id
-        )
         settings = {
             "AgentId": runner.id,
             "AgentName": runner.name,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import logging
 import re
 import time
 import uuid
@@ -25,6 +24,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from sandbox.actions.credentials import (
+    TOKEN_KINDS,
     CredentialStore,
     InvalidCredentials,
     IssuedToken,
@@ -42,8 +42,6 @@ from sandbox.actions.model import (
     Session,
     rfc3339,
 )
-
-log = logging.getLogger(__name__)
 
 SERVICE_PREFIX = "/tenant/123/"
 MESSAGE_QUEUE_PATH = "/broker/message"
@@ -673,7 +671,7 @@ class ActionsApp:
 
     async def admin_expire_tokens(self, request: web.Request) -> web.Response:
         kind = (await self._admin_body(request)).get("kind")
-        if kind not in (None, "installation", "registration", "admin", "message_queue", "runner"):
+        if kind is not None and kind not in TOKEN_KINDS:
             raise web.HTTPBadRequest(text=f"unknown token kind {kind!r}")
         return web.json_response({"expired": self.faults.expire_tokens(kind)})
 
