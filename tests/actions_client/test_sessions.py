@@ -280,12 +280,17 @@ async def test_mq_401_with_gone_session_is_session_not_found(
         ({"status": 400, "body": "capacity error", "content_type": "text/plain"}, "capacity error"),
     ],
 )
-async def test_get_message_errors(
-    actions: ActionsEmulator, session: MessageSession, fault: dict[str, object], detail: str
+@pytest.mark.parametrize("endpoint", ["get_message", "delete_message", "acquire_jobs"])
+async def test_mq_errors(
+    actions: ActionsEmulator,
+    session: MessageSession,
+    endpoint: str,
+    fault: dict[str, object],
+    detail: str,
 ) -> None:
-    actions.faults.inject("get_message", **fault)  # type: ignore[arg-type]
+    actions.faults.inject(endpoint, **fault)  # type: ignore[arg-type]
     with pytest.raises(ActionsError, match=f"status={fault['status']}.*{detail}"):
-        await session.get_message(max_capacity=1)
+        await _mq_call(session, endpoint)
 
 
 @pytest.mark.parametrize("endpoint", ["get_message", "delete_message", "acquire_jobs"])

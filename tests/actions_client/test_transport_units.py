@@ -93,3 +93,16 @@ def test_invalid_root_ca_is_rejected() -> None:
     bogus = "-----BEGIN CERTIFICATE-----\nbm9wZQ==\n-----END CERTIFICATE-----\n"
     with pytest.raises(InvalidArgument, match="root CA"):
         ssl_context(bogus)
+
+
+@pytest.mark.parametrize(
+    ("env", "enabled"),
+    [
+        ({"http_proxy": "http://p:1"}, True),
+        ({"HTTPS_PROXY": "http://p:1"}, True),
+        ({"NO_PROXY": "*"}, False),
+        ({}, False),
+    ],
+)
+def test_proxy_enabled(env: dict[str, str], enabled: bool) -> None:
+    assert ProxySettings.from_env(env).enabled is enabled
