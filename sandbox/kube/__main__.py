@@ -52,7 +52,10 @@ async def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with KubeEmulator(
-        tls=args.tls, port=args.port, pod_start_latency=args.pod_start_latency
+        tls=args.tls,
+        port=args.port,
+        pod_start_latency=args.pod_start_latency,
+        insecure_admin=not args.tls,
     ) as kube:
         kube.apply_crds(_crd_files(args))
         print(kube.url, flush=True)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import datetime as dt
+import functools
 import ipaddress
 import json
 import os
@@ -76,12 +78,27 @@ def _self_signed() -> tuple[bytes, bytes]:
     return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@functools.cache
+def _load_yaml_cached(path: Path, mtime: float) -> list[Any]:
+    return list(yaml.load_all(path.read_text(), Loader=_SafeLoader))
+
+
+def _load_yaml(path: Path) -> list[Any]:
+    """Parsed documents of a YAML file, cached per modification time (CRDs are large)."""
+    return _load_yaml_cached(path.resolve(), path.stat().st_mtime)
+
+
 class KubeEmulator:
     """An in-process Kubernetes API server for the real kubernetes-asyncio client and kubectl.
 
     `async with KubeEmulator() as kube:` serves on 127.0.0.1 (a free port unless `port` is
     given). Bookmarks are sent every `bookmark_interval` seconds to watches that ask for them;
-    watches without timeoutSeconds end after `watch_timeout`.
+    watches without timeoutSeconds end after `watch_timeout`. With `insecure_admin`, requests
+    without credentials act as a cluster admin, like kube-apiserver's old insecure port: kubectl
+    sends no bearer token over plain http, so the standalone http mode turns it on.
     """
 
     def __init__(
@@ -101,6 +118,7 @@ class KubeEmulator:
         port: int = 0,
         clock: Clock = utcnow,
         fault_seed: int | None = None,
+        insecure_admin: bool = False,
     ) -> None:
         self.tls = tls
         self.host = host
@@ -133,6 +151,7 @@ class KubeEmulator:
             admin_token=self.admin_token,
             bookmark_interval=bookmark_interval,
             watch_timeout=watch_timeout,
+            insecure_admin=insecure_admin,
         )
         self.controllers = Controllers(
             registry=self.registry,
@@ -182,7 +201,6 @@ class KubeEmulator:
             self.host,
             self.port,
             ssl_context=self._ssl_context(),
-            shutdown_timeout=1.0,
         )
         await site.start()
         addr = self._runner.addresses[0]
@@ -283,11 +301,7 @@ class KubeEmulator:
         assert crd_type is not None
         names = []
         for item in crds:
-            docs: list[Any]
-            if isinstance(item, dict):
-                docs = [item]
-            else:
-                docs = list(yaml.safe_load_all(Path(item).read_text()))
+            docs = [item] if isinstance(item, dict) else copy.deepcopy(_load_yaml(Path(item)))
             for doc in docs:
                 if not doc or doc.get("kind") != "CustomResourceDefinition":
                     continue

@@ -185,7 +185,6 @@ BUILTINS: tuple[ResourceType, ...] = (
         categories=("api-extensions",),
         status=True,
         generation=True,
-        strategic=False,
     ),
     _grp(
         "authorization.k8s.io",

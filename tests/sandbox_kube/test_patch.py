@@ -1,0 +1,190 @@
+"""Checklist item 5: the PATCH formats and their failure codes, over the wire."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from tests.sandbox_kube.conftest import (
+    GROUP,
+    JSON_PATCH,
+    MERGE,
+    VERSION,
+    WIDGETS,
+    status_of,
+    widget,
+)
+
+pytestmark = pytest.mark.usefixtures("widgets")
+
+
+async def test_merge_patch_null_deletes_a_key(co: client.CustomObjectsApi, ns: str) -> None:
+    await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("w1", color="red"))
+    obj = await co.patch_namespaced_custom_object(
+        GROUP, VERSION, ns, WIDGETS, "w1", {"spec": {"color": None}}, _content_type=MERGE
+    )
+    assert "color" not in obj["spec"]
+
+
+async def test_merge_patch_replaces_lists(co: client.CustomObjectsApi, ns: str) -> None:
+    await co.create_namespaced_custom_object(
+        GROUP, VERSION, ns, WIDGETS, widget("w1", tags=["a", "b"])
+    )
+    obj = await co.patch_namespaced_custom_object(
+        GROUP, VERSION, ns, WIDGETS, "w1", {"spec": {"tags": ["c"]}}, _content_type=MERGE
+    )
+    assert obj["spec"]["tags"] == ["c"]
+
+
+async def test_merge_patch_replaces_finalizers(co: client.CustomObjectsApi, ns: str) -> None:
+    body = widget("w1")
+    body["metadata"]["finalizers"] = ["a.io/x", "b.io/y"]
+    await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, body)
+    obj = await co.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        WIDGETS,
+        "w1",
+        {"metadata": {"finalizers": ["b.io/y"]}},
+        _content_type=MERGE,
+    )
+    assert obj["metadata"]["finalizers"] == ["b.io/y"]
+
+
+async def test_json_patch_failing_test_is_422(co: client.CustomObjectsApi, ns: str) -> None:
+    await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("w1"))
+    with pytest.raises(client.ApiException) as exc:
+        await co.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            ns,
+            WIDGETS,
+            "w1",
+            [{"op": "test", "path": "/spec/size", "value": 2}],
+            _content_type=JSON_PATCH,
+        )
+    assert exc.value.status == 422
+    assert status_of(exc.value)["reason"] == "Invalid"
+
+
+async def test_object_body_sent_as_json_patch_is_400(co: client.CustomObjectsApi, ns: str) -> None:
+    """kubernetes-asyncio's default for a dict body on a CR patch (python-stack.md 1.3)."""
+    await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("w1"))
+    with pytest.raises(client.ApiException) as exc:
+        await co.patch_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, "w1", {"spec": {}})
+    assert exc.value.status == 400
+    assert status_of(exc.value)["reason"] == "BadRequest"
+
+
+async def test_strategic_merge_patch_on_a_custom_resource_is_415(
+    co: client.CustomObjectsApi, ns: str
+) -> None:
+    await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("w1"))
+    with pytest.raises(client.ApiException) as exc:
+        await co.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            ns,
+            WIDGETS,
+            "w1",
+            {"spec": {"size": 2}},
+            _content_type="application/strategic-merge-patch+json",
+        )
+    assert exc.value.status == 415
+    assert status_of(exc.value)["reason"] == "UnsupportedMediaType"
+
+
+async def test_strategic_merge_patch_merges_containers_by_name(
+    core: client.CoreV1Api, ns: str
+) -> None:
+    pod = {
+        "metadata": {"name": "p", "finalizers": ["a.io/x"]},
+        "spec": {
+            "nodeName": "elsewhere",
+            "containers": [{"name": "a", "image": "one"}, {"name": "b", "image": "two"}],
+        },
+    }
+    await core.create_namespaced_pod(ns, pod)
+    patched = await core.patch_namespaced_pod(
+        "p",
+        ns,
+        {
+            "metadata": {"finalizers": ["b.io/y"]},
+            "spec": {"containers": [{"name": "b", "image": "three"}]},
+        },
+    )
+    assert [(c.name, c.image) for c in patched.spec.containers] == [("a", "one"), ("b", "three")]
+    assert patched.metadata.finalizers == ["a.io/x", "b.io/y"]
+
+
+async def test_strategic_merge_patch_delete_directive(core: client.CoreV1Api, ns: str) -> None:
+    pod = {
+        "metadata": {"name": "p"},
+        "spec": {
+            "nodeName": "elsewhere",
+            "containers": [
+                {
+                    "name": "a",
+                    "image": "one",
+                    "env": [{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}],
+                }
+            ],
+        },
+    }
+    await core.create_namespaced_pod(ns, pod)
+    patched = await core.patch_namespaced_pod(
+        "p",
+        ns,
+        {"spec": {"containers": [{"name": "a", "env": [{"name": "X", "$patch": "delete"}]}]}},
+    )
+    assert [e.name for e in patched.spec.containers[0].env] == ["Y"]
+
+
+async def test_apply_patch_creates_then_merges(co: client.CustomObjectsApi, ns: str) -> None:
+    """The create answers 201, which this client's patch method does not deserialize."""
+    apply = "application/apply-patch+yaml"
+    await co.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        WIDGETS,
+        "w1",
+        widget("w1", size=2),
+        _content_type=apply,
+        field_manager="test",
+        force=True,
+    )
+    first = await co.get_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, "w1")
+    assert first["spec"]["size"] == 2
+    second = await co.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        WIDGETS,
+        "w1",
+        widget("w1", size=3),
+        _content_type=apply,
+        field_manager="test",
+        force=True,
+    )
+    assert second["spec"]["size"] == 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"_content_type": "application/apply-patch+yaml"}, "fieldManager"),
+        ({"_content_type": MERGE, "force": True}, "force"),
+    ],
+)
+async def test_patch_options_are_validated(
+    co: client.CustomObjectsApi, ns: str, kwargs: dict[str, Any], field: str
+) -> None:
+    await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("w1"))
+    with pytest.raises(client.ApiException) as exc:
+        await co.patch_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, "w1", {}, **kwargs)
+    assert exc.value.status == 422
+    assert status_of(exc.value)["details"]["causes"][0]["field"] == field
