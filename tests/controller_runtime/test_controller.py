@@ -1,0 +1,254 @@
+"""Controllers in a manager against the emulator: what enqueues what, predicates on owned
+watches, metrics of reconciles, drops and copies."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from prometheus_client.parser import text_string_to_metric_families
+
+from controller.runtime import (
+    POD_TO_ER,
+    Backoff,
+    Controller,
+    LazyObject,
+    Manager,
+    Owns,
+    Request,
+    Result,
+    RuntimeSettings,
+    Watches,
+    WatchSettings,
+)
+from sandbox.kube.emulator import KubeEmulator
+from sandbox.kube.testing import project_crds
+from shared.kube.objects import CONFIG_MAP, EPHEMERAL_RUNNER, POD, Objects
+from tests.controller_runtime.conftest import eventually, namespace_body, runner_body
+
+JSONDict = dict[str, Any]
+
+
+def metric(manager: Manager, sample: str, /, **labels: str) -> float:
+    for family in text_string_to_metric_families(manager.metrics.render().decode()):
+        for s in family.samples:
+            if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items()):
+                return s.value
+    return 0.0
+
+
+class Recording:
+    """Counts reconciles per key; marks runners labelled `mutate` ready through a lazy copy;
+    fails once for runners labelled `fail-once`."""
+
+    def __init__(self, manager: Manager) -> None:
+        self.cache = manager.cache(EPHEMERAL_RUNNER)
+        self.objects = manager.objects
+        self.calls: Counter[str] = Counter()
+        self.changed = asyncio.Condition()
+
+    async def reconcile(self, request: Request) -> Result:
+        self.calls[request.name] += 1
+        async with self.changed:
+            self.changed.notify_all()
+        obj = self.cache.get(request.namespace, request.name)
+        if obj is None:
+            return Result()
+        labels = obj["metadata"].get("labels") or {}
+        if labels.get("fail-once") and self.calls[request.name] == 1:
+            raise RuntimeError("first attempt fails")
+        handle = LazyObject(obj, kind=EPHEMERAL_RUNNER)
+        if labels.get("mutate") and (obj.get("status") or {}).get("phase") != "Pending":
+            handle.mutate().setdefault("status", {})["phase"] = "Pending"
+        await handle.write(self.objects)
+        return Result()
+
+    async def wait(self, name: str, count: int) -> None:
+        async with asyncio.timeout(10), self.changed:
+            await self.changed.wait_for(lambda: self.calls[name] >= count)
+
+
+@pytest.fixture
+async def quiet_kube() -> AsyncIterator[KubeEmulator]:
+    """An emulator without a kubelet, so pods change only when a test changes them."""
+    async with KubeEmulator(kubelet=False) as emulator:
+        emulator.apply_crds(project_crds())
+        yield emulator
+
+
+@pytest.fixture
+async def setup(
+    quiet_kube: KubeEmulator, namespace: str
+) -> AsyncIterator[tuple[Manager, Recording, Objects, str]]:
+    quiet_kube.apply(namespace_body(namespace))
+    async with client.ApiClient(await quiet_kube.configuration()) as api:
+        settings = RuntimeSettings(
+            namespaces=frozenset({namespace}),
+            workers=3,
+            backoff=Backoff(base=0.01, maximum=0.1),
+            watch=WatchSettings(inactivity_timeout=5.0, retry_base=0.05),
+            leader_election=None,
+        )
+        manager = Manager(api=api, settings=settings)
+        reconciler = Recording(manager)
+
+        def by_config_map(cm: JSONDict) -> list[Request]:
+            runner = (cm.get("data") or {}).get("runner")
+            return [Request(cm["metadata"]["namespace"], runner)] if runner else []
+
+        manager.add(
+            Controller(
+                name="runner",
+                for_=EPHEMERAL_RUNNER,
+                reconciler=reconciler,
+                owns=[Owns(POD, predicate=POD_TO_ER)],
+                watches=[Watches(CONFIG_MAP, map=by_config_map)],
+            )
+        )
+        task = asyncio.create_task(manager.run())
+        try:
+            await asyncio.wait_for(manager.leading.wait(), 10)
+            await asyncio.wait_for(manager.wait_synced(), 10)
+            yield manager, reconciler, Objects(api, timeout=5.0), namespace
+        finally:
+            manager.stop()
+            await asyncio.wait_for(task, 10)
+
+
+def pod_of(runner: JSONDict) -> JSONDict:
+    meta = runner["metadata"]
+    return {
+        "metadata": {
+            "name": meta["name"],
+            "ownerReferences": [
+                {
+                    "apiVersion": "actions.github.com/v1alpha1",
+                    "kind": "EphemeralRunner",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"containers": [{"name": "runner", "image": "runner:1"}]},
+    }
+
+
+Setup = tuple[Manager, Recording, Objects, str]
+
+
+async def test_owned_pod_events_enqueue_the_owner(setup: Setup) -> None:
+    manager, rec, objects, ns = setup
+    runner = await objects.create(EPHEMERAL_RUNNER, ns, runner_body("r"))
+    await rec.wait("r", 1)
+    before = rec.calls["r"]
+    await objects.create(POD, ns, pod_of(runner))
+    await rec.wait("r", before + 1)
+    before = rec.calls["r"]
+    await objects.delete(POD, ns, "r", grace_period_seconds=0)
+    await rec.wait("r", before + 1)
+
+
+async def test_a_pod_update_outside_the_projection_is_dropped_and_counted(setup: Setup) -> None:
+    manager, rec, objects, ns = setup
+    runner = await objects.create(EPHEMERAL_RUNNER, ns, runner_body("r"))
+    await objects.create(POD, ns, pod_of(runner))
+    await rec.wait("r", 2)
+    calls = rec.calls["r"]
+    dropped = POD_TO_ER.name
+
+    await objects.patch(POD, ns, "r", {"metadata": {"labels": {"noise": "1"}}})
+
+    async def counted() -> bool:
+        return metric(manager, "gha_runtime_predicate_dropped_total", watch=dropped) == 1
+
+    await eventually(counted)
+    assert rec.calls["r"] == calls
+    await objects.patch(POD, ns, "r", {"status": {"phase": "Running"}}, status=True)
+    await rec.wait("r", calls + 1)
+    assert metric(manager, "gha_runtime_predicate_dropped_total", watch=dropped) == 1
+
+
+async def test_the_primary_watch_sees_every_update(setup: Setup) -> None:
+    _, rec, objects, ns = setup
+    await objects.create(EPHEMERAL_RUNNER, ns, runner_body("r"))
+    await rec.wait("r", 1)
+    for i in range(3):
+        before = rec.calls["r"]
+        await objects.patch(EPHEMERAL_RUNNER, ns, "r", {"metadata": {"annotations": {"n": str(i)}}})
+        await rec.wait("r", before + 1)
+
+
+async def test_a_mapped_watch_enqueues_the_keys_it_names(setup: Setup) -> None:
+    _, rec, objects, ns = setup
+    await objects.create(CONFIG_MAP, ns, {"metadata": {"name": "c"}, "data": {"runner": "x"}})
+    await rec.wait("x", 1)
+
+
+async def test_copies_are_counted_only_for_reconciles_that_mutate(setup: Setup) -> None:
+    manager, rec, objects, ns = setup
+    await objects.create(EPHEMERAL_RUNNER, ns, runner_body("plain"))
+    await objects.create(EPHEMERAL_RUNNER, ns, runner_body("changed", labels={"mutate": "1"}))
+
+    async def pending() -> bool:
+        obj = await objects.get(EPHEMERAL_RUNNER, ns, "changed")
+        return (obj.get("status") or {}).get("phase") == "Pending"
+
+    await eventually(pending)
+    await rec.wait("changed", 2)
+    assert rec.calls["plain"] >= 1
+    assert metric(manager, "gha_runtime_copies_total", controller="runner") == 1
+
+
+async def test_a_failed_reconcile_is_retried_and_counted(setup: Setup) -> None:
+    manager, rec, objects, ns = setup
+    await objects.create(EPHEMERAL_RUNNER, ns, runner_body("flaky", labels={"fail-once": "1"}))
+    await rec.wait("flaky", 2)
+    assert metric(manager, "controller_runtime_reconcile_errors_total", controller="runner") == 1
+    assert metric(manager, "workqueue_retries_total", name="runner") == 1
+    assert metric(manager, "controller_runtime_reconcile_total", controller="runner",
+                  result="success") >= 1
+
+
+async def test_stop_drains_an_in_flight_reconcile(
+    quiet_kube: KubeEmulator, namespace: str
+) -> None:
+    ns = namespace
+    quiet_kube.apply(namespace_body(ns))
+    release = asyncio.Event()
+    finished: list[str] = []
+
+    class Slow:
+        async def reconcile(self, request: Request) -> Result:
+            await release.wait()
+            finished.append(request.name)
+            return Result()
+
+    async with client.ApiClient(await quiet_kube.configuration()) as api:
+        manager = Manager(api=api, settings=RuntimeSettings(leader_election=None))
+        manager.add(Controller(name="slow", for_=EPHEMERAL_RUNNER, reconciler=Slow()))
+        closed: list[bool] = []
+
+        async def on_shutdown() -> None:
+            closed.append(bool(finished))
+
+        manager.on_shutdown(on_shutdown)
+        task = asyncio.create_task(manager.run())
+        await Objects(api).create(EPHEMERAL_RUNNER, ns, runner_body("r"))
+
+        async def in_flight() -> bool:
+            return metric(manager, "controller_runtime_active_workers", controller="slow") == 1
+
+        await eventually(in_flight)
+        manager.stop()
+        await asyncio.sleep(0)
+        assert not task.done()
+        release.set()
+        await asyncio.wait_for(task, 10)
+    assert finished == ["r"]
+    assert closed == [True]
+
