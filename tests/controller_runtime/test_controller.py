@@ -142,7 +142,7 @@ Setup = tuple[Manager, Recording, Objects, str]
 
 
 async def test_owned_pod_events_enqueue_the_owner(setup: Setup) -> None:
-    manager, rec, objects, ns = setup
+    _, rec, objects, ns = setup
     runner = await objects.create(EPHEMERAL_RUNNER, ns, runner_body("r"))
     await rec.wait("r", 1)
     before = rec.calls["r"]
@@ -210,13 +210,13 @@ async def test_a_failed_reconcile_is_retried_and_counted(setup: Setup) -> None:
     await rec.wait("flaky", 2)
     assert metric(manager, "controller_runtime_reconcile_errors_total", controller="runner") == 1
     assert metric(manager, "workqueue_retries_total", name="runner") == 1
-    assert metric(manager, "controller_runtime_reconcile_total", controller="runner",
-                  result="success") >= 1
+    assert (
+        metric(manager, "controller_runtime_reconcile_total", controller="runner", result="success")
+        >= 1
+    )
 
 
-async def test_stop_drains_an_in_flight_reconcile(
-    quiet_kube: KubeEmulator, namespace: str
-) -> None:
+async def test_stop_drains_an_in_flight_reconcile(quiet_kube: KubeEmulator, namespace: str) -> None:
     ns = namespace
     quiet_kube.apply(namespace_body(ns))
     release = asyncio.Event()
@@ -251,4 +251,3 @@ async def test_stop_drains_an_in_flight_reconcile(
         await asyncio.wait_for(task, 10)
     assert finished == ["r"]
     assert closed == [True]
-
