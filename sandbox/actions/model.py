@@ -171,6 +171,8 @@ class RequestRecord:
     status: int
     endpoint: str
     headers: dict[str, str]
+    # The request body as sent; no request of the protocol carries a secret in its body.
+    body: str = ""
 
 
 class ServiceState:

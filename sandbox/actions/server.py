@@ -165,6 +165,7 @@ class ActionsApp:
     async def _record(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path.startswith("/_admin/"):
             return await handler(request)
+        body = await request.read()
         status = 500
         try:
             response = await handler(request)
@@ -184,6 +185,7 @@ class ActionsApp:
                     headers={
                         h: request.headers[h] for h in _LOGGED_HEADERS if h in request.headers
                     },
+                    body=body.decode(errors="replace"),
                 )
             )
 

@@ -78,6 +78,7 @@ async def test_acquire_is_idempotent_and_skips_foreign_ids(
     empty = await service.acquire(session, scale_set["id"], [])
 
     assert first.json == {"count": 1, "value": [mine]}
+    assert actions.state.requests[-3].body == f"[{mine}, {foreign}, 424242]"
     assert second.json == {"count": 1, "value": [mine]}
     assert empty.json == {"count": 0, "value": []}
     assert actions.state.statistics(scale_set["id"])["totalAssignedJobs"] == 1
