@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
@@ -44,6 +45,7 @@ class MessageSession:
         self.scale_set_id = scale_set_id
         self._session = session
         self._closed = False
+        self._refresh_lock = asyncio.Lock()
 
     @property
     def session(self) -> RunnerScaleSetSession:
@@ -81,11 +83,15 @@ class MessageSession:
             log.info("session %s was already gone: %s", self.session_id, exc)
 
     async def _renewing(self, call: Callable[[str], Awaitable[Response]]) -> Response:
-        response = await call(self._token())
+        used = self._token()
+        response = await call(used)
         if response.status != 401:
             return response
-        log.info("message queue token rejected; refreshing session %s", self.session_id)
-        await self.refresh()
+        async with self._refresh_lock:
+            # Concurrent calls refused the same token: only the first refreshes the session.
+            if self._token() == used:
+                log.info("message queue token rejected; refreshing session %s", self.session_id)
+                await self.refresh()
         return await call(self._token())
 
     def _token(self) -> str:

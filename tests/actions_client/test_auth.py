@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import jwt
@@ -206,3 +207,13 @@ async def test_admin_401_after_renewal_is_token_expired(
     with pytest.raises(TokenExpired):
         await client.get_runner_group_by_name("default")
     assert endpoints(actions, mark) == ["get_runner_group", *CHAIN, "get_runner_group"]
+
+
+async def test_concurrent_401s_renew_the_admin_token_once(
+    actions: ActionsEmulator, client: ActionsClient
+) -> None:
+    await client.get_runner_group_by_name("default")
+    actions.faults.expire_tokens("admin")
+    await asyncio.gather(*(client.get_runner_by_name(f"r{i}") for i in range(4)))
+    assert actions.state.count("runner_registration") == 2
+    assert actions.state.count("get_runner_by_name", status=200) == 4

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -364,3 +365,11 @@ async def test_acquire_500_is_error(actions: ActionsEmulator, session: MessageSe
     actions.faults.inject("acquire_jobs", status=500)
     with pytest.raises(ActionsServerError):
         await session.acquire_jobs([1])
+
+
+async def test_concurrent_401s_refresh_the_session_once(
+    actions: ActionsEmulator, session: MessageSession
+) -> None:
+    actions.faults.expire_tokens("message_queue")
+    assert await asyncio.gather(*(session.acquire_jobs([]) for _ in range(4))) == [[]] * 4
+    assert actions.state.count("refresh_session") == 1
