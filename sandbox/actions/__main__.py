@@ -49,7 +49,12 @@ async def _serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    async with emulator:
+    try:
+        await emulator.start()
+    except OSError as exc:
+        print(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    try:
         if args.ca_file and emulator.ca_pem is not None:
             await asyncio.to_thread(Path(args.ca_file).write_bytes, emulator.ca_pem)
         app = emulator.add_app()
@@ -67,6 +72,8 @@ async def _serve(args: argparse.Namespace) -> int:
             flush=True,
         )
         await stop.wait()
+    finally:
+        await emulator.stop()
     return 0
 
 

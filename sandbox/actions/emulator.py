@@ -75,7 +75,12 @@ class ActionsEmulator:
         self._runner = web.AppRunner(self._app.build(), shutdown_timeout=1.0, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port, ssl_context=context)
-        await site.start()
+        try:
+            await site.start()
+        except OSError:
+            await self._runner.cleanup()
+            self._runner = None
+            raise
         port = self._runner.addresses[0][1]
         self.url = f"{'https' if self._tls else 'http'}://{self._host}:{port}"
         self.state.service_url = self.url + SERVICE_PREFIX

@@ -71,3 +71,23 @@ async def test_process_prints_url_and_credentials_and_stops_on_sigterm(
 def test_ca_file_without_tls_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--ca-file", "x.pem"]) == 2
     assert "--ca-file needs --tls" in capsys.readouterr().err
+
+
+async def test_a_taken_port_is_one_line_and_status_2(actions: ActionsEmulator) -> None:
+    port = actions.url.rsplit(":", 1)[1]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sandbox.actions",
+        "--port",
+        port,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(30):
+        stdout, stderr = await process.communicate()
+
+    assert process.returncode == 2
+    assert stdout == b""
+    assert stderr.decode().startswith(f"cannot listen on 127.0.0.1:{port}:")
+    assert stderr.decode().count("\n") == 1
