@@ -152,6 +152,12 @@ class ActionsEmulator:
         """Cancel as a user would: JobCompleted with result `canceled`; its runner exits 0."""
         self.state.cancel_job(request_id)
 
+    def reoffer_job(self, request_id: int) -> None:
+        """The service gives up on an assignment nobody started: JobCompleted `canceled`, then
+        the job is offered again (JobAvailable, or JobAssigned in the direct flow); the fourth
+        time it stays canceled. ValueError unless the job is assigned and not started."""
+        self.state.reoffer_job(request_id)
+
     def complete_job(self, request_id: int) -> None:
         """End a started job now with its configured result, whatever its duration, so tests
         control when a runner finishes instead of sleeping."""

@@ -24,6 +24,8 @@ ZERO_TIME = "0001-01-01T00:00:00Z"
 # The service batches at most this many job messages into one queue message.
 MAX_JOB_MESSAGES_PER_MESSAGE = 50
 DEFAULT_RUNNER_GROUP_ID = 1
+# The service re-offers a job whose assignment nobody started at most this many times.
+MAX_REOFFERS = 3
 
 EX_SCALE_SET_NOT_FOUND = "GitHub.Actions.Runtime.WebApi.RunnerScaleSetNotFoundException"
 EX_SCALE_SET_EXISTS = "GitHub.Actions.Runtime.WebApi.RunnerScaleSetExistsException"
@@ -116,6 +118,7 @@ class Job:
     # True while a JobAvailable for this job sits in a queue unacknowledged; a new session is
     # offered the available jobs whose offer was already consumed.
     offer_outstanding: bool = False
+    reoffers: int = 0
 
     @property
     def owner_name(self) -> str:
@@ -699,6 +702,28 @@ class ServiceState:
         if job.state != "completed":
             self._complete(job, result="canceled")
             self.notify()
+
+    def reoffer_job(self, request_id: int) -> None:
+        """Give up on an assignment nobody started, as the service does: JobCompleted with
+        `canceled` for it, then offer the job again; after MAX_REOFFERS it stays canceled."""
+        job = self.jobs[request_id]
+        if job.state not in ("acquired", "assigned"):
+            raise ValueError(f"job {request_id} is {job.state}, not assigned")
+        job.final_result, job.finish_time = "canceled", time.time()
+        self._emit(job, "JobCompleted")
+        runner = self.runners.get(job.runner_id) if job.runner_id is not None else None
+        if runner is not None:
+            runner.job_id = None
+        job.runner_id, job.runner_name = None, ""
+        job.reoffers += 1
+        if job.reoffers > MAX_REOFFERS:
+            job.state = "completed"
+        else:
+            job.final_result, job.finish_time = "", None
+            job.state, job.scale_set_id, job.scale_set_assign_time = "queued", None, None
+            self._route_queued_jobs()
+        self._dispatch()
+        self.notify()
 
     def _complete(self, job: Job, *, result: str) -> None:
         job.state = "completed"

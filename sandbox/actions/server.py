@@ -589,6 +589,7 @@ class ActionsApp:
         app.router.add_get(admin + "/requests", self.admin_requests)
         app.router.add_post(admin + "/jobs", self.admin_enqueue_job)
         app.router.add_post(admin + "/jobs/{jid}/cancel", self.admin_cancel_job)
+        app.router.add_post(admin + "/jobs/{jid}/reoffer", self.admin_reoffer_job)
         app.router.add_get(admin + "/faults", self.admin_faults)
         app.router.add_post(admin + "/faults", self.admin_add_fault)
         app.router.add_delete(admin + "/faults", self.admin_clear_faults)
@@ -632,6 +633,16 @@ class ActionsApp:
         if job_id not in self.state.jobs:
             raise web.HTTPNotFound(text=f"no job {job_id}")
         self.state.cancel_job(job_id)
+        return web.Response(status=204)
+
+    async def admin_reoffer_job(self, request: web.Request) -> web.Response:
+        job_id = self.int_param(request.match_info["jid"], "The job id")
+        if job_id not in self.state.jobs:
+            raise web.HTTPNotFound(text=f"no job {job_id}")
+        try:
+            self.state.reoffer_job(job_id)
+        except ValueError as exc:
+            raise web.HTTPConflict(text=str(exc)) from exc
         return web.Response(status=204)
 
     async def admin_faults(self, request: web.Request) -> web.Response:

@@ -170,3 +170,20 @@ async def test_admin_requests_stay_out_of_the_request_log(
     await admin(actions, http, "GET", "state")
 
     assert actions.state.requests == []
+
+
+async def test_reoffer_job(actions: ActionsEmulator, service: Service) -> None:
+    scale_set = await service.create_scale_set("arc")
+    session = await service.open_session(scale_set["id"])
+    assigned = actions.enqueue_job(labels=["arc"])
+    await service.acquire(session, scale_set["id"], [assigned])
+    queued = actions.enqueue_job(labels=["nowhere"])
+
+    reoffered = await admin(actions, service.http, "POST", f"jobs/{assigned}/reoffer")
+    not_assigned = await admin(actions, service.http, "POST", f"jobs/{queued}/reoffer")
+    missing = await admin(actions, service.http, "POST", "jobs/1/reoffer")
+
+    assert reoffered.status == 204
+    assert actions.state.jobs[assigned].reoffers == 1
+    assert not_assigned.status == 409
+    assert missing.status == 404

@@ -239,3 +239,41 @@ async def test_deleting_a_scale_set_requeues_its_jobs(
     second = await service.create_scale_set("arc")
 
     assert actions.state.jobs[request_id].scale_set_id == second["id"]
+
+
+async def test_a_reoffered_job_completes_canceled_then_is_offered_again(
+    actions: ActionsEmulator, service: Service
+) -> None:
+    scale_set = await service.create_scale_set("arc")
+    session = await service.open_session(scale_set["id"])
+    request_id = actions.enqueue_job(labels=["arc"])
+    await service.acquire(session, scale_set["id"], [request_id])
+
+    actions.reoffer_job(request_id)
+    message = (await service.get_message(session)).json
+
+    assert [(j["messageType"], j.get("result")) for j in job_messages(message)] == [
+        ("JobAvailable", None),
+        ("JobAssigned", None),
+        ("JobCompleted", "canceled"),
+        ("JobAvailable", None),
+    ]
+    assert message["statistics"]["totalAvailableJobs"] == 1
+    assert actions.state.jobs[request_id].state == "available"
+
+
+async def test_the_fourth_reoffer_leaves_the_job_canceled(
+    actions: ActionsEmulator, service: Service
+) -> None:
+    scale_set = await service.create_scale_set("arc")
+    session = await service.open_session(scale_set["id"])
+    request_id = actions.enqueue_job(labels=["arc"])
+    for _ in range(4):
+        await service.acquire(session, scale_set["id"], [request_id])
+        actions.reoffer_job(request_id)
+
+    job = actions.state.jobs[request_id]
+    assert (job.state, job.final_result) == ("completed", "canceled")
+    with pytest.raises(ValueError, match="completed"):
+        actions.reoffer_job(request_id)
+    assert actions.state.statistics(scale_set["id"])["totalAvailableJobs"] == 0
