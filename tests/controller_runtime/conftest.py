@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from sandbox.kube.emulator import KubeEmulator
 from shared.kube.objects import Objects
@@ -41,6 +42,15 @@ def ns(kube: KubeEmulator, namespace: str) -> str:
 @pytest.fixture
 def objects(kube_api: client.ApiClient) -> Objects:
     return Objects(kube_api, timeout=5.0)
+
+
+def sample_value(text: str, sample: str, /, **labels: str) -> float:
+    """The value of a Prometheus sample whose labels include `labels`, or 0."""
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items()):
+                return float(s.value)
+    return 0.0
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], *, within: float = 10.0) -> None:

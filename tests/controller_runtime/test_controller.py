@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
-from prometheus_client.parser import text_string_to_metric_families
 
 from controller.runtime import (
     POD_TO_ER,
@@ -28,17 +27,18 @@ from controller.runtime import (
 from sandbox.kube.emulator import KubeEmulator
 from sandbox.kube.testing import project_crds
 from shared.kube.objects import CONFIG_MAP, EPHEMERAL_RUNNER, POD, Objects
-from tests.controller_runtime.conftest import eventually, namespace_body, runner_body
+from tests.controller_runtime.conftest import (
+    eventually,
+    namespace_body,
+    runner_body,
+    sample_value,
+)
 
 JSONDict = dict[str, Any]
 
 
 def metric(manager: Manager, sample: str, /, **labels: str) -> float:
-    for family in text_string_to_metric_families(manager.metrics.render().decode()):
-        for s in family.samples:
-            if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items()):
-                return s.value
-    return 0.0
+    return sample_value(manager.metrics.render().decode(), sample, **labels)
 
 
 class Recording:

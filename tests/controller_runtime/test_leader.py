@@ -1,0 +1,252 @@
+"""Leader election on a Lease: one candidate leads, expiry and release hand over, and a killed
+leader's keys are never reconciled by two processes at once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.runtime import FakeClock, LeaderElector, LeaseSettings
+from sandbox.kube.emulator import KubeEmulator
+from shared.kube.errors import NotFound
+from shared.kube.objects import EPHEMERAL_RUNNER, LEASE, Objects
+from tests.controller_runtime.conftest import eventually, runner_body
+
+JSONDict = dict[str, Any]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def lease_settings(ns: str, *, duration: float = 10.0) -> LeaseSettings:
+    return LeaseSettings(
+        name="lock",
+        namespace=ns,
+        lease_duration=duration,
+        renew_deadline=duration / 2,
+        retry_period=duration / 10,
+    )
+
+
+def elector(objects: Objects, ns: str, who: str, clock: FakeClock | None = None) -> LeaderElector:
+    return LeaderElector(objects=objects, identity=who, settings=lease_settings(ns), clock=clock)
+
+
+async def holder(objects: Objects, ns: str) -> str | None:
+    try:
+        lease = await objects.get(LEASE, ns, "lock")
+    except NotFound:
+        return None
+    return (lease.get("spec") or {}).get("holderIdentity")
+
+
+async def test_the_first_candidate_leads_and_the_second_waits(objects: Objects, ns: str) -> None:
+    a, b = elector(objects, ns, "a"), elector(objects, ns, "b")
+    assert await a.try_acquire_or_renew()
+    assert not await b.try_acquire_or_renew()
+    assert await a.try_acquire_or_renew()
+    assert await holder(objects, ns) == "a"
+
+
+async def test_racing_candidates_elect_exactly_one(objects: Objects, ns: str) -> None:
+    candidates = [elector(objects, ns, f"c{i}") for i in range(4)]
+    won = await asyncio.gather(*(c.try_acquire_or_renew() for c in candidates))
+    assert sum(won) == 1
+    assert await holder(objects, ns) == f"c{won.index(True)}"
+
+
+async def test_a_follower_takes_over_exactly_when_the_lease_expires(
+    objects: Objects, ns: str
+) -> None:
+    clock = FakeClock()
+    a, b = elector(objects, ns, "a"), elector(objects, ns, "b", clock)
+    assert await a.try_acquire_or_renew()
+    assert not await b.try_acquire_or_renew()
+    await clock.advance(9.99)
+    assert not await b.try_acquire_or_renew()
+    await clock.advance(0.01)
+    assert await b.try_acquire_or_renew()
+    lease = await objects.get(LEASE, ns, "lock")
+    assert lease["spec"]["holderIdentity"] == "b"
+    assert lease["spec"]["leaseTransitions"] == 1
+
+
+async def test_a_renewal_restarts_the_follower_wait(objects: Objects, ns: str) -> None:
+    clock = FakeClock()
+    a, b = elector(objects, ns, "a"), elector(objects, ns, "b", clock)
+    assert await a.try_acquire_or_renew()
+    assert not await b.try_acquire_or_renew()
+    await clock.advance(9.0)
+    assert await a.try_acquire_or_renew()
+    assert not await b.try_acquire_or_renew()
+    await clock.advance(9.0)
+    assert not await b.try_acquire_or_renew()
+
+
+async def test_a_released_lease_is_taken_at_once(objects: Objects, ns: str) -> None:
+    a, b = elector(objects, ns, "a"), elector(objects, ns, "b", FakeClock())
+    await a.acquire()
+    assert not await b.try_acquire_or_renew()
+    await a.release()
+    assert await holder(objects, ns) is None
+    assert await b.try_acquire_or_renew()
+
+
+async def test_a_leader_that_cannot_renew_stops_leading(
+    kube: KubeEmulator, objects: Objects, ns: str
+) -> None:
+    settings = LeaseSettings(
+        name="lock", namespace=ns, lease_duration=0.6, renew_deadline=0.3, retry_period=0.05
+    )
+    leader = LeaderElector(objects=objects, identity="a", settings=settings)
+    await leader.acquire()
+    kube.faults.error_rate(1.0, status=500, resource="leases")
+    await asyncio.wait_for(leader.hold(), 5)
+    assert not leader.is_leader
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Candidate:
+    def __init__(self, *, kubeconfig: Path, ns: str, record: Path, identity: str) -> None:
+        port = free_port()
+        self.identity = identity
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.controller_runtime.candidate",
+                str(record),
+                "--kubeconfig",
+                str(kubeconfig),
+                "--namespace",
+                ns,
+                "--identity",
+                identity,
+                "--lease-name",
+                "lock",
+                "--lease-namespace",
+                ns,
+                "--lease-duration",
+                "2",
+                "--renew-deadline",
+                "1.5",
+                "--retry-period",
+                "0.25",
+                "--metrics-port",
+                str(port),
+                "--health-port",
+                str(port),
+                "--watch-inactivity-timeout",
+                "5",
+                "--drain-timeout",
+                "5",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+    async def stop(self, sig: int) -> int:
+        """Signal the process and wait for it without blocking the emulator's loop."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return await asyncio.to_thread(self.proc.wait, 15)
+        finally:
+            if self.proc.stderr is not None:
+                self.proc.stderr.close()
+
+
+def records(path: Path) -> list[JSONDict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+async def churn(objects: Objects, ns: str) -> AsyncIterator[None]:
+    """Keep changing a few runners, so there is always something to reconcile."""
+    for i in range(3):
+        await objects.create(EPHEMERAL_RUNNER, ns, runner_body(f"r{i}"))
+
+    async def loop() -> None:
+        n = 0
+        while True:
+            n += 1
+            for i in range(3):
+                patch = {"metadata": {"annotations": {"n": str(n)}}}
+                await objects.patch(EPHEMERAL_RUNNER, ns, f"r{i}", patch)
+            await asyncio.sleep(0.05)
+
+    task = asyncio.create_task(loop())
+    yield
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_killing_the_leader_hands_over_without_overlap(
+    kube: KubeEmulator, objects: Objects, ns: str, tmp_path: Path, churn: None
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kube.write_kubeconfig(kubeconfig)
+    record = tmp_path / "record.jsonl"
+    candidates = {
+        who: Candidate(kubeconfig=kubeconfig, ns=ns, record=record, identity=who)
+        for who in ("one", "two")
+    }
+    try:
+
+        async def someone_leads() -> bool:
+            return await holder(objects, ns) in candidates
+
+        await eventually(someone_leads, within=20)
+        first = await holder(objects, ns)
+        assert first is not None
+
+        async def first_reconciles() -> bool:
+            return any(r["who"] == first for r in records(record))
+
+        await eventually(first_reconciles, within=20)
+        killed_at = time.time()
+        await candidates[first].stop(signal.SIGKILL)
+        second = next(who for who in candidates if who != first)
+
+        async def second_leads() -> bool:
+            return await holder(objects, ns) == second
+
+        await eventually(second_leads, within=20)
+        handover = time.time() - killed_at
+
+        async def second_reconciles() -> bool:
+            return any(r["who"] == second for r in records(record))
+
+        await eventually(second_reconciles, within=20)
+        assert await candidates[second].stop(signal.SIGTERM) == 0
+        assert await holder(objects, ns) is None
+    finally:
+        for c in candidates.values():
+            await c.stop(signal.SIGKILL)
+
+    # Lease 2 s, retry 0.25 s: the follower notices the last renewal within one retry period
+    # and tries again within another.
+    assert handover <= 2 + 2 * 0.25 + 1.0
+    log = records(record)
+    assert all(r["t"] < killed_at for r in log if r["who"] == first)
+    assert all(r["t"] >= killed_at for r in log if r["who"] == second)

@@ -1,0 +1,115 @@
+"""The `gha-controller` process: bad settings stop it with one line, and a real run serves health
+and metrics, leads, and on SIGTERM exits 0 having released the lease."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from controller.runtime import Registry
+from controller.runtime.process import main, parse_settings
+from sandbox.kube.emulator import KubeEmulator
+from shared.kube.objects import LEASE, Objects
+from tests.controller_runtime.conftest import eventually, sample_value
+from tests.controller_runtime.test_leader import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+GHA_CONTROLLER = ROOT / ".venv" / "bin" / "gha-controller"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--workers", "0"], "workers"),
+        (["--workers", "many"], "workers"),
+        (["--no-such-flag"], "--no-such-flag"),
+        (["--lease-duration", "5", "--renew-deadline", "6"], "lease-duration"),
+        (["--log-format", "xml"], "log-format"),
+        (["--kubeconfig", "/does/not/exist"], "/does/not/exist"),
+        (["--metrics-port", "70000"], "metrics-port"),
+    ],
+)
+def test_a_bad_setting_exits_2_with_one_line(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv, registry=Registry()) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("gha-controller: ")
+    assert says in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "workers", "namespaces"),
+    [
+        ([], {}, 4, []),
+        ([], {"GHA_CONTROLLER_WORKERS": "8", "GHA_CONTROLLER_NAMESPACES": "a,b"}, 8, ["a", "b"]),
+        (["--workers", "2", "--namespace", "c"], {"GHA_CONTROLLER_WORKERS": "8"}, 2, ["c"]),
+    ],
+)
+def test_flags_win_over_the_environment(
+    argv: list[str], env: dict[str, str], workers: int, namespaces: list[str]
+) -> None:
+    settings = parse_settings(argv, env)
+    assert (settings.workers, settings.namespaces) == (workers, namespaces)
+
+
+async def test_the_process_serves_leads_and_releases_on_sigterm(
+    kube: KubeEmulator, objects: Objects, ns: str, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kube.write_kubeconfig(kubeconfig)
+    health, metrics = free_port(), free_port()
+    proc = await asyncio.create_subprocess_exec(
+        str(GHA_CONTROLLER),
+        "--namespace",
+        ns,
+        "--lease-namespace",
+        ns,
+        "--health-port",
+        str(health),
+        "--metrics-port",
+        str(metrics),
+        "--bind-address",
+        "127.0.0.1",
+        "--log-format",
+        "json",
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+
+            async def get(port: int, path: str) -> tuple[int, str]:
+                try:
+                    async with http.get(f"http://127.0.0.1:{port}{path}") as resp:
+                        return resp.status, await resp.text()
+                except aiohttp.ClientConnectionError:
+                    return 0, ""
+
+            async def ready() -> bool:
+                return (await get(health, "/readyz"))[0] == 200
+
+            async def leading() -> bool:
+                _, text = await get(metrics, "/metrics")
+                lease = "gha-runner-scale-set-controller"
+                return sample_value(text, "leader_election_master_status", name=lease) == 1
+
+            await eventually(ready, within=20)
+            assert (await get(health, "/healthz"))[0] == 200
+            await eventually(leading, within=20)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 20) == 0
+        lease = await objects.get(LEASE, ns, "gha-runner-scale-set-controller")
+        assert lease["spec"].get("holderIdentity") is None
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
