@@ -426,7 +426,7 @@ class ServiceState:
             job = self.jobs.get(runner.job_id) if runner.job_id is not None else None
             if job is not None and job.state == "started":
                 self._complete(job, result="canceled")
-            del self.runners[runner.id]
+            self.runners.pop(runner.id, None)
         del self.scale_sets[scale_set_id]
         del self.queues[scale_set_id]
         for job in self.jobs.values():
@@ -454,6 +454,14 @@ class ServiceState:
                 continue
             return session
         return None
+
+    def live_session(self, session_id: str) -> Session | None:
+        """The session if it exists and has not expired (an expired one is dropped)."""
+        session = self.sessions.get(session_id)
+        if session is not None and self._expired(session):
+            self._drop_session(session)
+            return None
+        return session
 
     def _drop_session(self, session: Session) -> None:
         self.sessions.pop(session.id, None)

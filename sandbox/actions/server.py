@@ -295,9 +295,9 @@ class ActionsApp:
 
     def queue_session(self, request: web.Request, scale_set_id: int | None = None) -> Session:
         issued = self._token(request, "message_queue")
-        session = self.state.sessions.get(issued.session_id)
+        session = self.state.live_session(issued.session_id)
         if session is None:
-            raise Unauthorized("The message queue token belongs to no session.")
+            raise Unauthorized("The message queue token belongs to no live session.")
         if scale_set_id is not None and session.scale_set_id != scale_set_id:
             raise Unauthorized("The message queue token belongs to another runner scale set.")
         return session

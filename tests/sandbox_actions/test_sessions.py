@@ -316,3 +316,15 @@ async def test_expired_queue_token_is_recovered_by_refresh(
 
     assert expired.status == 401
     assert retried.status == 200
+
+
+async def test_an_expired_session_refuses_its_queue_token(http: aiohttp.ClientSession) -> None:
+    async with ActionsEmulator(session_timeout=0) as emulator:
+        service = await authenticate(emulator, http)
+        scale_set = await service.create_scale_set("arc")
+        session = await service.open_session(scale_set["id"])
+
+        reply = await service.get_message(session)
+
+        assert reply.status == 401
+        assert emulator.state.sessions == {}

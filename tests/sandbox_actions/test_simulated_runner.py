@@ -232,3 +232,21 @@ async def test_other_containers(actions: ActionsEmulator, container: str) -> Non
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_deleting_the_scale_set_cancels_its_running_job(
+    actions: ActionsEmulator, service: Service
+) -> None:
+    listener, scale_set_id = await start_listener(service)
+    request_id = actions.enqueue_job(labels=["arc"], duration=3600)
+    await listener.until("JobAssigned")
+    jit = (await service.generate_jit(scale_set_id, "r")).json
+    pod = asyncio.create_task(run_pod(actions, jit["encodedJITConfig"]))
+    await listener.until("JobStarted")
+
+    deleted = await service.call("DELETE", f"_apis/runtime/runnerscalesets/{scale_set_id}")
+
+    assert deleted.status == 204
+    assert await pod == 0
+    assert actions.state.jobs[request_id].final_result == "canceled"
+    assert actions.state.runners == {}
