@@ -122,7 +122,7 @@ class ActionsClient:
         self._admin_token = ""
         self._admin_expiry: float | None = None
         self._token_lock = asyncio.Lock()
-        self._secrets: set[str] = set()
+        self._secrets: set[str] = set(self.transport.proxy.passwords)
         if isinstance(credentials, GitHubApp):
             self._secrets.add(credentials.private_key)
         else:

@@ -79,6 +79,16 @@ class ProxySettings:
     def enabled(self) -> bool:
         return bool(self.http_proxy or self.https_proxy)
 
+    @property
+    def passwords(self) -> frozenset[str]:
+        """Passwords embedded in the proxy URLs (`http://user:password@proxy:3128`)."""
+        found = set()
+        for proxy in (self.http_proxy, self.https_proxy):
+            password = urlsplit(proxy if "://" in proxy else f"http://{proxy}").password
+            if password:
+                found.add(password)
+        return frozenset(found)
+
     def proxy_for(self, url: str) -> str | None:
         """The proxy URL to use for `url`, or None to connect directly."""
         parts = urlsplit(url)
@@ -308,7 +318,7 @@ class Transport:
                 data=body,
                 proxy=proxy,
                 timeout=client_timeout,
-                allow_redirects=False,
+                max_redirects=10,
             ) as resp:
                 raw = await resp.read()
             log.debug(

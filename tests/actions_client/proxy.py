@@ -23,7 +23,7 @@ async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> Non
 
 
 class ForwardingProxy:
-    """Records every request line it receives: `(method, target)`.
+    """Records every request line it receives, `(method, target)`, and any Proxy-Authorization.
 
     Plain HTTP requests are rewritten to origin form with `Connection: close` (one request per
     upstream connection keeps the forwarding trivially correct); CONNECT opens a byte tunnel.
@@ -31,6 +31,7 @@ class ForwardingProxy:
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, str]] = []
+        self.authorizations: list[str] = []
         self.url = ""
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -78,6 +79,11 @@ class ForwardingProxy:
         request_line, *header_lines = head.decode("latin-1").split("\r\n")
         method, target, version = request_line.split(" ", 2)
         self.requests.append((method, target))
+        self.authorizations.extend(
+            h.partition(":")[2].strip()
+            for h in header_lines
+            if h.lower().startswith("proxy-authorization:")
+        )
         if method == "CONNECT":
             host, _, port = target.rpartition(":")
             up_reader, up_writer = await asyncio.open_connection(host, int(port))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import ssl
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
@@ -45,6 +46,26 @@ async def test_http_proxy_variable_routes_every_request(
     proxied = [(method, urlsplit(target).path) for method, target in proxy.requests]
     assert proxied == served
     assert all(target.startswith(actions.url) for _, target in proxy.requests)
+
+
+@pytest.mark.parametrize("tls", [False, True])
+async def test_proxy_credentials_from_url(
+    make_client: ClientFactory, proxy: ForwardingProxy, tls: bool
+) -> None:
+    async with ActionsEmulator(tls=tls) as gh:
+        authority = urlsplit(proxy.url).netloc
+        variable = "HTTPS_PROXY" if tls else "HTTP_PROXY"
+        client = make_client(
+            config_url=gh.config_url(),
+            credentials=PersonalAccessToken(gh.add_pat()),
+            root_ca_pem=gh.ca_pem,
+            env={variable: f"http://scaler:s3cret-pw@{authority}"},
+        )
+        await client.get_runner_group_by_name("default")
+    expected = "Basic " + base64.b64encode(b"scaler:s3cret-pw").decode()
+    assert proxy.authorizations
+    assert set(proxy.authorizations) == {expected}
+    assert "s3cret-pw" in client.secrets
 
 
 async def test_no_proxy_bypasses(

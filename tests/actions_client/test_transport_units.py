@@ -106,3 +106,14 @@ def test_invalid_root_ca_is_rejected() -> None:
 )
 def test_proxy_enabled(env: dict[str, str], enabled: bool) -> None:
     assert ProxySettings.from_env(env).enabled is enabled
+
+
+@pytest.mark.parametrize(
+    ("settings", "passwords"),
+    [
+        (ProxySettings(http_proxy="http://u:pw1@p:1", https_proxy="u:pw2@p:2"), {"pw1", "pw2"}),
+        (ProxySettings(http_proxy="http://p:1"), set()),
+    ],
+)
+def test_proxy_passwords(settings: ProxySettings, passwords: set[str]) -> None:
+    assert settings.passwords == passwords
