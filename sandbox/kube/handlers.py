@@ -443,7 +443,6 @@ class ApiServer:
                 if found
                 else {"authenticated": False}
             )
-            out["spec"] = {k: v for k, v in spec.items() if k != "token"}
             return json_response(out, 201)
         if rt.plural == "selfsubjectreviews":
             out["status"] = {"userInfo": user.info()}
