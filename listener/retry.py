@@ -35,7 +35,9 @@ class Backoff:
     maximum: float
 
     def wait(self) -> tenacity.wait.wait_base:
-        return tenacity.wait_exponential_jitter(initial=self.initial, max=self.maximum)
+        return tenacity.wait_exponential_jitter(
+            multiplier=self.initial, max=self.maximum, jitter=self.initial
+        )
 
 
 class Stopping(Exception):
