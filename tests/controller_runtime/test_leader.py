@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +174,10 @@ class Candidate:
                 self.proc.stderr.close()
 
 
+def micro_time(value: str) -> float:
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+
+
 def records(path: Path) -> list[JSONDict]:
     if not path.exists():
         return []
@@ -226,13 +231,14 @@ async def test_killing_the_leader_hands_over_without_overlap(
         await eventually(first_reconciles, within=20)
         killed_at = time.time()
         await candidates[first].stop(signal.SIGKILL)
+        last_renewal = micro_time((await objects.get(LEASE, ns, "lock"))["spec"]["renewTime"])
         second = next(who for who in candidates if who != first)
 
         async def second_leads() -> bool:
             return await holder(objects, ns) == second
 
         await eventually(second_leads, within=20)
-        handover = time.time() - killed_at
+        acquired = micro_time((await objects.get(LEASE, ns, "lock"))["spec"]["acquireTime"])
 
         async def second_reconciles() -> bool:
             return any(r["who"] == second for r in records(record))
@@ -244,9 +250,10 @@ async def test_killing_the_leader_hands_over_without_overlap(
         for c in candidates.values():
             await c.stop(signal.SIGKILL)
 
-    # Lease 2 s, retry 0.25 s: the follower notices the last renewal within one retry period
-    # and tries again within another.
-    assert handover <= 2 + 2 * 0.25 + 1.0
+    # Lease 2 s, retry 0.25 s: never before the lease expired; after it, the follower has seen
+    # the last renewal within one retry period and tries again within another, plus the time its
+    # requests take on a loaded machine (the exact expiry is tested on a fake clock above).
+    assert 2.0 <= acquired - last_renewal <= 2.0 + 2 * 0.25 + 2.0
     log = records(record)
     assert all(r["t"] < killed_at for r in log if r["who"] == first)
     assert all(r["t"] >= killed_at for r in log if r["who"] == second)
