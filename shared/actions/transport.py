@@ -261,7 +261,6 @@ class Transport:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=self._ssl),
                 trust_env=False,
-                auto_decompress=True,
             )
         return self._session
 
