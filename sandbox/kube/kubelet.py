@@ -424,11 +424,12 @@ class Kubelet:
                 env[name] = "0"
         return env
 
-    async def _run_container(self, uid: str, container: Obj, deleting: asyncio.Event) -> int | None:
+    async def _run_container(
+        self, uid: str, container: Obj, deleting: asyncio.Event, env: dict[str, str]
+    ) -> int | None:
         """Run one container through the runtime; None when the pod was deleted first."""
-        env = await self._env(uid, container, deleting)
         pod = self._pod_obj(uid)
-        if env is None or pod is None:
+        if pod is None:
             return None
         task = asyncio.create_task(
             self.runtime.run(pod=copy.deepcopy(pod), container=copy.deepcopy(container), env=env)
@@ -468,8 +469,11 @@ class Kubelet:
                         imageID=_image_id(cs),
                     )
 
+        env = await self._env(uid, container, deleting)
+        if env is None:
+            return None
         self._write_status(uid, running)
-        code = await self._run_container(uid, container, deleting)
+        code = await self._run_container(uid, container, deleting, env)
         if code is None:
             return None
         finished = timestamp(self.registry.clock())
@@ -520,10 +524,19 @@ class Kubelet:
             _set_condition(status, "Ready", "True", started)
             _set_condition(status, "ContainersReady", "True", started)
 
+        envs: dict[str, dict[str, str]] = {}
+        for c in containers:
+            env = await self._env(uid, c, deleting)
+            if env is None:
+                await self._terminate(uid, {})
+                return
+            envs[c["name"]] = env
         self._write_status(uid, running)
         results: dict[str, int] = {}
         tasks = {
-            c["name"]: asyncio.create_task(self._container_loop(uid, c, policy, deleting, results))
+            c["name"]: asyncio.create_task(
+                self._container_loop(uid, c, policy, deleting, results, envs[c["name"]])
+            )
             for c in containers
         }
         try:
@@ -552,12 +565,13 @@ class Kubelet:
         policy: str,
         deleting: asyncio.Event,
         results: dict[str, int],
+        env: dict[str, str],
     ) -> None:
         name = container["name"]
         restarts = 0
         while True:
             started = timestamp(self.registry.clock())
-            code = await self._run_container(uid, container, deleting)
+            code = await self._run_container(uid, container, deleting, env)
             if code is None:
                 return
             finished = timestamp(self.registry.clock())
@@ -575,6 +589,10 @@ class Kubelet:
             if await _wait_or_deleted(deleting, self.restart_backoff):
                 return
             restarts += 1
+            resolved = await self._env(uid, container, deleting)
+            if resolved is None:
+                return
+            env = resolved
             again = timestamp(self.registry.clock())
             self._write_status(
                 uid, functools.partial(_mark_restarted, name=name, at=again, count=restarts)
