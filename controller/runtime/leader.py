@@ -141,10 +141,16 @@ class LeaderElector:
             await self._clock.sleep(self.settings.retry_period)
             if await self._attempt():
                 last = self._clock.now()
-            elif self._clock.now() - last >= self.settings.renew_deadline:
+            elif self._taken_by_another() or (
+                self._clock.now() - last >= self.settings.renew_deadline
+            ):
                 self.is_leader = False
                 log.error("lost the lease", extra={"identity": self.identity})
                 return
+
+    def _taken_by_another(self) -> bool:
+        holder = self._observed[0] if self._observed else None
+        return bool(holder) and holder != self.identity
 
     async def release(self) -> None:
         """Clear the holder so a follower takes over at once instead of after the lease expires."""

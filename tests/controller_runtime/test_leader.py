@@ -115,6 +115,19 @@ async def test_a_leader_that_cannot_renew_stops_leading(
     assert not leader.is_leader
 
 
+async def test_a_leader_that_sees_another_holder_stops_at_once(objects: Objects, ns: str) -> None:
+    settings = LeaseSettings(
+        name="lock", namespace=ns, lease_duration=60, renew_deadline=30, retry_period=0.05
+    )
+    leader = LeaderElector(objects=objects, identity="a", settings=settings)
+    await leader.acquire()
+    lease = await objects.get(LEASE, ns, "lock")
+    lease["spec"]["holderIdentity"] = "intruder"
+    await objects.replace(LEASE, ns, lease)
+    await asyncio.wait_for(leader.hold(), 5)
+    assert not leader.is_leader
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
