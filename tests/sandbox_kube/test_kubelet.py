@@ -72,13 +72,14 @@ def stored(kube: KubeEmulator, ns: str, name: str) -> Obj | None:
 
 def phase(kube: KubeEmulator, ns: str, name: str) -> str | None:
     obj = stored(kube, ns, name)
-    return (obj or {}).get("status", {}).get("phase")
+    value = (obj or {}).get("status", {}).get("phase")
+    return str(value) if value else None
 
 
 async def test_pod_start_is_a_sequence_of_separate_status_writes(
     kubelet_kube: tuple[KubeEmulator, client.CoreV1Api], namespace: str
 ) -> None:
-    kube, core = kubelet_kube
+    _, core = kubelet_kube
     created = await core.create_namespaced_pod(namespace, pod("p", "main"))
     assert created.status.phase == "Pending"
     seen = await events(
@@ -198,7 +199,8 @@ async def test_missing_secret_waits_in_create_container_config_error(
     def waiting_reason() -> str | None:
         obj = stored(kube, namespace, "p") or {}
         statuses = obj.get("status", {}).get("containerStatuses") or [{}]
-        return statuses[0].get("state", {}).get("waiting", {}).get("reason")
+        reason = statuses[0].get("state", {}).get("waiting", {}).get("reason")
+        return str(reason) if reason else None
 
     await wait_for(lambda: waiting_reason() == "CreateContainerConfigError")
     assert runtime.runs == []
