@@ -1,0 +1,127 @@
+"""kubectl installs the manifests on an API server (the emulator) and RBAC grants what it should.
+
+The emulator evaluates RBAC from the stored Roles and bindings, so `kubectl auth can-i --as`
+answers for the listener and controller identities exactly as a cluster would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from sandbox.kube.emulator import KubeEmulator
+
+MANIFESTS = Path(__file__).parents[2] / "manifests"
+LISTENER = "system:serviceaccount:arc-runners:gha-listener"
+CONTROLLER = "system:serviceaccount:gha-runner-scaler-system:gha-controller"
+
+
+@pytest.fixture
+async def kubeconfig(tmp_path: Path) -> AsyncIterator[Path]:
+    # TLS, because kubectl sends no bearer token over plain HTTP.
+    async with KubeEmulator(tls=True) as kube:
+        path = tmp_path / "kubeconfig"
+        kube.write_kubeconfig(path)
+        yield path
+
+
+async def _kubectl(kubeconfig: Path, *args: str) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        "kubectl",
+        *args,
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode is not None
+    return process.returncode, output.decode()
+
+
+async def _apply(kubeconfig: Path, *args: str) -> None:
+    code, output = await _kubectl(kubeconfig, "apply", *args)
+    assert code == 0, output
+
+
+async def _can_i(kubeconfig: Path, identity: str, namespace: str, verb: str, what: str) -> bool:
+    """`what` is resource[/name][:subresource], e.g. `ephemeralrunnersets/my-runners:status`."""
+    target, _, subresource = what.partition(":")
+    args = ["auth", "can-i", verb, target, "-n", namespace, "--as", identity]
+    if subresource:
+        args.append(f"--subresource={subresource}")
+    code, output = await _kubectl(kubeconfig, *args)
+    assert output.strip() in {"yes", "no"}, output
+    return code == 0
+
+
+async def test_install_then_docker_run_example_apply(kubeconfig: Path) -> None:
+    await _apply(kubeconfig, "-k", str(MANIFESTS))
+    await _kubectl(kubeconfig, "create", "namespace", "arc-runners")
+    await _apply(kubeconfig, "-k", str(MANIFESTS / "examples" / "docker-run"))
+    code, output = await _kubectl(
+        kubeconfig, "get", "ephemeralrunnersets", "-n", "arc-runners", "-o", "name"
+    )
+    assert (code, output.split()) == (0, ["ephemeralrunnerset.actions.github.com/my-runners"])
+
+
+LISTENER_CAN = {
+    ("get", "ephemeralrunners"): True,
+    ("patch", "ephemeralrunners"): True,
+    ("get", "ephemeralrunners:status"): True,
+    ("patch", "ephemeralrunners:status"): True,
+    ("update", "ephemeralrunners:status"): False,
+    ("patch", "ephemeralrunnersets/my-runners"): True,
+    ("patch", "ephemeralrunnersets/another-set"): False,
+    ("patch", "ephemeralrunnersets/my-runners:status"): False,
+    ("get", "ephemeralrunnersets/my-runners"): False,
+    ("list", "ephemeralrunners"): False,
+    ("watch", "ephemeralrunners"): False,
+    ("update", "ephemeralrunners"): False,
+    ("delete", "ephemeralrunners"): False,
+    ("create", "ephemeralrunners"): False,
+    ("get", "secrets"): False,
+    ("get", "pods"): False,
+}
+
+
+async def test_listener_service_account_can_do_exactly_its_job(kubeconfig: Path) -> None:
+    await _apply(kubeconfig, "-k", str(MANIFESTS / "crds"))
+    await _kubectl(kubeconfig, "create", "namespace", "arc-runners")
+    # As the README says: `kubectl apply -n arc-runners -f manifests/listener/`.
+    await _apply(kubeconfig, "-n", "arc-runners", "-f", str(MANIFESTS / "listener"))
+    answers = {
+        (verb, what): await _can_i(kubeconfig, LISTENER, "arc-runners", verb, what)
+        for verb, what in LISTENER_CAN
+    }
+    assert answers == LISTENER_CAN
+    assert not await _can_i(kubeconfig, LISTENER, "default", "patch", "ephemeralrunners")
+
+
+CONTROLLER_CAN = {
+    ("arc-runners", "create", "ephemeralrunners"): True,
+    ("arc-runners", "patch", "ephemeralrunnersets:status"): True,
+    ("arc-runners", "update", "ephemeralrunnersets:status"): False,
+    ("arc-runners", "update", "ephemeralrunnersets:finalizers"): True,
+    ("arc-runners", "patch", "autoscalinglisteners:status"): False,
+    ("arc-runners", "delete", "pods"): True,
+    ("arc-runners", "create", "roles"): True,
+    ("arc-runners", "update", "ephemeralrunners"): False,
+    ("arc-runners", "create", "autoscalingrunnersets"): False,
+    ("arc-runners", "watch", "secrets"): False,
+    ("arc-runners", "update", "leases"): False,
+    ("gha-runner-scaler-system", "update", "leases"): True,
+    ("gha-runner-scaler-system", "delete", "leases"): False,
+}
+
+
+async def test_controller_service_account_permissions(kubeconfig: Path) -> None:
+    await _apply(kubeconfig, "-k", str(MANIFESTS))
+    answers = {
+        (namespace, verb, what): await _can_i(kubeconfig, CONTROLLER, namespace, verb, what)
+        for namespace, verb, what in CONTROLLER_CAN
+    }
+    assert answers == CONTROLLER_CAN
