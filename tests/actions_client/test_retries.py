@@ -26,7 +26,7 @@ from .conftest import ClientFactory, RecordedSleeps, until
 
 
 async def _warm(client: ActionsClient) -> None:
-    """Fetch the admin token so faults hit only the call under test."""
+    """Fetch the admin token so faults and short timeouts hit only the call under test."""
     await client.get_runner_group_by_name("default")
 
 
@@ -150,8 +150,9 @@ async def test_connection_refused_is_retried_then_connection_error(
 async def test_slow_answer_times_out_and_is_retried(
     actions: ActionsEmulator, make_client: ClientFactory, sleeps: RecordedSleeps
 ) -> None:
-    client = make_client(request_timeout=1.0)
+    client = make_client()
     await _warm(client)
+    client.transport.request_timeout = 2.0
     fault = actions.faults.inject("get_runner_group", latency=30.0, count=1)
     group = await client.get_runner_group_by_name("default")
     assert group.id == 1
@@ -162,8 +163,9 @@ async def test_slow_answer_times_out_and_is_retried(
 async def test_every_attempt_timing_out_is_connection_error(
     actions: ActionsEmulator, make_client: ClientFactory, sleeps: RecordedSleeps
 ) -> None:
-    client = make_client(request_timeout=0.2, retry=RetryPolicy(attempts=2, sleep=sleeps))
+    client = make_client(retry=RetryPolicy(attempts=2, sleep=sleeps))
     await _warm(client)
+    client.transport.request_timeout = 0.2
     actions.faults.inject("get_runner_group", latency=30.0)
     with pytest.raises(ActionsConnectionError) as caught:
         await client.get_runner_group_by_name("default")
@@ -178,12 +180,14 @@ async def test_long_poll_has_its_own_timeout(
         client = make_client(
             config_url=gh.config_url(),
             credentials=PersonalAccessToken(gh.add_pat()),
-            request_timeout=1.0,
             long_poll_timeout=30.0,
         )
         made = await client.create_runner_scale_set(RunnerScaleSet(name="arc", runner_group_id=1))
         async with await client.open_message_session(made.id, owner="x") as session:
+            # Shorter than the 2 s the emulator holds the poll: only the long-poll timeout fits.
+            client.transport.request_timeout = 1.0
             assert await session.get_message(max_capacity=1) is None
+            client.transport.request_timeout = 10.0
         assert gh.state.count("get_message") == 1
         assert sleeps.waits == []
 
