@@ -10,7 +10,7 @@ Public API (everything else in the package is internal)::
         system_info=SystemInfo(subsystem="ghalistener", scale_set_id=7),
         root_ca_pem=None,                                 # extra trusted CA(s), PEM
         # proxy: HTTP(S)_PROXY / NO_PROXY from the environment unless ProxySettings(...) given
-        # retry=RetryPolicy(...), request_timeout=60.0, long_poll_timeout=120.0, clock=time.time
+        # retry=RetryPolicy(...), request_timeout=30.0, long_poll_timeout=120.0, clock=time.time
     ) as client:
         # controller side
         group = await client.get_runner_group_by_name("default")           # RunnerGroup

@@ -91,7 +91,7 @@ class ActionsClient:
         root_ca_pem: str | bytes | None = None,
         proxy: ProxySettings | None = None,
         retry: RetryPolicy | None = None,
-        request_timeout: float = 60.0,
+        request_timeout: float = 30.0,
         long_poll_timeout: float = 120.0,
         clock: Callable[[], float] = time.time,
         env: Mapping[str, str] | None = None,
