@@ -202,10 +202,10 @@ class Informer:
 
     async def _list(self, namespace: str | None) -> str:
         """Replace the scope's part of the store with a fresh list; its resourceVersion."""
-        self.lists += 1
         listing = await asyncio.wait_for(
             self._objects.list(self.kind, namespace), self.settings.request_timeout
         )
+        self.lists += 1
         seen = set()
         for item in listing.get("items") or []:
             seen.add(Request.of(item))
