@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from sandbox.actions import ENDPOINTS, ActionsEmulator
 from shared.actions import (
     ActionsClient,
+    ActionsError,
     ActionsServerError,
     MessageSession,
     RunnerScaleSet,
@@ -99,3 +101,21 @@ async def test_non_json_list_is_unexpected_response(
     actions.faults.inject(endpoint, status=200, body="<html>", count=1)
     with pytest.raises(UnexpectedResponse, match="not JSON"):
         await call(client, session, scale_set.id)
+
+
+async def test_api_version_on_every_service_call_and_never_on_the_queue(
+    actions: ActionsEmulator,
+    client: ActionsClient,
+    scale_set: RunnerScaleSet,
+    session: MessageSession,
+) -> None:
+    for endpoint in sorted(CALLS):
+        with contextlib.suppress(ActionsError):
+            await CALLS[endpoint][1](client, session, scale_set.id)
+    served = {r.endpoint for r in actions.state.requests}
+    assert set(CALLS) <= served
+    for record in actions.state.requests:
+        if record.path.startswith("/tenant/123/"):
+            assert record.query.get("api-version") == "6.0-preview", record
+        else:
+            assert "api-version" not in record.query, record
