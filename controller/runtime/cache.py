@@ -232,10 +232,14 @@ class Informer:
         async with contextlib.aclosing(stream):
             async for event in stream:
                 kind, obj = event.get("type"), event.get("object")
-                if not isinstance(obj, dict):
-                    log.warning("watch event without an object", extra={"type": kind})
+                meta = obj.get("metadata") if isinstance(obj, dict) else None
+                if not isinstance(obj, dict) or not isinstance(meta, dict):
+                    log.warning("watch event without an object skipped", extra={"type": kind})
                     continue
-                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if kind != "BOOKMARK" and not meta.get("name"):
+                    log.warning("watch event without a name skipped", extra={"type": kind})
+                    continue
+                rv = meta.get("resourceVersion")
                 if kind in ("ADDED", "MODIFIED"):
                     self._upsert(obj)
                 elif kind == "DELETED":

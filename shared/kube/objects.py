@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from shared.kube.client import DEFAULT_TIMEOUT_SECONDS, GROUP, MERGE_PATCH, VERSION, JSONDict
 from shared.kube.errors import KubeError, Timeout, from_api_exception, kube_errors
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +229,14 @@ class Objects:
                     return
                 if not line.strip():
                     continue
-                event: JSONDict = json.loads(line)
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    log.warning("malformed watch line skipped", extra={"kind": kind.kind})
+                    continue
+                if not isinstance(event, dict):
+                    log.warning("malformed watch event skipped", extra={"kind": kind.kind})
+                    continue
                 if event.get("type") == "ERROR":
                     status = event.get("object") or {}
                     failure = ApiException(status=int(status.get("code", 500)))

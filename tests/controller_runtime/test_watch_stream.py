@@ -1,0 +1,65 @@
+"""The watch stream's handling of what a server should never send, on a tiny aiohttp server."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from kubernetes_asyncio import client
+
+from shared.kube.client import configuration_from_dict
+from shared.kube.errors import Gone
+from shared.kube.objects import CONFIG_MAP, Objects
+
+ServerFactory = Callable[[web.Application], Coroutine[Any, Any, TestServer]]
+
+
+def event(kind: str, name: str, rv: str) -> bytes:
+    obj = {
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv},
+    }
+    return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+
+async def stream(lines: list[bytes], aiohttp_server: ServerFactory) -> list[dict[str, Any]]:
+    async def watch(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        for line in lines:
+            await resp.write(line)
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/api/v1/namespaces/ns/configmaps", watch)
+    server = await aiohttp_server(app)
+    kubeconfig = {
+        "clusters": [{"name": "c", "cluster": {"server": str(server.make_url(""))}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    async with client.ApiClient(await configuration_from_dict(kubeconfig)) as api:
+        events = Objects(api, timeout=5).watch(
+            CONFIG_MAP, "ns", resource_version="1", timeout_seconds=5, inactivity_timeout=5
+        )
+        async with contextlib.aclosing(events):
+            return [e async for e in events]
+
+
+async def test_malformed_lines_are_skipped(aiohttp_server: ServerFactory) -> None:
+    lines = [event("ADDED", "a", "2"), b"{not json\n", b"[1, 2]\n", b"\n", event("ADDED", "b", "3")]
+    got = await stream(lines, aiohttp_server)
+    assert [e["object"]["metadata"]["name"] for e in got] == ["a", "b"]
+
+
+async def test_an_error_event_raises_its_status(aiohttp_server: ServerFactory) -> None:
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}
+    with pytest.raises(Gone):
+        await stream([event("ADDED", "a", "2"), json.dumps(gone).encode() + b"\n"], aiohttp_server)
