@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import Callable, Coroutine
@@ -13,7 +14,7 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
 from shared.kube.client import configuration_from_dict
-from shared.kube.errors import Gone
+from shared.kube.errors import Gone, Timeout
 from shared.kube.objects import CONFIG_MAP, Objects
 
 ServerFactory = Callable[[web.Application], Coroutine[Any, Any, TestServer]]
@@ -27,12 +28,23 @@ def event(kind: str, name: str, rv: str) -> bytes:
     return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
 
 
-async def stream(lines: list[bytes], aiohttp_server: ServerFactory) -> list[dict[str, Any]]:
+async def stream(
+    lines: list[bytes],
+    aiohttp_server: ServerFactory,
+    *,
+    stall: asyncio.Event | None = None,
+    inactivity: float = 5.0,
+) -> list[dict[str, Any]]:
+    """The events a watch yields from a server writing `lines`, then (with `stall`) nothing
+    at all until `stall` is set, as a half-open connection would."""
+
     async def watch(request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse()
         await resp.prepare(request)
         for line in lines:
             await resp.write(line)
+        if stall is not None:
+            await stall.wait()
         await resp.write_eof()
         return resp
 
@@ -47,10 +59,17 @@ async def stream(lines: list[bytes], aiohttp_server: ServerFactory) -> list[dict
     }
     async with client.ApiClient(await configuration_from_dict(kubeconfig)) as api:
         events = Objects(api, timeout=5).watch(
-            CONFIG_MAP, "ns", resource_version="1", timeout_seconds=5, inactivity_timeout=5
+            CONFIG_MAP, "ns", resource_version="1", timeout_seconds=5, inactivity_timeout=inactivity
         )
+        got: list[dict[str, Any]] = []
         async with contextlib.aclosing(events):
-            return [e async for e in events]
+            try:
+                async for e in events:
+                    got.append(e)
+            finally:
+                if stall is not None:
+                    stall.set()
+        return got
 
 
 async def test_malformed_lines_are_skipped(aiohttp_server: ServerFactory) -> None:
@@ -63,3 +82,12 @@ async def test_an_error_event_raises_its_status(aiohttp_server: ServerFactory) -
     gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}
     with pytest.raises(Gone):
         await stream([event("ADDED", "a", "2"), json.dumps(gone).encode() + b"\n"], aiohttp_server)
+
+
+async def test_a_stalled_stream_raises_timeout_after_the_inactivity_limit(
+    aiohttp_server: ServerFactory,
+) -> None:
+    with pytest.raises(Timeout):
+        await stream(
+            [event("ADDED", "a", "2")], aiohttp_server, stall=asyncio.Event(), inactivity=0.3
+        )
