@@ -60,7 +60,7 @@ async def _can_i(kubeconfig: Path, identity: str, namespace: str, verb: str, wha
 
 async def test_install_then_docker_run_example_apply(kubeconfig: Path) -> None:
     await _apply(kubeconfig, "-k", str(MANIFESTS))
-    await _kubectl(kubeconfig, "create", "namespace", "arc-runners")
+    assert (await _kubectl(kubeconfig, "create", "namespace", "arc-runners"))[0] == 0
     await _apply(kubeconfig, "-k", str(MANIFESTS / "examples" / "docker-run"))
     code, output = await _kubectl(
         kubeconfig, "get", "ephemeralrunnersets", "-n", "arc-runners", "-o", "name"
@@ -90,7 +90,7 @@ LISTENER_CAN = {
 
 async def test_listener_service_account_can_do_exactly_its_job(kubeconfig: Path) -> None:
     await _apply(kubeconfig, "-k", str(MANIFESTS / "crds"))
-    await _kubectl(kubeconfig, "create", "namespace", "arc-runners")
+    assert (await _kubectl(kubeconfig, "create", "namespace", "arc-runners"))[0] == 0
     # As the README says: `kubectl apply -n arc-runners -f manifests/listener/`.
     await _apply(kubeconfig, "-n", "arc-runners", "-f", str(MANIFESTS / "listener"))
     answers = {
