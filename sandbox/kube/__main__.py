@@ -1,7 +1,9 @@
 """`python -m sandbox.kube --port 0 --kubeconfig PATH [--tls]` (also `gha-sandbox kube`).
 
-Serves the emulator on 127.0.0.1, prints its URL as the first line of stdout, writes an admin
-kubeconfig, and exits cleanly on SIGTERM or SIGINT.
+Serves the emulator on 127.0.0.1, writes an admin kubeconfig (atomically), then prints the URL as
+the first line of stdout, so a reader of that line can use the kubeconfig at once. Exits cleanly
+on SIGTERM or SIGINT. Without --tls, requests without credentials act as the admin, because
+kubectl sends no bearer token over plain http.
 """
 
 from __future__ import annotations
@@ -13,8 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
-from sandbox.kube.emulator import KubeEmulator
-from sandbox.kube.testing import project_crds
+from sandbox.kube.emulator import KubeEmulator, project_crds
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,8 +59,8 @@ async def _serve(args: argparse.Namespace) -> int:
         insecure_admin=not args.tls,
     ) as kube:
         kube.apply_crds(_crd_files(args))
-        print(kube.url, flush=True)
         kube.write_kubeconfig(args.kubeconfig)
+        print(kube.url, flush=True)
         await stop.wait()
     return 0
 

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from aiohttp import web
@@ -23,7 +23,6 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from kubernetes_asyncio import client
 
 from sandbox.kube.faults import Faults, Requests
 from sandbox.kube.gc import Controllers, cancel
@@ -42,10 +41,21 @@ from sandbox.kube.registry import Clock, Registry, utcnow
 from sandbox.kube.resources import BUILTINS, SEEDED_NAMESPACES, Catalog
 from sandbox.kube.status import ApiError
 from sandbox.kube.store import Store
-from shared.kube.client import configuration_from_dict
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio import client
 
 Obj = dict[str, Any]
 ADMIN_USER = "kubernetes-admin"
+
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+CRD_DIR = PROJECT_ROOT / "manifests" / "crds"
+
+
+def project_crds() -> list[Path]:
+    """The project's CRD files (manifests/crds/*.yaml), if that directory exists."""
+    return sorted(CRD_DIR.glob("*.yaml")) if CRD_DIR.is_dir() else []
 
 
 def _self_signed() -> tuple[bytes, bytes]:
@@ -277,10 +287,16 @@ class KubeEmulator:
     def write_kubeconfig(self, path: str | os.PathLike[str], *, token: str | None = None) -> None:
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(yaml.safe_dump(self.kubeconfig_dict(token=token)))
-        target.chmod(0o600)
+        partial = target.with_name(f".{target.name}.partial")
+        partial.write_text(yaml.safe_dump(self.kubeconfig_dict(token=token)))
+        partial.chmod(0o600)
+        partial.replace(target)
 
     async def configuration(self, *, token: str | None = None) -> client.Configuration:
+        """A kubernetes-asyncio Configuration for the admin, or for the identity of `token`."""
+        # Imported here so the standalone server starts without loading the client library.
+        from shared.kube.client import configuration_from_dict
+
         return await configuration_from_dict(self.kubeconfig_dict(token=token))
 
     def service_account_token(self, namespace: str, name: str) -> str:

@@ -7,19 +7,13 @@ Enable with `pytest_plugins = ["sandbox.kube.testing"]`. The CRDs are read from
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from kubernetes_asyncio import client
 
-from sandbox.kube.emulator import KubeEmulator
+from sandbox.kube.emulator import PROJECT_ROOT, KubeEmulator, project_crds
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-CRD_DIR = PROJECT_ROOT / "manifests" / "crds"
-
-
-def project_crds() -> list[Path]:
-    return sorted(CRD_DIR.glob("*.yaml")) if CRD_DIR.is_dir() else []
+__all__ = ["PROJECT_ROOT", "kube", "kube_api", "project_crds"]
 
 
 @pytest.fixture
