@@ -30,7 +30,7 @@ from sandbox.kube.rbac import (
     service_account_user,
     user_for_name,
 )
-from sandbox.kube.registry import Registry, timestamp
+from sandbox.kube.registry import FIELD_VALIDATION, Registry, timestamp
 from sandbox.kube.resources import Catalog, ResourceType
 from sandbox.kube.selectors import FieldSelector, LabelSelector
 from sandbox.kube.status import (
@@ -204,7 +204,20 @@ class ApiServer:
                 if status:
                     raise for_code(status, f"{info.verb} {info.resource}")
             self._authorize(user, info)
+            warnings: list[str] = []
+            mode = request.query.get(
+                "fieldValidation",
+                "Warn" if request.method in ("POST", "PUT", "PATCH") else "Ignore",
+            )
+            if mode not in ("Ignore", "Warn", "Strict"):
+                raise bad_request(
+                    f"fieldValidation must be one of Ignore, Warn or Strict, not {mode!r}"
+                )
+            FIELD_VALIDATION.set((mode, warnings))
             response = await self._dispatch(request, info, user)
+            for warning in warnings:
+                quoted = warning.replace("\\", "\\\\").replace('"', '\\"')
+                response.headers.add("Warning", f'299 - "{quoted}"')
             code = response.status
             return response
         except ApiError as err:

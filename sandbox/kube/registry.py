@@ -8,13 +8,14 @@ consistent (python-stack.md 2.3-2.10, 2.17, 2.19).
 from __future__ import annotations
 
 import base64
+import contextvars
 import copy
 import datetime as dt
 import json
 import re
 import secrets
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sandbox.kube import patch as patches
@@ -38,6 +39,12 @@ from sandbox.kube.store import Store
 
 Obj = dict[str, Any]
 Clock = Callable[[], dt.datetime]
+
+# The request's fieldValidation mode and the warnings it collects; set per request by the
+# HTTP layer (each aiohttp request runs in its own task, hence its own context).
+FIELD_VALIDATION: contextvars.ContextVar[tuple[str, list[str]]] = contextvars.ContextVar(
+    "field_validation", default=("Ignore", [])
+)
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -526,12 +533,28 @@ class Registry:
         if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             causes.extend(_crd_causes(obj))
         if rt.schema is not None:
-            pruned = schemas.prune_and_default(rt.schema, obj)
+            dropped: list[str] = []
+            pruned = schemas.prune_and_default(rt.schema, obj, dropped=dropped)
+            self._field_validation(rt, dropped)
             obj.clear()
             obj.update(pruned)
             causes.extend(schemas.validate(rt.schema, obj))
         if causes:
             raise invalid(rt.kind, rt.group, meta.get("name", ""), causes)
+
+    def _field_validation(self, rt: ResourceType, unknown: Sequence[str]) -> None:
+        """fieldValidation=Strict rejects unknown fields; Warn reports them (kubectl's default
+        `--validate=strict` sends Strict)."""
+        mode, warnings = FIELD_VALIDATION.get()
+        if not unknown or mode == "Ignore":
+            return
+        if mode == "Strict":
+            detail = ", ".join(f'unknown field "{p}"' for p in unknown)
+            raise bad_request(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                f"strict decoding error: {detail}"
+            )
+        warnings.extend(f'unknown field "{p}"' for p in unknown)
 
     # --- delete ------------------------------------------------------------------------------
 

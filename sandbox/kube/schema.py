@@ -56,16 +56,19 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def prune_and_default(schema: Obj, obj: Any, *, root: bool = True) -> Any:
-    """Drop fields the schema does not know and apply `default` values (in place for dicts)."""
-    return _prune(schema, obj, root=root)
+def prune_and_default(schema: Obj, obj: Any, *, dropped: list[str] | None = None) -> Any:
+    """Drop fields the schema does not know and apply `default` values.
+
+    The JSON paths of dropped fields are appended to `dropped`, for fieldValidation.
+    """
+    return _prune(schema, obj, "", dropped if dropped is not None else [], root=True)
 
 
 def _preserves(schema: Obj) -> bool:
     return bool(schema.get("x-kubernetes-preserve-unknown-fields"))
 
 
-def _prune(schema: Obj, value: Any, *, root: bool = False) -> Any:
+def _prune(schema: Obj, value: Any, path: str, dropped: list[str], *, root: bool = False) -> Any:
     if isinstance(value, dict):
         props: Obj = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
@@ -81,18 +84,24 @@ def _prune(schema: Obj, value: Any, *, root: bool = False) -> Any:
             if sub is None:
                 if _preserves(schema) or additional is True:
                     out[key] = item
+                else:
+                    dropped.append(_join(path, key))
                 continue
             if item is None and not sub.get("nullable"):
                 continue
-            out[key] = _prune(sub, item)
+            out[key] = _prune(sub, item, _join(path, key), dropped)
         for key, sub in props.items():
             if key not in out and "default" in sub:
-                out[key] = _prune(sub, json.loads(json.dumps(sub["default"])))
+                default = json.loads(json.dumps(sub["default"]))
+                out[key] = _prune(sub, default, _join(path, key), [])
         return out
     if isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, dict):
-            return [_prune(items, v) if v is not None else v for v in value]
+            return [
+                _prune(items, v, f"{path}[{i}]", dropped) if v is not None else v
+                for i, v in enumerate(value)
+            ]
         return value
     return value
 

@@ -322,3 +322,15 @@ async def test_imperative_create_sends_protobuf_the_emulator_decodes(
     assert obj is not None
     if key[0] != ("", "namespaces") and key[0] != ("", "serviceaccounts"):
         assert obj["data"] == ({"a": "Yg=="} if key[0] == ("", "secrets") else {"a": "b"})
+
+
+async def test_apply_rejects_a_misspelled_field(kubectl: Kubectl, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: test.example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: default}\n"
+        "spec: {size: 1, colour: red}\n"
+    )
+    code, _, err = await kubectl("apply", "-f", str(bad))
+    assert code != 0
+    assert 'unknown field "spec.colour"' in err
+    assert kubectl.kube.store.get((GROUP, WIDGETS), "default", "w") is None

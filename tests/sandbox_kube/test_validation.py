@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from tests.sandbox_kube.conftest import GROUP, MERGE, VERSION, WIDGETS, status_of, widget
+from sandbox.kube import KubeEmulator
+from tests.sandbox_kube.conftest import GROUP, MERGE, TIMEOUT, VERSION, WIDGETS, status_of, widget
 
 pytestmark = pytest.mark.usefixtures("widgets")
 
@@ -118,3 +120,37 @@ async def test_crd_with_mismatched_name_is_422(kube_api: client.ApiClient) -> No
         await ext.create_custom_resource_definition(crd)
     assert exc.value.status == 422
     assert status_of(exc.value)["details"]["causes"][0]["field"] == "metadata.name"
+
+
+async def test_strict_field_validation_rejects_unknown_fields(
+    co: client.CustomObjectsApi, ns: str
+) -> None:
+    with pytest.raises(client.ApiException) as exc:
+        await co.create_namespaced_custom_object(
+            GROUP, VERSION, ns, WIDGETS, widget("w1", bogus=True), field_validation="Strict"
+        )
+    assert exc.value.status == 400
+    assert status_of(exc.value)["message"] == (
+        'Widget in version "v1" cannot be handled as a Widget: strict decoding error: '
+        'unknown field "spec.bogus"'
+    )
+
+
+async def test_default_field_validation_warns_about_unknown_fields(
+    kube: KubeEmulator, ns: str
+) -> None:
+    url = f"{kube.url}/apis/{GROUP}/{VERSION}/namespaces/{ns}/{WIDGETS}"
+    headers = {"Authorization": f"Bearer {kube.admin_token}"}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            url,
+            json=widget("w1", bogus=True),
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=TIMEOUT),
+        ) as resp,
+    ):
+        body = await resp.json()
+    assert resp.status == 201
+    assert resp.headers.getall("Warning") == ['299 - "unknown field \\"spec.bogus\\""']
+    assert "bogus" not in body["spec"]
