@@ -27,6 +27,7 @@ import asyncio
 import base64
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -72,6 +73,7 @@ from controller.runtime import (
     Result,
     Store,
 )
+from controller.runtime.cache import controller_owner_uid
 from shared.actions.errors import ActionsError, JobStillRunning, RunnerNotFound
 from shared.kube.errors import NotFound
 from shared.kube.objects import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET, SECRET, Objects
@@ -94,6 +96,50 @@ def _status_int(obj: JSONDict, key: str) -> int:
     return value if isinstance(value, int) else 0
 
 
+class Expectations:
+    """Writes of this reconciler the cache has not shown yet (controller-runtime's ReplicaSet
+    "expectations"): runners created in one pass count, with their patch id, in the next pass
+    even before their watch event arrives, and runners deleted count as deleting. Without this a
+    pass under patch id 0, or under a new patch id whose runners are not cached yet, creates the
+    same runners twice (arc-controllers.md 14.25). An expectation the cache never confirms
+    expires after `ttl` seconds."""
+
+    def __init__(self, *, clock: Callable[[], float], ttl: float = 60.0) -> None:
+        self._clock = clock
+        self._ttl = ttl
+        self._created: dict[str, tuple[JSONDict, float]] = {}
+        self._deleted: dict[str, float] = {}
+
+    def created(self, runner: JSONDict) -> None:
+        self._created[runner["metadata"]["name"]] = (runner, self._clock())
+
+    def deleted(self, runner: JSONDict) -> None:
+        self._deleted[str(runner["metadata"].get("uid", ""))] = self._clock()
+
+    def apply(self, cached: list[JSONDict]) -> list[JSONDict]:
+        """The cached runners, corrected by the writes the cache has not shown yet."""
+        now = self._clock()
+        names = {r["metadata"]["name"] for r in cached}
+        self._created = {
+            name: (obj, at)
+            for name, (obj, at) in self._created.items()
+            if name not in names and now - at < self._ttl
+        }
+        live = {str(r["metadata"].get("uid")): r for r in cached if not is_deleting(r)}
+        self._deleted = {
+            uid: at for uid, at in self._deleted.items() if uid in live and now - at < self._ttl
+        }
+        out = []
+        for runner in cached:
+            uid = str(runner["metadata"].get("uid"))
+            if uid in self._deleted:
+                meta = {**runner["metadata"], "deletionTimestamp": "expected"}
+                runner = {**runner, "metadata": meta}
+            out.append(runner)
+        out.extend(obj for obj, _ in self._created.values())
+        return out
+
+
 class EphemeralRunnerSetReconciler:
     def __init__(
         self,
@@ -106,7 +152,9 @@ class EphemeralRunnerSetReconciler:
         settings: RunnerSettings,
         metrics: RunnerSetMetrics | None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._clock = clock
         self._sets = runner_sets
         self._runners = runners
         self._objects = objects
@@ -117,6 +165,7 @@ class EphemeralRunnerSetReconciler:
         self._metrics = metrics
         self._now = now
         self._markers: dict[str, int] = {}
+        self._expectations: dict[str, Expectations] = {}
 
     async def reconcile(self, request: Request) -> Result:
         cached = self._sets.get(request.namespace, request.name)
@@ -126,7 +175,8 @@ class EphemeralRunnerSetReconciler:
             return Result()
         runner_set = LazyObject(cached, kind=EPHEMERAL_RUNNER_SET)
         uid = str(cached["metadata"]["uid"])
-        runners = self._runners.owned_by(uid)
+        expected = self._expectations.setdefault(uid, Expectations(clock=self._clock))
+        runners = expected.apply(self._runners.owned_by(uid))
         applied = _status_int(cached, "appliedActionableRevision")
         children = classify(runners, applied_revision=applied)
         if is_deleting(cached):
@@ -219,6 +269,9 @@ class EphemeralRunnerSetReconciler:
             excluded_prefixes=self._settings.exclude_label_propagation_prefixes,
         )
         namespace = runner_set["metadata"]["namespace"]
+        expected = self._expectations.setdefault(
+            str(runner_set["metadata"]["uid"]), Expectations(clock=self._clock)
+        )
         spec = (runner_set.get("spec") or {}).get("ephemeralRunnerSpec") or {}
         if spec.get("proxy"):
             await self._ensure_proxy_secret(runner_set, spec["proxy"])
@@ -226,7 +279,8 @@ class EphemeralRunnerSetReconciler:
 
         async def create() -> None:
             async with limit:
-                await self._objects.create(EPHEMERAL_RUNNER, namespace, body)
+                created = await self._objects.create(EPHEMERAL_RUNNER, namespace, body)
+            expected.created(created)
 
         results = await asyncio.gather(*(create() for _ in range(count)), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
@@ -328,6 +382,9 @@ class EphemeralRunnerSetReconciler:
 
     async def _delete_runner(self, runner: JSONDict) -> None:
         meta = runner["metadata"]
+        owner = controller_owner_uid(runner)
+        if owner is not None:
+            self._expectations.setdefault(owner, Expectations(clock=self._clock)).deleted(runner)
         with contextlib.suppress(NotFound):
             await self._objects.delete(
                 EPHEMERAL_RUNNER, meta["namespace"], meta["name"], uid=meta.get("uid")
@@ -364,6 +421,7 @@ class EphemeralRunnerSetReconciler:
         with contextlib.suppress(NotFound):
             await runner_set.write(self._objects, optimistic=True)
         self._markers.pop(str(obj["metadata"]["uid"]), None)
+        self._expectations.pop(str(obj["metadata"]["uid"]), None)
         if self._metrics is not None:
             self._metrics.forget(Request.of(obj))
         return Result()

@@ -63,14 +63,14 @@ def test_factory(
     )
 
 
-def metric(text: str, name: str, **labels: str) -> float:
+def metric(text: str, metric_name: str, /, **labels: str) -> float:
     """The sum of a Prometheus text metric's samples whose labels include `labels`."""
     total = 0.0
     for line in text.splitlines():
-        if not line.startswith(name):
+        if not line.startswith(metric_name):
             continue
         match = re.match(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)$", line)
-        if match is None or match.group(1) != name:
+        if match is None or match.group(1) != metric_name:
             continue
         have = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
         if all(have.get(k) == v for k, v in labels.items()):

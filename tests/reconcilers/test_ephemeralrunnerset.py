@@ -1,0 +1,448 @@
+"""The EphemeralRunnerSet reconciler through the emulators (arc-controllers.md 13.3, 8.1 and
+appendix B).
+
+As in ARC's tests, only the EphemeralRunnerSet controller runs: each test writes runner phases
+and ids itself, and strips the finalizers of the runners the set deletes (the EphemeralRunner
+controller would remove them).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from controller.events import EVENT
+from controller.runner_objects import proxy_secret_name
+from shared.kube.objects import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from tests.reconcilers.conftest import FAST, Rig, RigOptions, metric
+
+JSONDict = dict[str, Any]
+
+
+@pytest.fixture
+def rig_options() -> RigOptions:
+    return RigOptions(controllers=("ephemeralrunnerset",), kubelet=False)
+
+
+def names(runners: list[JSONDict]) -> set[str]:
+    return {r["metadata"]["name"] for r in runners}
+
+
+def phase_of(runner: JSONDict) -> str:
+    return str((runner.get("status") or {}).get("phase") or "")
+
+
+async def set_phase(rig: Rig, runner: JSONDict, phase: str, runner_id: int = 0) -> None:
+    status: JSONDict = {"phase": phase}
+    if runner_id:
+        status["runnerId"] = runner_id
+    await rig.set_status(runner["metadata"]["name"], **status)
+
+
+async def converge(rig: Rig, n: int) -> list[JSONDict]:
+    """Wait for `n` live runners, letting deleted ones go, then for the controllers to idle."""
+
+    async def probe() -> bool:
+        await rig.strip_finalizers()
+        live = await rig.live_runners()
+        deleting = len(await rig.runners()) - len(live)
+        return len(live) == n and deleting == 0
+
+    await rig.until(probe, what=f"{n} runners")
+    await rig.settle()
+    await rig.strip_finalizers()
+    return await rig.live_runners()
+
+
+async def status_is(rig: Rig, **expected: Any) -> JSONDict:
+    seen: list[JSONDict] = [{}]
+
+    async def probe() -> JSONDict | None:
+        status = (await rig.runner_set()).get("status") or {}
+        seen[0] = status
+        return status if all(status.get(k) == v for k, v in expected.items()) else None
+
+    try:
+        result: JSONDict = await rig.until(probe, what=f"status {expected}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; status {seen[0]}") from None
+    return result
+
+
+async def test_create_adds_finalizer_and_scales_to_replicas(rig: Rig) -> None:
+    await rig.create_runner_set()
+    await rig.settle()
+    ers = await rig.runner_set()
+    assert ers["metadata"]["finalizers"] == ["ephemeralrunnerset.actions.github.com/finalizer"]
+    assert await rig.runners() == []
+    assert ers["status"]["currentReplicas"] == 0
+    await rig.scale(5, 1)
+    runners = await converge(rig, 5)
+    for i, runner in enumerate(runners):
+        await set_phase(rig, runner, "Running", runner_id=100 + i)
+    await status_is(rig, currentReplicas=5, runningEphemeralRunners=5, phase="Running")
+
+
+async def test_new_runner_carries_patch_id_revision_labels_and_owner(rig: Rig) -> None:
+    created = await rig.create_runner_set(replicas=1, patch_id=7)
+    [runner] = await converge(rig, 1)
+    meta = runner["metadata"]
+    assert meta["generateName"] == "arc-runner-"
+    assert meta["annotations"]["actions.github.com/patch-id"] == "7"
+    assert meta["annotations"]["actions.github.com/actionable-revision"] == "0"
+    assert meta["labels"]["app.kubernetes.io/component"] == "runner"
+    assert meta["finalizers"] == [
+        "ephemeralrunner.actions.github.com/finalizer",
+        "ephemeralrunner.actions.github.com/runner-registration-finalizer",
+    ]
+    [owner] = meta["ownerReferences"]
+    assert (owner["kind"], owner["uid"], owner["controller"], owner["blockOwnerDeletion"]) == (
+        "EphemeralRunnerSet",
+        created["metadata"]["uid"],
+        True,
+        True,
+    )
+
+
+async def test_delete_removes_idle_runners_then_the_set(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=5)
+    runners = await converge(rig, 5)
+    for i, runner in enumerate(runners):
+        await set_phase(rig, runner, "Pending", runner_id=100 + i)
+    await rig.settle()
+    await rig.objects.delete(EPHEMERAL_RUNNER_SET, rig.namespace, "arc")
+
+    async def gone() -> bool:
+        await rig.strip_finalizers()
+        sets = await rig.objects.list(EPHEMERAL_RUNNER_SET, rig.namespace)
+        return not sets["items"] and not await rig.runners()
+
+    await rig.until(gone, what="set and runners gone")
+    removed = {
+        r.path.rsplit("/", 1)[-1]
+        for r in rig.gh.state.requests
+        if r.method == "DELETE" and "/agents/" in r.path
+    }
+    assert removed == {str(100 + i) for i in range(5)}
+
+
+async def test_delete_waits_for_busy_runners(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=2)
+    idle, busy = await converge(rig, 2)
+    await set_phase(rig, idle, "Pending", runner_id=101)
+    await rig.set_status(busy["metadata"]["name"], phase="Running", runnerId=102, jobId="j")
+    await rig.settle()
+    await rig.objects.delete(EPHEMERAL_RUNNER_SET, rig.namespace, "arc")
+    [left] = await converge(rig, 1)
+    assert left["metadata"]["name"] == busy["metadata"]["name"]
+    assert (await rig.runner_set())["metadata"]["deletionTimestamp"]
+    await set_phase(rig, left, "Succeeded")
+
+    async def gone() -> bool:
+        await rig.strip_finalizers()
+        return not (await rig.objects.list(EPHEMERAL_RUNNER_SET, rig.namespace))["items"]
+
+    await rig.until(gone, what="set gone")
+
+
+async def test_set_annotations_reach_new_runners_only(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=1, metadata={"annotations": {"team": "initial"}})
+    [first] = await converge(rig, 1)
+    await rig.objects.patch(
+        EPHEMERAL_RUNNER_SET,
+        rig.namespace,
+        "arc",
+        {"metadata": {"annotations": {"team": "updated", "extra": "new"}}},
+    )
+    await rig.scale(2, 1)
+    runners = await converge(rig, 2)
+    by_name = {r["metadata"]["name"]: r["metadata"]["annotations"] for r in runners}
+    assert by_name.pop(first["metadata"]["name"])["team"] == "initial"
+    [second] = by_name.values()
+    assert (second["team"], second["extra"]) == ("updated", "new")
+
+
+async def test_scale_up_on_new_patch_id(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=1)
+    await converge(rig, 1)
+    await rig.scale(2, 1)
+    await converge(rig, 2)
+
+
+async def test_served_patch_id_is_not_served_twice(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=2, patch_id=1)
+    runners = await converge(rig, 2)
+    await rig.objects.delete(EPHEMERAL_RUNNER, rig.namespace, runners[0]["metadata"]["name"])
+    await converge(rig, 1)
+
+
+async def test_finished_runners_are_cleaned_when_the_patch_id_changes(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=2, patch_id=1)
+    done, busy = await converge(rig, 2)
+    await set_phase(rig, done, "Succeeded")
+    await rig.set_status(busy["metadata"]["name"], phase="Running", runnerId=7, jobId="j")
+    assert len(await converge(rig, 2)) == 2
+    await rig.scale(1, 2)
+    [left] = await converge(rig, 1)
+    assert left["metadata"]["name"] == busy["metadata"]["name"]
+    await status_is(rig, finishedRunnerCleanupPatchID=2)
+
+
+async def test_finished_runner_is_kept_while_the_patch_id_is_unchanged(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=2, patch_id=1)
+    done, _ = await converge(rig, 2)
+    await set_phase(rig, done, "Succeeded")
+    runners = await converge(rig, 2)
+    assert {phase_of(r) for r in runners} == {"Succeeded", ""}
+
+
+async def test_cleanup_gap_is_not_filled_until_the_next_patch(rig: Rig) -> None:
+    """Appendix B: the listener's count under patch 2 may not yet reflect the finished job."""
+    await rig.create_runner_set(replicas=2, patch_id=1)
+    done, busy = await converge(rig, 2)
+    await set_phase(rig, done, "Succeeded")
+    await rig.set_status(busy["metadata"]["name"], phase="Running", runnerId=7, jobId="j")
+    await rig.settle()
+    await rig.scale(3, 2)
+    [left] = await converge(rig, 1)
+    assert phase_of(left) == "Running"
+    await rig.scale(3, 3)
+    runners = await converge(rig, 3)
+    assert "Succeeded" not in {phase_of(r) for r in runners}
+
+
+async def test_scale_down_with_patch_id_keeps_pending_runner(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=2, patch_id=1)
+    done, pending = await converge(rig, 2)
+    await set_phase(rig, done, "Succeeded")
+    await set_phase(rig, pending, "Pending", runner_id=5)
+    await rig.settle()
+    await rig.scale(0, 2)
+    [left] = await converge(rig, 1)
+    assert left["metadata"]["name"] == pending["metadata"]["name"]
+    await set_phase(rig, left, "Succeeded")
+    await converge(rig, 0)
+
+
+async def test_patch_zero_scales_down_registered_idle_runners_only(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=3, patch_id=1)
+    pending, running, unregistered = await converge(rig, 3)
+    await set_phase(rig, pending, "Pending")
+    await set_phase(rig, running, "Running")
+    await set_phase(rig, unregistered, "Pending")
+    await rig.settle()
+    await rig.scale(0, 0)
+    assert len(await converge(rig, 3)) == 3
+    await set_phase(rig, pending, "Pending", runner_id=11)
+    await set_phase(rig, running, "Running", runner_id=12)
+    left = await converge(rig, 2)
+    assert names(left) == {running["metadata"]["name"], unregistered["metadata"]["name"]}
+
+
+async def test_scale_down_skips_runner_the_service_says_is_busy(rig: Rig) -> None:
+    """The cache may not show JobStarted yet; removal from the service is the last guard."""
+    await rig.create_runner_set(replicas=1, patch_id=1)
+    [runner] = await converge(rig, 1)
+    job = rig.gh.enqueue_job(labels=["arc"], duration=60)
+    assert job
+    registered, _ = rig.gh.state.generate_jit_config(rig.scale_set_id, name="x", work_folder="")
+    registered.job_id = job
+    await set_phase(rig, runner, "Pending", runner_id=registered.id)
+    await rig.settle()
+    await rig.scale(0, 0)
+    await rig.settle()
+    assert names(await rig.live_runners()) == {runner["metadata"]["name"]}
+    registered.job_id = None
+    await set_phase(rig, runner, "Succeeded")
+    await converge(rig, 0)
+
+
+async def test_patch_zero_replaces_finished_runners(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=2, patch_id=1)
+    done, busy = await converge(rig, 2)
+    await set_phase(rig, done, "Succeeded")
+    await rig.set_status(busy["metadata"]["name"], phase="Running", runnerId=7, jobId="j")
+    await rig.settle()
+    await rig.scale(2, 0)
+    runners = await converge(rig, 2)
+    assert "Succeeded" not in {phase_of(r) for r in runners}
+
+
+async def test_revision_change_replaces_idle_runners_and_lets_busy_finish(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=3)
+    first, second, busy = await converge(rig, 3)
+    await set_phase(rig, first, "Pending", runner_id=101)
+    await set_phase(rig, second, "Pending", runner_id=102)
+    await rig.set_status(
+        busy["metadata"]["name"], phase="Running", runnerId=103, jobId="j", workflowRunId=9
+    )
+    await rig.settle()
+    await rig.patch_spec(
+        {
+            "actionableRevision": 1,
+            "ephemeralRunnerSpec": {
+                "spec": {"containers": [{"name": "runner", "image": "runner:v2"}]}
+            },
+        }
+    )
+    runners = await converge(rig, 3)
+    by_name = {r["metadata"]["name"]: r for r in runners}
+    kept = by_name.pop(busy["metadata"]["name"])
+    assert kept["spec"]["spec"]["containers"][0]["image"] == "runner:latest"
+    for new in by_name.values():
+        assert new["spec"]["spec"]["containers"][0]["image"] == "runner:v2"
+        assert new["metadata"]["annotations"]["actions.github.com/actionable-revision"] == "1"
+    await status_is(rig, appliedActionableRevision=1, finishedRunnerCleanupPatchID=0)
+
+
+@pytest.mark.parametrize(
+    "rig_options",
+    [
+        RigOptions(
+            controllers=("ephemeralrunnerset",),
+            kubelet=False,
+            settings=FAST.model_copy(
+                update={
+                    "failed_runner_replace_delay_seconds": 600.0,
+                    "failed_runner_replace_delay_max_seconds": 600.0,
+                }
+            ),
+        )
+    ],
+)
+async def test_status_counts_by_phase(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=3)
+    pending, running, failed = await converge(rig, 3)
+    await set_phase(rig, pending, "Pending", runner_id=101)
+    await set_phase(rig, running, "Running", runner_id=102)
+    await set_phase(rig, failed, "Failed", runner_id=103)
+    await status_is(
+        rig,
+        phase="Running",
+        currentReplicas=3,
+        pendingEphemeralRunners=1,
+        runningEphemeralRunners=1,
+        failedEphemeralRunners=1,
+    )
+    await rig.scale(0, 0)
+    await status_is(
+        rig,
+        currentReplicas=2,
+        pendingEphemeralRunners=0,
+        runningEphemeralRunners=1,
+        failedEphemeralRunners=1,
+    )
+    text = rig.metrics()
+    labels = {"name": "arc", "namespace": rig.namespace, "organization": "owner"}
+    assert metric(text, "gha_controller_failed_ephemeral_runners", **labels) == 1
+    assert metric(text, "gha_controller_running_ephemeral_runners", **labels) == 1
+    assert metric(text, "gha_controller_pending_ephemeral_runners", **labels) == 0
+    await rig.objects.delete(EPHEMERAL_RUNNER, rig.namespace, failed["metadata"]["name"])
+    await rig.strip_finalizers()
+    await status_is(rig, currentReplicas=1, failedEphemeralRunners=0, phase="Running")
+
+
+async def test_failed_runner_is_reported_then_replaced_with_backoff(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=1, patch_id=1)
+    [runner] = await converge(rig, 1)
+    await rig.set_status(
+        runner["metadata"]["name"],
+        phase="Failed",
+        runnerId=9,
+        reason="TooManyPodFailures",
+        failures={"uid-1": "2026-01-01T00:00:00Z"},
+    )
+    [replacement] = await rig.until(
+        lambda: replaced(rig, runner), what="the failed runner replaced"
+    )
+    annotations = replacement["metadata"]["annotations"]
+    assert annotations["gha-runner-scaler/failed-runner-replacements"] == "1"
+    assert annotations["actions.github.com/patch-id"] == "1"
+    assert metric(rig.metrics(), "gha_controller_failed_ephemeral_runner_replacements_total") == 1
+    events = await rig.objects.list(EVENT, rig.namespace)
+    assert any(e["reason"] == "ReplacingFailedRunner" for e in events["items"])
+
+
+async def replaced(rig: Rig, failed: JSONDict) -> list[JSONDict] | None:
+    await rig.strip_finalizers()
+    live = await rig.live_runners()
+    everything = await rig.runners()
+    if len(live) == 1 and len(everything) == 1 and names(live) != names([failed]):
+        return live
+    return None
+
+
+async def test_outdated_runner_makes_the_set_outdated_and_stops_scaling(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=2, patch_id=1)
+    outdated, idle = await converge(rig, 2)
+    await set_phase(rig, idle, "Pending", runner_id=21)
+    await set_phase(rig, outdated, "Outdated", runner_id=22)
+    await status_is(rig, phase="Outdated")
+    await converge(rig, 0)
+    await rig.scale(3, 2)
+    await rig.settle()
+    assert await rig.runners() == []
+    assert (await rig.runner_set())["status"]["phase"] == "Outdated"
+    await rig.patch_spec({"actionableRevision": 1})
+    await status_is(rig, phase="Running", appliedActionableRevision=1)
+    await rig.scale(3, 3)
+    await converge(rig, 3)
+
+
+async def test_stale_outdated_runner_is_replaced_without_making_the_set_outdated(
+    rig: Rig,
+) -> None:
+    await rig.create_runner_set(replicas=1, patch_id=1)
+    [old] = await converge(rig, 1)
+    await rig.set_status(old["metadata"]["name"], phase="Running", runnerId=3, jobId="j")
+    await rig.patch_spec({"actionableRevision": 1})
+    await status_is(rig, appliedActionableRevision=1)
+    await set_phase(rig, old, "Outdated")
+    await rig.scale(1, 2)
+    [new] = await converge(rig, 1)
+    assert new["metadata"]["annotations"]["actions.github.com/actionable-revision"] == "1"
+    assert (await rig.runner_set())["status"]["phase"] == "Running"
+
+
+async def test_proxy_secret_and_runner_reference(rig: Rig) -> None:
+    rig.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "proxy-credentials", "namespace": rig.namespace},
+            "stringData": {"username": "test", "password": "password"},
+        }
+    )
+    await rig.create_runner_set(
+        replicas=1,
+        proxy={
+            "http": {
+                "url": "http://proxy.example.com:3128",
+                "credentialSecretRef": "proxy-credentials",
+            },
+            "https": {"url": "http://proxy.example.com:3129"},
+            "noProxy": ["example.com", "example.org"],
+        },
+    )
+    [runner] = await converge(rig, 1)
+    ref = runner["spec"]["proxySecretRef"]
+    assert ref == proxy_secret_name(set_name="arc", namespace=rig.namespace)
+    secret = await rig.secret(ref)
+    assert secret is not None
+    data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    assert data == {
+        "http_proxy": "http://test:password@proxy.example.com:3128",
+        "https_proxy": "http://proxy.example.com:3129",
+        "no_proxy": "example.com,example.org",
+    }
+
+
+async def test_runners_get_the_sets_github_server_tls(rig: Rig) -> None:
+    tls = {"certificateFrom": {"configMapKeyRef": {"name": "ca", "key": "rootCA.crt"}}}
+    await rig.create_runner_set()
+    await rig.patch_spec({"ephemeralRunnerSpec": {"githubServerTLS": tls}})
+    await rig.scale(1, 1)
+    [runner] = await converge(rig, 1)
+    assert runner["spec"]["githubServerTLS"] == tls
