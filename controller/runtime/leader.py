@@ -70,7 +70,6 @@ class LeaderElector:
         self._clock = clock or MonotonicClock()
         self._observed: tuple[object, ...] | None = None
         self._observed_at = 0.0
-        self._lease: JSONDict | None = None
 
     def _spec(self, *, acquire: bool, previous: JSONDict) -> JSONDict:
         now = _micro_time(datetime.now(UTC))
@@ -99,7 +98,7 @@ class LeaderElector:
                 "spec": self._spec(acquire=True, previous={}),
             }
             try:
-                self._lease = await self._objects.create(LEASE, s.namespace, body)
+                await self._objects.create(LEASE, s.namespace, body)
             except Conflict:
                 return False
             return True
@@ -114,7 +113,7 @@ class LeaderElector:
             return False
         lease["spec"] = self._spec(acquire=not mine, previous=spec)
         try:
-            self._lease = await self._objects.replace(LEASE, s.namespace, lease)
+            await self._objects.replace(LEASE, s.namespace, lease)
         except Conflict:
             return False
         return True
@@ -154,15 +153,19 @@ class LeaderElector:
 
     async def release(self) -> None:
         """Clear the holder so a follower takes over at once instead of after the lease expires."""
-        if not self.is_leader or self._lease is None:
+        if not self.is_leader:
             return
         self.is_leader = False
-        lease = self._lease
-        spec = dict(lease.get("spec") or {})
-        spec.pop("holderIdentity", None)
-        spec.update(leaseDurationSeconds=1, renewTime=_micro_time(datetime.now(UTC)))
         try:
-            async with asyncio.timeout(self.settings.retry_period):
+            async with asyncio.timeout(self.settings.renew_deadline):
+                # Read afresh: a renewal that timed out here may still have landed on the server,
+                # leaving the last answer we kept with a stale resourceVersion.
+                lease = await self._objects.get(LEASE, self.settings.namespace, self.settings.name)
+                spec = dict(lease.get("spec") or {})
+                if spec.get("holderIdentity") != self.identity:
+                    return
+                spec.pop("holderIdentity", None)
+                spec.update(leaseDurationSeconds=1, renewTime=_micro_time(datetime.now(UTC)))
                 await self._objects.replace(LEASE, self.settings.namespace, {**lease, "spec": spec})
         except (KubeError, TimeoutError) as exc:
             log.warning("could not release the lease", extra={"error": str(exc)})

@@ -132,15 +132,22 @@ class Manager:
 
     async def run(self) -> None:
         """Run until `stop()`; raises LeadershipLost if the lease slips away."""
+        informers = [
+            asyncio.create_task(inf.run(), name=f"informer-{kind.plural}")
+            for kind, inf in self._informers.items()
+        ]
+        lead = asyncio.create_task(self._lead(), name="lead")
         try:
-            async with asyncio.TaskGroup() as group:
-                informers = [group.create_task(inf.run()) for inf in self._informers.values()]
-                try:
-                    await self._lead()
-                finally:
-                    for task in informers:
-                        task.cancel()
+            done, _ = await asyncio.wait([lead, *informers], return_when=asyncio.FIRST_COMPLETED)
+            if lead not in done:
+                # An informer only ends by an error it could not retry: stop rather than
+                # reconcile from a cache that no longer follows the server.
+                await self._cancel([lead])
+                for task in done:
+                    task.result()
+            lead.result()
         finally:
+            await self._cancel([lead, *informers])
             for callback in self._on_shutdown:
                 try:
                     await callback()

@@ -17,8 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes_asyncio import client
 
-from controller.runtime import FakeClock, LeaderElector, LeaseSettings
+from controller.runtime import (
+    Controller,
+    FakeClock,
+    LeaderElector,
+    LeadershipLost,
+    LeaseSettings,
+    Manager,
+    Request,
+    Result,
+    RuntimeSettings,
+)
 from sandbox.kube.emulator import KubeEmulator
 from shared.kube.errors import NotFound
 from shared.kube.objects import EPHEMERAL_RUNNER, LEASE, Objects
@@ -100,6 +111,62 @@ async def test_a_released_lease_is_taken_at_once(objects: Objects, ns: str) -> N
     await a.release()
     assert await holder(objects, ns) is None
     assert await b.try_acquire_or_renew()
+
+
+async def test_release_works_after_a_renewal_it_did_not_hear_back_from(
+    objects: Objects, ns: str
+) -> None:
+    a = elector(objects, ns, "a")
+    await a.acquire()
+    lease = await objects.get(LEASE, ns, "lock")
+    lease["spec"]["renewTime"] = "2030-01-01T00:00:00.000000Z"
+    await objects.replace(LEASE, ns, lease)
+    await a.release()
+    assert await holder(objects, ns) is None
+
+
+async def test_release_leaves_a_lease_another_candidate_took(objects: Objects, ns: str) -> None:
+    a = elector(objects, ns, "a")
+    await a.acquire()
+    lease = await objects.get(LEASE, ns, "lock")
+    lease["spec"]["holderIdentity"] = "b"
+    await objects.replace(LEASE, ns, lease)
+    await a.release()
+    assert await holder(objects, ns) == "b"
+
+
+async def test_a_manager_that_loses_the_lease_stops_its_workers_and_raises(
+    kube: KubeEmulator, kube_api: client.ApiClient, ns: str
+) -> None:
+    started = asyncio.Event()
+    cancelled: list[bool] = []
+
+    class Forever:
+        async def reconcile(self, request: Request) -> Result:
+            started.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.append(True)
+                raise
+            return Result()
+
+    settings = RuntimeSettings(
+        namespaces=frozenset({ns}),
+        leader_election=LeaseSettings(
+            name="lock", namespace=ns, lease_duration=1.0, renew_deadline=0.5, retry_period=0.1
+        ),
+    )
+    manager = Manager(api=kube_api, settings=settings)
+    manager.add(Controller(name="forever", for_=EPHEMERAL_RUNNER, reconciler=Forever()))
+    task = asyncio.create_task(manager.run())
+    await Objects(kube_api).create(EPHEMERAL_RUNNER, ns, runner_body("r"))
+    await asyncio.wait_for(started.wait(), 10)
+    kube.faults.error_rate(1.0, status=503, resource="leases")
+    with pytest.raises(LeadershipLost):
+        await asyncio.wait_for(task, 10)
+    assert cancelled == [True]
+    assert not manager.leading.is_set()
 
 
 async def test_a_leader_that_cannot_renew_stops_leading(
