@@ -48,6 +48,7 @@ class Faults:
         self._resumed = asyncio.Event()
         self._resumed.set()
         self._next_id = 0
+        self.held = 0
         self.on_drop_watches: list[Any] = []
         self.on_force_gone: list[Any] = []
 
@@ -104,7 +105,13 @@ class Faults:
             hook()
 
     async def wait_resumed(self) -> None:
-        await self._resumed.wait()
+        if self._resumed.is_set():
+            return
+        self.held += 1
+        try:
+            await self._resumed.wait()
+        finally:
+            self.held -= 1
 
     def decide(self, verb: str, resource: str, subresource: str) -> tuple[int, float]:
         """The (status, latency) to apply to one request; status 0 means answer normally."""
