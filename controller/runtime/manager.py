@@ -100,6 +100,7 @@ class Manager:
                 namespaces=self.settings.namespaces,
                 settings=self.settings.watch,
             )
+            self.metrics.observe_informer(self._informers[kind])
         return self._informers[kind]
 
     def cache(self, kind: Kind) -> Store:

@@ -11,6 +11,9 @@
 - gha_runtime_predicate_dropped_total{watch}: owned-watch updates dropped by a projection
 - gha_runtime_copies_total{controller}: lazy copies taken (reconciles that mutated an object)
 - leader_election_master_status{name}: 1 while this process holds the lease
+- gha_runtime_informer_lists_total{kind}: completed lists (the first, then one per 410)
+- gha_runtime_informer_failures_total{kind}: failed lists and watches, timeouts included
+- gha_runtime_informer_objects{kind}: objects in the cache
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Observation
 
+from controller.runtime.cache import Informer
 from controller.runtime.queue import WorkQueue
 from shared.telemetry.metrics import Metrics
 
@@ -47,6 +51,18 @@ class RuntimeMetrics:
         self._adds: list[Gauge] = []
         self._retries: list[Gauge] = []
         self._leader: list[Gauge] = []
+        self._lists: list[Gauge] = []
+        self._failures: list[Gauge] = []
+        self._objects: list[Gauge] = []
+        meter.create_observable_counter(
+            "gha_runtime_informer_lists_total", callbacks=[self._observe(self._lists)]
+        )
+        meter.create_observable_counter(
+            "gha_runtime_informer_failures_total", callbacks=[self._observe(self._failures)]
+        )
+        meter.create_observable_gauge(
+            "gha_runtime_informer_objects", callbacks=[self._observe(self._objects)]
+        )
         meter.create_observable_gauge("workqueue_depth", callbacks=[self._observe(self._depth)])
         meter.create_observable_counter(
             "workqueue_adds_total", callbacks=[self._observe(self._adds)]
@@ -72,6 +88,12 @@ class RuntimeMetrics:
         self._depth.append(lambda: [(len(queue), labels)])
         self._adds.append(lambda: [(queue.adds, labels)])
         self._retries.append(lambda: [(queue.retries, labels)])
+
+    def observe_informer(self, informer: Informer) -> None:
+        labels = {"kind": informer.kind.kind}
+        self._lists.append(lambda: [(informer.lists, labels)])
+        self._failures.append(lambda: [(informer.failures, labels)])
+        self._objects.append(lambda: [(len(informer.store), labels)])
 
     def leader_gauge(self, gauge: Gauge) -> None:
         self._leader.append(gauge)

@@ -183,6 +183,15 @@ async def test_the_primary_watch_sees_every_update(setup: Setup) -> None:
         await rec.wait("r", before + 1)
 
 
+async def test_informers_report_their_lists_and_objects(setup: Setup) -> None:
+    manager, rec, objects, ns = setup
+    await objects.create(EPHEMERAL_RUNNER, ns, runner_body("r"))
+    await rec.wait("r", 1)
+    assert metric(manager, "gha_runtime_informer_objects", kind="EphemeralRunner") == 1
+    assert metric(manager, "gha_runtime_informer_lists_total", kind="EphemeralRunner") == 1
+    assert metric(manager, "gha_runtime_informer_lists_total", kind="Pod") == 1
+
+
 async def test_a_mapped_watch_enqueues_the_keys_it_names(setup: Setup) -> None:
     _, rec, objects, ns = setup
     await objects.create(CONFIG_MAP, ns, {"metadata": {"name": "c"}, "data": {"runner": "x"}})
