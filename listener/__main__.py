@@ -69,6 +69,7 @@ async def serve(
             "cannot load the Kubernetes configuration (%s): set KUBECONFIG or run in a pod", exc
         )
         return EXIT_CONFIG
+    log.info("Kubernetes API at %s", kube_config.host)
     github = settings.github_config
     metrics = ListenerMetrics(
         settings.metrics,

@@ -93,4 +93,10 @@ async def retry_transient(
         before_sleep=report,
         reraise=True,
     )
-    return await retrying(operation)
+
+    async def attempt() -> T:
+        # tenacity awaits only what it recognises as a coroutine function; a lambda returning
+        # a coroutine is not one.
+        return await operation()
+
+    return await retrying(attempt)

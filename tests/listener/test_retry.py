@@ -49,6 +49,14 @@ async def test_transient_errors_are_retried_until_success() -> None:
     assert (result, operation.calls) == ("done", 4)
 
 
+async def test_a_lambda_returning_a_coroutine_is_awaited() -> None:
+    operation = Flaky([ServerError("500")])
+    result = await retry_transient(
+        lambda: operation(), what="op", backoff=TINY, stop=asyncio.Event()
+    )
+    assert (result, operation.calls) == ("done", 2)
+
+
 async def test_other_errors_are_raised_at_once() -> None:
     operation = Flaky([Forbidden("403")])
     with pytest.raises(Forbidden):

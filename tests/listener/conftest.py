@@ -1,0 +1,229 @@
+"""End-to-end harness: the listener against sandbox.kube and sandbox.actions over loopback HTTP.
+
+The listener authenticates to Kubernetes as the ServiceAccount of manifests/listener/rbac.yaml
+(the emulator enforces RBAC), and to GitHub with a PAT the Actions emulator issued. Backoffs and
+timeouts are shrunk so recovery paths run in well under a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes_asyncio import client
+
+from listener.__main__ import credentials_of, serve
+from listener.config import ListenerSettings
+from sandbox.actions.emulator import ActionsEmulator
+from sandbox.kube.emulator import KubeEmulator
+from sandbox.kube.testing import project_crds
+from shared.actions.client import ActionsClient
+from shared.actions.credentials import PersonalAccessToken
+from shared.actions.models import RunnerScaleSet
+from shared.actions.transport import RetryPolicy
+from shared.kube.client import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS, CustomObjects
+
+PROJECT = Path(__file__).resolve().parents[2]
+LISTENER_RBAC = PROJECT / "manifests" / "listener" / "rbac.yaml"
+RUNNER_SET_EXAMPLE = PROJECT / "manifests" / "examples" / "docker-run" / "ephemeralrunnerset.yaml"
+LISTENER_SA = "gha-listener"
+RUNNER_SET = "my-runners"
+SCALE_SET = "my-runners"
+DEADLINE = 15.0
+
+JSONDict = dict[str, Any]
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[bool]], *, what: str, within: float = DEADLINE
+) -> None:
+    """Poll `probe` until it holds; fail with `what` at the deadline."""
+    deadline = time.monotonic() + within
+    while not await probe():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+@dataclass
+class Cluster:
+    kube: KubeEmulator
+    objects: CustomObjects
+    namespace: str
+    listener_token: str
+
+    @property
+    def listener_user(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{LISTENER_SA}"
+
+    async def runner_set_spec(self) -> JSONDict:
+        obj = await self.objects.get(EPHEMERAL_RUNNER_SETS, self.namespace, RUNNER_SET)
+        spec: JSONDict = obj["spec"]
+        return spec
+
+    async def runner(self, name: str) -> JSONDict:
+        return await self.objects.get(EPHEMERAL_RUNNERS, self.namespace, name)
+
+    async def create_runner(self, name: str, *, phase: str, deleting: bool = False) -> None:
+        template = (await self.objects.get(EPHEMERAL_RUNNER_SETS, self.namespace, RUNNER_SET))[
+            "spec"
+        ]["ephemeralRunnerSpec"]
+        body: JSONDict = {
+            "apiVersion": "actions.github.com/v1alpha1",
+            "kind": "EphemeralRunner",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": copy.deepcopy(template),
+        }
+        if deleting:
+            # A finalizer keeps the deleted object, with its deletionTimestamp, in place.
+            body["metadata"]["finalizers"] = ["test.example.com/hold"]
+        await self.objects.create(EPHEMERAL_RUNNERS, self.namespace, body)
+        await self.objects.patch(
+            EPHEMERAL_RUNNERS, self.namespace, name, {"status": {"phase": phase}}, status=True
+        )
+        if deleting:
+            await self.objects.delete(EPHEMERAL_RUNNERS, self.namespace, name)
+
+    def forbidden_requests(self) -> int:
+        return self.kube.requests.count(user=self.listener_user, code=403)
+
+
+def _namespaced(doc: JSONDict, namespace: str) -> JSONDict:
+    doc = copy.deepcopy(doc)
+    doc["metadata"]["namespace"] = namespace
+    for subject in doc.get("subjects", []):
+        subject["namespace"] = namespace
+    return doc
+
+
+@pytest.fixture
+async def kube() -> AsyncIterator[KubeEmulator]:
+    async with KubeEmulator(kubelet=False) as emulator:
+        emulator.apply_crds(project_crds())
+        yield emulator
+
+
+@pytest.fixture
+async def cluster(kube: KubeEmulator, namespace: str) -> AsyncIterator[Cluster]:
+    """A namespace with the listener RBAC of manifests/listener/ and the example runner set."""
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    for doc in yaml.safe_load_all(LISTENER_RBAC.read_text()):
+        kube.apply(_namespaced(doc, namespace))
+    runner_set = yaml.safe_load(RUNNER_SET_EXAMPLE.read_text())
+    kube.apply(_namespaced(runner_set, namespace))
+    api = client.ApiClient(await kube.configuration())
+    try:
+        yield Cluster(
+            kube=kube,
+            objects=CustomObjects(api, timeout=10),
+            namespace=namespace,
+            listener_token=kube.service_account_token(namespace, LISTENER_SA),
+        )
+    finally:
+        await api.close()
+
+
+@dataclass
+class RunningListener:
+    task: asyncio.Task[int]
+    stop_event: asyncio.Event
+    port: asyncio.Future[int]
+    settings: ListenerSettings
+
+    async def stop(self) -> int:
+        self.stop_event.set()
+        return await asyncio.wait_for(asyncio.shield(self.task), DEADLINE)
+
+
+@dataclass
+class GitHub:
+    emulator: ActionsEmulator
+    token: str
+    client: ActionsClient
+    scale_set_id: int = 0
+    runners: list[asyncio.Task[int]] = field(default_factory=list)
+
+    def enqueue(self, count: int = 1, **job: Any) -> list[int]:
+        return [self.emulator.enqueue_job(labels=[SCALE_SET], **job) for _ in range(count)]
+
+    async def start_runner(self, name: str) -> None:
+        """Register runner `name` and run it as a simulated runner: it takes the next job."""
+        config = await self.client.generate_jit_runner_config(self.scale_set_id, name=name)
+        jit = config.encoded_jit_config.get_secret_value()
+        self.runners.append(asyncio.create_task(self.emulator.runtime.run_runner(jit)))
+
+
+@pytest.fixture
+async def github(actions: ActionsEmulator) -> AsyncIterator[GitHub]:
+    """The Actions emulator with a PAT and the scale set registered."""
+    token = actions.add_pat()
+    async with ActionsClient(
+        config_url=actions.config_url(),
+        credentials=PersonalAccessToken(token),
+        retry=RetryPolicy(wait_min=0.01, wait_max=0.05),
+    ) as gh_client:
+        gh = GitHub(emulator=actions, token=token, client=gh_client)
+        created = await gh_client.create_runner_scale_set(
+            RunnerScaleSet(name=SCALE_SET, runner_group_id=1)
+        )
+        gh.scale_set_id = created.id
+        try:
+            yield gh
+        finally:
+            for task in gh.runners:
+                task.cancel()
+            await asyncio.gather(*gh.runners, return_exceptions=True)
+
+
+StartListener = Callable[..., Awaitable[RunningListener]]
+
+
+@pytest.fixture
+async def start_listener(
+    cluster: Cluster, github: GitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[StartListener]:
+    """Start `gha-listener`'s serve() in this loop; stopped (and checked) at teardown."""
+    kubeconfig = tmp_path / "listener.kubeconfig"
+    cluster.kube.write_kubeconfig(kubeconfig, token=cluster.listener_token)
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    started: list[RunningListener] = []
+
+    async def start(**overrides: Any) -> RunningListener:
+        values: JSONDict = {
+            "configure_url": github.emulator.config_url(),
+            "github_token": github.token,
+            "ephemeral_runner_set_namespace": cluster.namespace,
+            "ephemeral_runner_set_name": RUNNER_SET,
+            "runner_scale_set_id": github.scale_set_id,
+            "runner_scale_set_name": SCALE_SET,
+            "min_runners": 0,
+            "max_runners": 10,
+            "metrics_addr": "127.0.0.1:0",
+            "retry_initial_seconds": 0.01,
+            "retry_max_seconds": 0.1,
+            "long_poll_timeout_seconds": 5,
+            "kube_request_timeout_seconds": 2,
+            "session_conflict_timeout_seconds": 5,
+            **overrides,
+        }
+        settings = ListenerSettings(**values)
+        stop = asyncio.Event()
+        port: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(
+            serve(settings, credentials_of(settings), stop=stop, on_listening=port.set_result)
+        )
+        running = RunningListener(task=task, stop_event=stop, port=port, settings=settings)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        if not running.task.done():
+            assert await running.stop() == 0

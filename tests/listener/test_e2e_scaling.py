@@ -1,0 +1,130 @@
+"""Jobs enqueued on the Actions emulator -> replicas and patchID on the EphemeralRunnerSet."""
+
+from __future__ import annotations
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.listener.conftest import (
+    SCALE_SET,
+    Cluster,
+    GitHub,
+    StartListener,
+    eventually,
+)
+
+
+async def runner_set_patches(cluster: Cluster) -> int:
+    return cluster.kube.requests.count(
+        verb="patch", resource="ephemeralrunnersets", user=cluster.listener_user, code=200
+    )
+
+
+@pytest.mark.parametrize(("min_runners", "max_runners"), [(0, 10), (2, 5)])
+async def test_idle_listener_publishes_min_with_patch_id_zero(
+    cluster: Cluster, start_listener: StartListener, min_runners: int, max_runners: int
+) -> None:
+    await start_listener(min_runners=min_runners, max_runners=max_runners)
+
+    async def idle_polls_published() -> bool:
+        return await runner_set_patches(cluster) >= 3
+
+    await eventually(idle_polls_published, what="three publications (start and empty polls)")
+    spec = await cluster.runner_set_spec()
+    assert (spec["replicas"], spec["patchID"]) == (min_runners, 0)
+
+
+@pytest.mark.parametrize(
+    ("min_runners", "max_runners", "jobs", "replicas"),
+    [(0, 10, 3, 3), (1, 10, 3, 4), (0, 2, 5, 2), (2, 3, 4, 3)],
+)
+async def test_enqueued_jobs_set_replicas_within_bounds(
+    cluster: Cluster,
+    github: GitHub,
+    start_listener: StartListener,
+    min_runners: int,
+    max_runners: int,
+    jobs: int,
+    replicas: int,
+) -> None:
+    await start_listener(min_runners=min_runners, max_runners=max_runners)
+    github.enqueue(jobs)
+
+    async def scaled() -> bool:
+        spec = await cluster.runner_set_spec()
+        return bool(spec.get("replicas") == replicas and spec.get("patchID", 0) > 0)
+
+    await eventually(scaled, what=f"replicas={replicas} with a new patch id")
+
+
+async def test_listener_registers_the_scale_set_by_name(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    await github.client.delete_runner_scale_set(github.scale_set_id)
+    await start_listener(runner_scale_set_id=0)
+
+    async def registered() -> bool:
+        return (
+            await github.client.get_runner_scale_set(runner_group_id=1, name=SCALE_SET) is not None
+        )
+
+    await eventually(registered, what="the scale set registered by name")
+    github.enqueue(2)
+
+    async def scaled() -> bool:
+        return (await cluster.runner_set_spec()).get("replicas") == 2
+
+    await eventually(scaled, what="replicas=2 through the registered scale set")
+
+
+async def test_listener_finds_the_scale_set_by_name(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    await start_listener(runner_scale_set_id=0)
+    github.enqueue(1)
+
+    async def scaled() -> bool:
+        return (await cluster.runner_set_spec()).get("replicas") == 1
+
+    await eventually(scaled, what="replicas=1")
+    assert github.emulator.state.count("create_scale_set") == 1
+
+
+async def test_probes_and_arc_metrics_are_served(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    running = await start_listener(min_runners=1, max_runners=4)
+    port = await running.port
+    github.enqueue(2)
+    async with aiohttp.ClientSession(
+        base_url=f"http://127.0.0.1:{port}", timeout=aiohttp.ClientTimeout(total=5)
+    ) as http:
+
+        async def ready_and_scaled() -> bool:
+            async with http.get("/readyz") as response:
+                if response.status != 200:
+                    return False
+            return (await cluster.runner_set_spec()).get("replicas") == 3
+
+        await eventually(ready_and_scaled, what="/readyz 200 and replicas=3")
+        async with http.get("/healthz") as response:
+            assert response.status == 200
+        async with http.get("/metrics") as response:
+            text = await response.text()
+    values = {
+        sample.name: (sample.labels, sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    labels = {
+        "name": "my-runners",
+        "namespace": cluster.namespace,
+        "enterprise": "",
+        "organization": "example-org",
+        "repository": "",
+    }
+    assert values["gha_min_runners"] == (labels, 1.0)
+    assert values["gha_max_runners"] == (labels, 4.0)
+    assert values["gha_assigned_jobs"] == (labels, 2.0)
+    assert values["gha_desired_runners"] == (labels, 3.0)
