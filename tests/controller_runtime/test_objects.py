@@ -4,8 +4,10 @@ mapped errors."""
 from __future__ import annotations
 
 import pytest
+from kubernetes_asyncio import client
 
-from shared.kube.errors import Conflict, NotFound
+from sandbox.kube.emulator import KubeEmulator
+from shared.kube.errors import Conflict, NotFound, Timeout
 from shared.kube.objects import CONFIG_MAP, EPHEMERAL_RUNNER, POD, Objects
 from tests.controller_runtime.conftest import runner_body
 
@@ -47,3 +49,19 @@ async def test_errors_are_mapped(objects: Objects, ns: str) -> None:
     await objects.patch(EPHEMERAL_RUNNER, ns, "r1", {"metadata": {"labels": {"a": "b"}}})
     with pytest.raises(Conflict):
         await objects.replace(EPHEMERAL_RUNNER, ns, created)
+
+
+@pytest.mark.parametrize("verb", ["get", "list", "patch"])
+async def test_a_request_the_server_holds_times_out(
+    kube: KubeEmulator, kube_api: client.ApiClient, ns: str, verb: str
+) -> None:
+    objects = Objects(kube_api, timeout=0.3)
+    await objects.create(EPHEMERAL_RUNNER, ns, runner_body("r1"))
+    kube.faults.latency(2.0, verb=verb)
+    calls = {
+        "get": lambda: objects.get(EPHEMERAL_RUNNER, ns, "r1"),
+        "list": lambda: objects.list(EPHEMERAL_RUNNER, ns),
+        "patch": lambda: objects.patch(EPHEMERAL_RUNNER, ns, "r1", {"metadata": {"labels": {}}}),
+    }
+    with pytest.raises(Timeout):
+        await calls[verb]()
