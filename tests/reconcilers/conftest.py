@@ -291,6 +291,8 @@ class RigOptions:
     controllers: tuple[str, ...] = ("ephemeralrunner", "ephemeralrunnerset")
     kubelet: bool = True
     simulated_runners: bool = False
+    """Runner containers run as the Actions emulator's simulated runners (else they idle)."""
+    runtime: ContainerRuntime | None = None
     settings: RunnerSettings = FAST
 
 
@@ -303,7 +305,17 @@ def rig_options() -> RigOptions:
 async def rig(
     rig_options: RigOptions, namespace: str, actions: ActionsEmulator
 ) -> AsyncIterator[Rig]:
-    runtime: ContainerRuntime | None = actions.runtime if rig_options.simulated_runners else None
+    async with open_rig(rig_options, namespace=namespace, actions=actions) as opened:
+        yield opened
+
+
+@contextlib.asynccontextmanager
+async def open_rig(
+    rig_options: RigOptions, *, namespace: str, actions: ActionsEmulator
+) -> AsyncIterator[Rig]:
+    runtime = rig_options.runtime
+    if rig_options.simulated_runners:
+        runtime = actions.runtime
     async with KubeEmulator(
         container_runtime=runtime, kubelet=rig_options.kubelet, restart_backoff=0.01
     ) as kube:
