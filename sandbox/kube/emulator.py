@@ -339,4 +339,4 @@ class KubeEmulator:
         if rt is None:
             raise ApiError(404, "NotFound", f"no kind {kind!r} in {api_version!r} is served")
         ns = obj.get("metadata", {}).get("namespace", "default") if rt.namespaced else ""
-        return self.registry.create(rt, ns, obj)
+        return copy.deepcopy(self.registry.create(rt, ns, obj))

@@ -53,6 +53,7 @@ log = logging.getLogger("sandbox.kube")
 NAMESPACE_SUBRESOURCES = ("status", "finalize")
 ADMIN_PREFIX = "/_emulator"
 DEFAULT_TOKEN_SECONDS = 3600
+LINE_CACHE = 4096
 # kube-apiserver's old insecure port served unauthenticated requests as this member of
 # system:masters; kubectl sends no bearer token over plain http, so the http mode needs it.
 INSECURE_USER = User("system:unsecured", (MASTERS, "system:authenticated"))
@@ -161,7 +162,7 @@ class ApiServer:
         self.bookmark_interval = bookmark_interval
         self.watch_timeout = watch_timeout
         self.host = "127.0.0.1:0"
-        self._watches: set[tuple[asyncio.Queue[Any], web.Request]] = set()
+        self._lines: dict[tuple[int, str, str], bytes] = {}
         faults.on_drop_watches.append(self._drop_watches)
         faults.on_force_gone.append(self._force_gone)
 
@@ -742,29 +743,33 @@ class ApiServer:
         ev: Event,
         matches: Callable[[Obj | None], bool],
     ) -> bytes | None:
+        """The line a watcher gets for a stored event, given its selectors (the cacher's
+        convertToWatchEvent: ADDED/DELETED when an update enters or leaves the selection)."""
         now_match = matches(ev.obj)
-        if ev.type == "ADDED":
-            return (
-                self._event_line(request, rt, "ADDED", self.registry.render(rt, ev.obj))
-                if now_match
-                else None
-            )
-        if ev.type == "DELETED":
-            return (
-                self._event_line(request, rt, "DELETED", self.registry.render(rt, ev.obj))
-                if now_match
-                else None
-            )
+        if ev.type in ("ADDED", "DELETED"):
+            return self._shared_line(request, rt, ev, ev.type) if now_match else None
         was = matches(ev.old)
-        if now_match and was:
-            return self._event_line(request, rt, "MODIFIED", self.registry.render(rt, ev.obj))
         if now_match:
-            return self._event_line(request, rt, "ADDED", self.registry.render(rt, ev.obj))
+            return self._shared_line(request, rt, ev, "MODIFIED" if was else "ADDED")
         if was and ev.old is not None:
             last = self.registry.render(rt, ev.old)
-            last["metadata"]["resourceVersion"] = str(ev.rv)
+            last["metadata"] = {**ev.old["metadata"], "resourceVersion": str(ev.rv)}
             return self._event_line(request, rt, "DELETED", last)
         return None
+
+    def _shared_line(self, request: web.Request, rt: ResourceType, ev: Event, etype: str) -> bytes:
+        """Serialize an event once for all the watchers that get it in the same form."""
+        if "as=Table" in request.headers.get("Accept", ""):
+            return self._event_line(request, rt, etype, self.registry.render(rt, ev.obj))
+        key = (ev.rv, etype, rt.version)
+        line = self._lines.get(key)
+        if line is None:
+            if len(self._lines) >= LINE_CACHE:
+                self._lines.clear()
+            line = self._lines[key] = dumps(
+                {"type": etype, "object": self.registry.render(rt, ev.obj)}
+            )
+        return line
 
     # --- non-resource ------------------------------------------------------------------------
 

@@ -106,10 +106,9 @@ class Registry:
     # --- reads -------------------------------------------------------------------------------
 
     def render(self, rt: ResourceType, obj: Obj) -> Obj:
-        out = copy.deepcopy(obj)
-        out["apiVersion"] = rt.api_version
-        out["kind"] = rt.kind
-        return out
+        """The object as served in `rt`'s version: a shallow copy, since stored objects are
+        never mutated in place (every write stores a new deep copy) and answers are serialized."""
+        return {**obj, "apiVersion": rt.api_version, "kind": rt.kind}
 
     def get(self, rt: ResourceType, ns: str, name: str) -> Obj:
         obj = self.store.get(rt.key, ns, name)
@@ -132,11 +131,11 @@ class Registry:
         if continue_token:
             list_rv, after = self._decode_continue(rt, continue_token)
         # Every page of a chunked list reports the revision of its first page.
-        items = [
-            o
-            for o in self.store.items(rt.key, ns)
-            if labels.matches(o) and fields.matches(o) and (after is None or _okey(o) > after)
-        ]
+        items = list(self.store.items(rt.key, ns))
+        if after is not None:
+            items = [o for o in items if _okey(o) > after]
+        if labels or fields:
+            items = [o for o in items if labels.matches(o) and fields.matches(o)]
         meta: Obj = {"resourceVersion": str(list_rv)}
         if limit and len(items) > limit:
             remaining = len(items) - limit
