@@ -28,7 +28,7 @@ from shared.actions.client import ActionsClient
 from shared.actions.credentials import PersonalAccessToken
 from shared.actions.models import RunnerScaleSet
 from shared.actions.transport import RetryPolicy
-from shared.kube.client import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS, CustomObjects
+from shared.kube.client import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS, CustomObjects, Resource
 
 PROJECT = Path(__file__).resolve().parents[2]
 LISTENER_RBAC = PROJECT / "manifests" / "listener" / "rbac.yaml"
@@ -55,6 +55,7 @@ async def eventually(
 @dataclass
 class Cluster:
     kube: KubeEmulator
+    api: client.ApiClient
     objects: CustomObjects
     namespace: str
     listener_token: str
@@ -63,13 +64,18 @@ class Cluster:
     def listener_user(self) -> str:
         return f"system:serviceaccount:{self.namespace}:{LISTENER_SA}"
 
+    def _stored(self, res: Resource, name: str) -> JSONDict:
+        # Read past the API (and its injected faults): assertions must not depend on them.
+        obj = self.kube.store.get((res.group, res.plural), self.namespace, name)
+        assert obj is not None, f"{res.plural}/{name} does not exist"
+        return copy.deepcopy(obj)
+
     async def runner_set_spec(self) -> JSONDict:
-        obj = await self.objects.get(EPHEMERAL_RUNNER_SETS, self.namespace, RUNNER_SET)
-        spec: JSONDict = obj["spec"]
+        spec: JSONDict = self._stored(EPHEMERAL_RUNNER_SETS, RUNNER_SET)["spec"]
         return spec
 
     async def runner(self, name: str) -> JSONDict:
-        return await self.objects.get(EPHEMERAL_RUNNERS, self.namespace, name)
+        return self._stored(EPHEMERAL_RUNNERS, name)
 
     async def create_runner(self, name: str, *, phase: str, deleting: bool = False) -> None:
         template = (await self.objects.get(EPHEMERAL_RUNNER_SETS, self.namespace, RUNNER_SET))[
@@ -90,6 +96,18 @@ class Cluster:
         )
         if deleting:
             await self.objects.delete(EPHEMERAL_RUNNERS, self.namespace, name)
+
+    async def replace_runner_status(self, runner: JSONDict) -> None:
+        """A PUT of the runner's status carrying its resourceVersion, as a controller writes."""
+        await client.CustomObjectsApi(self.api).replace_namespaced_custom_object_status(
+            EPHEMERAL_RUNNERS.group,
+            EPHEMERAL_RUNNERS.version,
+            self.namespace,
+            EPHEMERAL_RUNNERS.plural,
+            runner["metadata"]["name"],
+            runner,
+            _request_timeout=10,
+        )
 
     def forbidden_requests(self) -> int:
         return self.kube.requests.count(user=self.listener_user, code=403)
@@ -122,6 +140,7 @@ async def cluster(kube: KubeEmulator, namespace: str) -> AsyncIterator[Cluster]:
     try:
         yield Cluster(
             kube=kube,
+            api=api,
             objects=CustomObjects(api, timeout=10),
             namespace=namespace,
             listener_token=kube.service_account_token(namespace, LISTENER_SA),
@@ -195,7 +214,12 @@ async def start_listener(
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     started: list[RunningListener] = []
 
-    async def start(**overrides: Any) -> RunningListener:
+    async def start(*, kube_token: str | None = None, **overrides: Any) -> RunningListener:
+        """`kube_token`: authenticate to Kubernetes as someone else than the listener SA."""
+        if kube_token is not None:
+            other = tmp_path / f"other-{len(started)}.kubeconfig"
+            cluster.kube.write_kubeconfig(other, token=kube_token)
+            monkeypatch.setenv("KUBECONFIG", str(other))
         values: JSONDict = {
             "configure_url": github.emulator.config_url(),
             "github_token": github.token,

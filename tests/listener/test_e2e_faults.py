@@ -1,0 +1,165 @@
+"""Faults where ARC's listener exits: the listener recovers in process and loses no JobStarted."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pytest
+
+from tests.listener.conftest import Cluster, GitHub, RunningListener, StartListener, eventually
+from tests.listener.test_e2e_job_started import recorded, start_job_on
+
+
+async def scaled_to(cluster: Cluster, replicas: int) -> None:
+    async def done() -> bool:
+        return (await cluster.runner_set_spec()).get("replicas") == replicas
+
+    await eventually(done, what=f"replicas={replicas}")
+
+
+async def session_open(github: GitHub, *, sessions: int = 1) -> None:
+    async def opened() -> bool:
+        return github.emulator.state.count("create_session", status=200) >= sessions
+
+    await eventually(opened, what=f"{sessions} message session(s) created")
+
+
+def still_running(running: RunningListener) -> bool:
+    return not running.task.done()
+
+
+@pytest.mark.parametrize("endpoint", ["get_message", "delete_message", "acquire_jobs"])
+async def test_actions_5xx_burst_longer_than_the_http_retries(
+    cluster: Cluster, github: GitHub, start_listener: StartListener, endpoint: str
+) -> None:
+    # Two and a half times what the client's own HTTP retries absorb (5 attempts).
+    fault = github.emulator.faults.inject(endpoint, status=503, count=12)
+    running = await start_listener()
+    github.enqueue(2)
+    await scaled_to(cluster, 2)
+    assert fault.hits == 12
+    assert still_running(running)
+
+
+@pytest.mark.parametrize(
+    ("kind", "refresh_refused"), [("message_queue", False), (None, True)], ids=["mq", "all"]
+)
+async def test_expired_tokens_are_renewed_without_a_new_session(
+    cluster: Cluster,
+    github: GitHub,
+    start_listener: StartListener,
+    kind: Literal["message_queue"] | None,
+    refresh_refused: bool,
+) -> None:
+    running = await start_listener()
+    await session_open(github)
+    github.emulator.faults.expire_tokens(kind)
+    github.enqueue(3)
+    await scaled_to(cluster, 3)
+    state = github.emulator.state
+    assert state.count(status=401) >= 1
+    # With the admin token gone too, the session refresh itself is refused once first.
+    assert (state.count("refresh_session", status=401) == 1) is refresh_refused
+    assert state.count("refresh_session", status=200) >= 1
+    assert state.count("create_session", status=200) == 1
+    assert still_running(running)
+
+
+async def test_session_conflict_waits_for_the_old_session(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    old = await github.client.create_session(github.scale_set_id, owner="old-listener-pod")
+    running = await start_listener(session_conflict_timeout_seconds=30)
+
+    async def refused_twice() -> bool:
+        return github.emulator.state.count("create_session", status=409) >= 2
+
+    await eventually(refused_twice, what="two 409s on session creation")
+    await github.client.delete_session(github.scale_set_id, old.session_id)
+    await session_open(github, sessions=2)
+    github.enqueue(1)
+    await scaled_to(cluster, 1)
+    assert still_running(running)
+
+
+async def test_session_conflict_outliving_its_wait_exits_1(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    await github.client.create_session(github.scale_set_id, owner="old-listener-pod")
+    running = await start_listener(session_conflict_timeout_seconds=0.3)
+    assert await running.task == 1
+    assert github.emulator.state.count("create_session", status=409) >= 2
+
+
+async def test_evicted_session_is_replaced(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    running = await start_listener()
+    await session_open(github)
+    assert github.emulator.faults.evict_sessions() == 1
+    github.enqueue(2)
+    await scaled_to(cluster, 2)
+    await session_open(github, sessions=2)
+    assert still_running(running)
+
+
+async def test_kubernetes_500s_on_the_runner_set_are_retried(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    cluster.kube.faults.inject(verb="patch", resource="ephemeralrunnersets", status=500, count=15)
+    running = await start_listener()
+    github.enqueue(2)
+    await scaled_to(cluster, 2)
+    assert cluster.kube.requests.count(resource="ephemeralrunnersets", code=500) == 15
+    assert still_running(running)
+
+
+@pytest.mark.parametrize(
+    ("verb", "subresource"), [("get", ""), ("patch", "status")], ids=["get", "patch-status"]
+)
+async def test_kubernetes_500s_lose_no_job_started(
+    cluster: Cluster,
+    github: GitHub,
+    start_listener: StartListener,
+    verb: str,
+    subresource: str,
+) -> None:
+    await cluster.create_runner("runner-a", phase="Pending")
+    # More failures than fit in one retry window: the JobStarted waits for the next turn.
+    cluster.kube.faults.inject(
+        verb=verb,
+        resource="ephemeralrunners",
+        subresource=subresource or "*",
+        status=500,
+        count=25,
+    )
+    running = await start_listener()
+    await start_job_on(github, "runner-a")
+    status = await recorded(cluster, "runner-a")
+    assert status["phase"] == "Running"
+    assert cluster.kube.requests.count(resource="ephemeralrunners", code=500) == 25
+    assert still_running(running)
+
+
+async def test_kubernetes_timeouts_lose_no_job_started(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    await cluster.create_runner("runner-a", phase="Pending")
+    # Slower than the listener's request timeout (0.5 s here).
+    slow = cluster.kube.faults.latency(2.0, verb="get", resource="ephemeralrunners")
+    running = await start_listener(kube_request_timeout_seconds=0.5)
+    await start_job_on(github, "runner-a")
+
+    async def timed_out_twice() -> bool:
+        return (
+            cluster.kube.requests.count(
+                verb="get", resource="ephemeralrunners", user=cluster.listener_user
+            )
+            >= 2
+        )
+
+    await eventually(timed_out_twice, what="two timed-out GETs of the runner")
+    cluster.kube.faults.remove(slow)
+    status = await recorded(cluster, "runner-a")
+    assert status["phase"] == "Running"
+    assert still_running(running)

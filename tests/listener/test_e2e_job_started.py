@@ -1,0 +1,176 @@
+"""JobStarted -> the EphemeralRunner's job fields, and Running only for a live runner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.listener.conftest import Cluster, GitHub, StartListener, eventually
+
+REPOSITORY = "octo-org/hello"
+WORKFLOW_REF = "octo-org/hello/.github/workflows/ci.yml@refs/heads/main"
+
+
+def has_job(runner: dict[str, Any]) -> bool:
+    return bool(runner.get("status", {}).get("jobId"))
+
+
+async def start_job_on(github: GitHub, runner_name: str, *, duration: float = 60.0) -> int:
+    """A job that the simulated runner `runner_name` takes and keeps running."""
+    [request_id] = github.enqueue(
+        duration=duration,
+        repository=REPOSITORY,
+        workflow_ref=WORKFLOW_REF,
+        display_name="build",
+    )
+    await github.start_runner(runner_name)
+    return request_id
+
+
+async def recorded(cluster: Cluster, name: str) -> dict[str, Any]:
+    async def job_written() -> bool:
+        return has_job(await cluster.runner(name))
+
+    await eventually(job_written, what=f"the job fields on {name}")
+    status: dict[str, Any] = (await cluster.runner(name))["status"]
+    return status
+
+
+async def test_pending_runner_becomes_running_with_every_job_field(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    await cluster.create_runner("runner-a", phase="Pending")
+    await start_listener()
+    request_id = await start_job_on(github, "runner-a")
+    status = await recorded(cluster, "runner-a")
+    job = github.emulator.state.jobs[request_id]
+    assert status["phase"] == "Running"
+    assert status["jobRequestId"] == request_id
+    assert status["jobRepositoryName"] == REPOSITORY
+    assert status["jobId"] == job.job_id
+    assert status["workflowRunId"] == job.workflow_run_id
+    assert status["jobWorkflowRef"] == WORKFLOW_REF
+    assert status["jobDisplayName"] == "build"
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed", "Outdated"])
+async def test_terminal_runner_gets_the_job_fields_and_keeps_its_phase(
+    cluster: Cluster, github: GitHub, start_listener: StartListener, phase: str
+) -> None:
+    await cluster.create_runner("runner-a", phase=phase)
+    await start_listener()
+    await start_job_on(github, "runner-a")
+    status = await recorded(cluster, "runner-a")
+    assert status["phase"] == phase
+    assert status["jobRepositoryName"] == REPOSITORY
+
+
+async def test_deleting_runner_keeps_its_phase(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    await cluster.create_runner("runner-a", phase="Pending", deleting=True)
+    await start_listener()
+    await start_job_on(github, "runner-a")
+    status = await recorded(cluster, "runner-a")
+    assert status["phase"] == "Pending"
+    assert (await cluster.runner("runner-a"))["metadata"]["deletionTimestamp"]
+
+
+async def test_missing_runner_is_skipped_and_the_listener_keeps_going(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    running = await start_listener()
+    await start_job_on(github, "no-such-runner")
+
+    async def ghost_looked_up() -> bool:
+        return (
+            cluster.kube.requests.count(
+                verb="get", resource="ephemeralrunners", user=cluster.listener_user, code=404
+            )
+            > 0
+        )
+
+    await eventually(ghost_looked_up, what="the missing runner looked up")
+    await cluster.create_runner("runner-b", phase="Pending")
+    await start_job_on(github, "runner-b")
+    status = await recorded(cluster, "runner-b")
+    assert status["phase"] == "Running"
+    assert not running.task.done()
+
+
+async def test_terminal_phase_written_between_get_and_patch_survives(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    await cluster.create_runner("runner-a", phase="Pending")
+    # Hold the listener's status patch on the server after its GET, long enough for the
+    # controller's write (an update, so the hold does not apply to it) to land first.
+    cluster.kube.faults.latency(1.0, verb="patch", resource="ephemeralrunners")
+    await start_listener()
+    await start_job_on(github, "runner-a")
+
+    async def runner_read() -> bool:
+        return (
+            cluster.kube.requests.count(
+                verb="get", resource="ephemeralrunners", user=cluster.listener_user
+            )
+            > 0
+        )
+
+    await eventually(runner_read, what="the listener's GET of the runner")
+    current = await cluster.runner("runner-a")
+    current["status"]["phase"] = "Failed"
+    await cluster.replace_runner_status(current)
+    status = await recorded(cluster, "runner-a")
+    assert status["phase"] == "Failed"
+    assert status["jobRequestId"] > 0
+    conflicts = cluster.kube.requests.count(
+        verb="patch", resource="ephemeralrunners", subresource="status", code=409
+    )
+    assert conflicts == 1
+
+
+async def test_listener_service_account_suffices_for_a_full_job_cycle(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    await cluster.create_runner("runner-a", phase="Pending")
+    await start_listener(min_runners=0)
+    await start_job_on(github, "runner-a", duration=0.2)
+    await recorded(cluster, "runner-a")
+
+    async def settled_after_completion() -> bool:
+        spec = await cluster.runner_set_spec()
+        completed = github.emulator.state.jobs and all(
+            job.state == "completed" for job in github.emulator.state.jobs.values()
+        )
+        return bool(completed and spec["replicas"] == 0 and spec["patchID"] == 0)
+
+    await eventually(settled_after_completion, what="the job completed and the set settled at 0")
+    user = cluster.listener_user
+    requests = cluster.kube.requests
+    assert requests.count(user=user, verb="get", resource="ephemeralrunners", code=200) >= 1
+    assert requests.count(user=user, verb="patch", subresource="status", code=200) >= 1
+    assert requests.count(user=user, verb="patch", resource="ephemeralrunnersets", code=200) >= 3
+    assert cluster.forbidden_requests() == 0
+
+
+async def test_a_service_account_without_the_listener_role_is_refused(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    cluster.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "nobody", "namespace": cluster.namespace},
+        }
+    )
+    running = await start_listener(
+        kube_token=cluster.kube.service_account_token(cluster.namespace, "nobody")
+    )
+    nobody = f"system:serviceaccount:{cluster.namespace}:nobody"
+
+    async def refused() -> bool:
+        return cluster.kube.requests.count(user=nobody, code=403) > 0
+
+    await eventually(refused, what="a 403 for a ServiceAccount without the Role")
+    assert not running.task.done()
