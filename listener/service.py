@@ -33,6 +33,7 @@ from shared.actions.errors import (
     ScaleSetNotFound,
     SessionConflict,
     SessionExpired,
+    UnexpectedResponse,
 )
 from shared.actions.models import (
     JobAvailable,
@@ -238,7 +239,15 @@ class Listener:
             return poll.result()
 
         try:
-            return await self._retry(get, "GET message")
+            return await retry_transient(
+                get,
+                what="GET message",
+                backoff=self.backoff,
+                stop=self.stop,
+                # An undecodable message cannot be acknowledged or skipped: poll again, and
+                # let /readyz report the lack of progress if it keeps coming.
+                retry_on=lambda exc: is_transient(exc) or isinstance(exc, UnexpectedResponse),
+            )
         except SESSION_LOST as exc:
             raise SessionLost from exc
 

@@ -163,3 +163,15 @@ async def test_kubernetes_timeouts_lose_no_job_started(
     status = await recorded(cluster, "runner-a")
     assert status["phase"] == "Running"
     assert still_running(running)
+
+
+@pytest.mark.parametrize("body", ['{"messageType": "RunnerScaleSetJobMessages"}', "[]", "not json"])
+async def test_undecodable_message_is_polled_again(
+    cluster: Cluster, github: GitHub, start_listener: StartListener, body: str
+) -> None:
+    fault = github.emulator.faults.inject("get_message", status=200, body=body, count=2)
+    running = await start_listener()
+    github.enqueue(2)
+    await scaled_to(cluster, 2)
+    assert fault.hits == 2
+    assert still_running(running)
