@@ -17,7 +17,10 @@ from typing import Any
 
 import pytest
 import yaml
+from aiohttp import web
 from kubernetes_asyncio import client
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from listener.__main__ import credentials_of, serve
 from listener.config import ListenerSettings
@@ -202,6 +205,43 @@ async def github(actions: ActionsEmulator) -> AsyncIterator[GitHub]:
 
 
 StartListener = Callable[..., Awaitable[RunningListener]]
+
+
+@dataclass
+class Collector:
+    """An OTLP/HTTP trace receiver on loopback."""
+
+    url: str = ""
+    requests: list[ExportTraceServiceRequest] = field(default_factory=list)
+
+    def spans(self) -> list[Span]:
+        return [
+            span
+            for request in self.requests
+            for resource in request.resource_spans
+            for scope in resource.scope_spans
+            for span in scope.spans
+        ]
+
+
+@pytest.fixture
+async def otlp_collector() -> AsyncIterator[Collector]:
+    collector = Collector()
+
+    async def traces(request: web.Request) -> web.Response:
+        collector.requests.append(ExportTraceServiceRequest.FromString(await request.read()))
+        return web.Response(status=200)
+
+    app = web.Application()
+    app.router.add_post("/v1/traces", traces)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    collector.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        yield collector
+    finally:
+        await runner.cleanup()
 
 
 @pytest.fixture

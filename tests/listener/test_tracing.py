@@ -5,44 +5,45 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from aiohttp import web
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from shared.telemetry.tracing import configure_tracing, otlp_enabled
+from tests.listener.conftest import Cluster, Collector, GitHub, StartListener
+from tests.listener.test_e2e_job_started import recorded, start_job_on
 
 
-async def test_spans_are_exported_over_otlp(monkeypatch: pytest.MonkeyPatch) -> None:
-    received: list[ExportTraceServiceRequest] = []
+async def test_spans_are_exported_over_otlp(
+    monkeypatch: pytest.MonkeyPatch, otlp_collector: Collector
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_collector.url)
+    provider = configure_tracing("gha-listener-test")
+    with provider.get_tracer("test").start_as_current_span("message batch"):
+        pass
+    # The exporter is synchronous; flushing from a thread keeps this loop serving it.
+    await asyncio.to_thread(provider.shutdown)
+    [request] = otlp_collector.requests
+    resource = {a.key: a.value.string_value for a in request.resource_spans[0].resource.attributes}
+    assert resource["service.name"] == "gha-listener-test"
+    assert [span.name for span in otlp_collector.spans()] == ["message batch"]
 
-    async def traces(request: web.Request) -> web.Response:
-        received.append(ExportTraceServiceRequest.FromString(await request.read()))
-        return web.Response(status=200)
 
-    app = web.Application()
-    app.router.add_post("/v1/traces", traces)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
-    try:
-        provider = configure_tracing("gha-listener-test")
-        with provider.get_tracer("test").start_as_current_span("message batch"):
-            pass
-        # The exporter is synchronous; flushing from a thread keeps this loop serving it.
-        await asyncio.to_thread(provider.shutdown)
-    finally:
-        await runner.cleanup()
-    spans = [
-        (span.name, {a.key: a.value.string_value for a in resource.resource.attributes})
-        for request in received
-        for resource in request.resource_spans
-        for scope in resource.scope_spans
-        for span in scope.spans
-    ]
-    [(name, resource)] = spans
-    assert (name, resource["service.name"]) == ("message batch", "gha-listener-test")
+async def test_listener_traces_batches_and_kubernetes_calls(
+    cluster: Cluster,
+    github: GitHub,
+    start_listener: StartListener,
+    otlp_collector: Collector,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_collector.url)
+    await cluster.create_runner("runner-a", phase="Pending")
+    running = await start_listener()
+    await start_job_on(github, "runner-a")
+    await recorded(cluster, "runner-a")
+    assert await running.stop() == 0
+    spans = otlp_collector.spans()
+    batches = {span.span_id for span in spans if span.name == "message batch"}
+    by_name = {span.name: span for span in spans}
+    assert {"kube patch ephemeralrunnersets", "kube get ephemeralrunners"} <= set(by_name)
+    assert by_name["kube patch status ephemeralrunners"].parent_span_id in batches
 
 
 @pytest.mark.parametrize(
