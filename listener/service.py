@@ -110,10 +110,7 @@ class Listener:
         """Serve until `stop` is set (returns) or an unrecoverable error (raises)."""
         try:
             if not self.scale_set_id:
-                self.scale_set_id = await self._find_or_register_scale_set()
-                self.actions.set_system_info(
-                    dataclasses.replace(self.actions.system_info, scale_set_id=self.scale_set_id)
-                )
+                await self._find_or_register_scale_set()
             self.metrics.record_static(
                 min_runners=self.settings.min_runners, max_runners=self.settings.max_runners
             )
@@ -129,7 +126,14 @@ class Listener:
         except Stopping:
             pass
 
-    async def _find_or_register_scale_set(self) -> int:
+    async def _find_or_register_scale_set(self) -> None:
+        found = await self._scale_set_by_name()
+        self.scale_set_id = found
+        self.actions.set_system_info(
+            dataclasses.replace(self.actions.system_info, scale_set_id=found)
+        )
+
+    async def _scale_set_by_name(self) -> int:
         name = self.settings.runner_scale_set_name
         group = self.settings.runner_group
         group_id = DEFAULT_RUNNER_GROUP_ID
@@ -177,7 +181,7 @@ class Listener:
                 # Registered by name here: the set was deleted on the service side, so
                 # register it again rather than exit (ARC re-registers since 0.15).
                 log.warning("runner scale set %d is gone; looking it up again", self.scale_set_id)
-                self.scale_set_id = await self._find_or_register_scale_set()
+                await self._find_or_register_scale_set()
                 return await self.actions.open_message_session(self.scale_set_id, owner=self.owner)
 
         session = await retry_transient(

@@ -175,3 +175,17 @@ async def test_undecodable_message_is_polled_again(
     await scaled_to(cluster, 2)
     assert fault.hits == 2
     assert still_running(running)
+
+
+async def test_scale_set_deleted_on_the_service_is_registered_again(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    running = await start_listener(runner_scale_set_id=0)
+    await session_open(github)
+    github.emulator.faults.evict_sessions()
+    await github.client.delete_runner_scale_set(github.scale_set_id)
+    await session_open(github, sessions=2)
+    github.enqueue(2)
+    await scaled_to(cluster, 2)
+    assert github.emulator.state.count("create_scale_set", status=200) == 2
+    assert still_running(running)
