@@ -58,7 +58,7 @@ async def spawn(cluster: Cluster, github: GitHub, tmp_path: Path) -> AsyncIterat
     cluster.kube.write_kubeconfig(kubeconfig, token=cluster.listener_token)
     processes: list[Process] = []
 
-    async def start(config: dict[str, Any]) -> Process:
+    async def start(config: dict[str, Any], **environment: str) -> Process:
         path = tmp_path / f"config-{len(processes)}.json"
         path.write_text(json.dumps(config))
         env = {
@@ -66,7 +66,9 @@ async def spawn(cluster: Cluster, github: GitHub, tmp_path: Path) -> AsyncIterat
             "LISTENER_CONFIG_PATH": str(path),
             "LISTENER_GITHUB_TOKEN": github.token,
             "KUBECONFIG": str(kubeconfig),
+            **environment,
         }
+        env = {name: value for name, value in env.items() if value}
         proc = await asyncio.create_subprocess_exec(
             GHA_LISTENER, env=env, stderr=asyncio.subprocess.PIPE
         )
@@ -143,11 +145,38 @@ async def test_sigterm_deletes_the_session_and_a_restart_resumes(
         assert github.token not in line
 
 
-async def test_bad_config_exits_2_with_one_line(
-    cluster: Cluster, github: GitHub, spawn: Any
+@pytest.mark.parametrize(
+    ("changes", "environment", "message"),
+    [
+        (
+            {"min_runners": 5, "max_runners": 2},
+            {},
+            'gha-listener: invalid configuration: MinRunners "5" cannot be greater than '
+            'MaxRunners "2"',
+        ),
+        (
+            {"github_app_id": "1", "github_app_installation_id": 2},
+            {"LISTENER_GITHUB_TOKEN": "", "LISTENER_GITHUB_APP_PRIVATE_KEY": "not a key"},
+            "gha-listener: invalid configuration: the GitHub App private key is not a "
+            "readable PEM key (ValueError)",
+        ),
+        (
+            {"log_format": "text", "log_level": "info"},
+            {"KUBECONFIG": ""},
+            "cannot load the Kubernetes configuration",
+        ),
+    ],
+    ids=["min-above-max", "unreadable-app-key", "no-kubernetes"],
+)
+async def test_unusable_configuration_exits_2_with_one_line(
+    cluster: Cluster,
+    github: GitHub,
+    spawn: Any,
+    changes: dict[str, Any],
+    environment: dict[str, str],
+    message: str,
 ) -> None:
-    process: Process = await spawn(listener_config(cluster, github, min_runners=5, max_runners=2))
+    process: Process = await spawn(listener_config(cluster, github, **changes), **environment)
     assert await process.wait() == 2
-    assert process.lines == [
-        'gha-listener: invalid configuration: MinRunners "5" cannot be greater than MaxRunners "2"'
-    ]
+    [line] = process.lines
+    assert message in line
