@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -85,6 +86,7 @@ log = logging.getLogger(__name__)
 
 REGISTRATION_RETRY_SECONDS = 1.0
 ALREADY_EXISTS_RETRY_SECONDS = 5.0
+POD_EXPECTATION_SECONDS = 5.0
 QUOTA_MESSAGE = "exceeded quota:"
 
 
@@ -107,6 +109,7 @@ class EphemeralRunnerReconciler:
         events: EventRecorder,
         settings: RunnerSettings,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._runners = runners
         self._pods = pods
@@ -116,6 +119,12 @@ class EphemeralRunnerReconciler:
         self._settings = settings
         self._policy = settings.failure_policy()
         self._now = now
+        self._clock = clock
+        # Writes the cache has not shown yet: a pod created in the previous pass (its watch
+        # event may trail the runner's own status event, and a second create would only earn a
+        # 409), and JIT Secrets already deleted (the deletion branch need not delete them again).
+        self._pods_created: dict[str, float] = {}
+        self._secrets_deleted: set[str] = set()
 
     async def reconcile(self, request: Request) -> Result:
         cached = self._runners.get(request.namespace, request.name)
@@ -140,7 +149,13 @@ class EphemeralRunnerReconciler:
             )
             return Result()
         pod = self._pods.get(request.namespace, request.name)
-        if pod is None:
+        uid = str(cached["metadata"]["uid"])
+        if pod is not None:
+            self._pods_created.pop(uid, None)
+        else:
+            created = self._pods_created.get(uid)
+            if created is not None and self._clock() - created < POD_EXPECTATION_SECONDS:
+                return Result(requeue_after=POD_EXPECTATION_SECONDS)
             return await self._without_pod(runner)
         outcome = decide_from_pod(
             runner.object, pod, ready=pod_ready(pod), now=self._now(), policy=self._policy
@@ -166,6 +181,9 @@ class EphemeralRunnerReconciler:
         meta["finalizers"] = [f for f in finalizers if f not in RUNNER_FINALIZERS]
         with contextlib.suppress(NotFound):
             await runner.write(self._objects, optimistic=True)
+        uid = str(obj["metadata"]["uid"])
+        self._pods_created.pop(uid, None)
+        self._secrets_deleted.discard(uid)
         return Result()
 
     async def _remove_registration(self, runner: JSONDict) -> bool:
@@ -206,8 +224,11 @@ class EphemeralRunnerReconciler:
         pod = self._pods.get(meta["namespace"], meta["name"])
         if pod is not None and not is_deleting(pod):
             await self._delete(POD, pod)
-        with contextlib.suppress(NotFound):
-            await self._objects.delete(SECRET, meta["namespace"], meta["name"])
+        uid = str(meta["uid"])
+        if uid not in self._secrets_deleted:
+            with contextlib.suppress(NotFound):
+                await self._objects.delete(SECRET, meta["namespace"], meta["name"])
+            self._secrets_deleted.add(uid)
 
     async def _delete_hook_resources(self, runner: JSONDict) -> None:
         meta = runner["metadata"]
@@ -324,6 +345,7 @@ class EphemeralRunnerReconciler:
         meta = obj["metadata"]
         try:
             await self._objects.create(POD, meta["namespace"], runner_pod(obj))
+            self._pods_created[str(meta["uid"])] = self._clock()
         except AlreadyExists:
             return Result(requeue_after=ALREADY_EXISTS_RETRY_SECONDS)
         except Forbidden as exc:

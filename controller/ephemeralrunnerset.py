@@ -84,6 +84,7 @@ log = logging.getLogger(__name__)
 
 SET_FINALIZER = "ephemeralrunnerset.actions.github.com/finalizer"
 CREATE_CONCURRENCY = 8
+WRITTEN_HISTORY = 8
 
 
 def _spec_int(obj: JSONDict, key: str) -> int:
@@ -166,6 +167,7 @@ class EphemeralRunnerSetReconciler:
         self._now = now
         self._markers: dict[str, int] = {}
         self._expectations: dict[str, Expectations] = {}
+        self._written: dict[str, tuple[list[JSONDict], JSONDict]] = {}
 
     async def reconcile(self, request: Request) -> Result:
         cached = self._sets.get(request.namespace, request.name)
@@ -422,6 +424,7 @@ class EphemeralRunnerSetReconciler:
             await runner_set.write(self._objects, optimistic=True)
         self._markers.pop(str(obj["metadata"]["uid"]), None)
         self._expectations.pop(str(obj["metadata"]["uid"]), None)
+        self._written.pop(str(obj["metadata"]["uid"]), None)
         if self._metrics is not None:
             self._metrics.forget(Request.of(obj))
         return Result()
@@ -440,8 +443,15 @@ class EphemeralRunnerSetReconciler:
         current = status_of(runner_set.object)
         if all(current.get(k) == v for k, v in desired.items()):
             return
+        uid = str(runner_set.object["metadata"]["uid"])
+        seen, last = self._written.get(uid, ([], {}))
+        mine = {k: current.get(k) for k in desired}
+        if all(last.get(k) == v for k, v in desired.items()) and mine in seen:
+            # The cache still shows a status from before our last write, which said this.
+            return
         runner_set.mutate().setdefault("status", {}).update(desired)
         await runner_set.write(self._objects)
+        self._written[uid] = ([*seen, mine, desired][-WRITTEN_HISTORY:], desired)
 
 
 def install(manager: Manager, context: RunnerContext) -> EphemeralRunnerSetReconciler:

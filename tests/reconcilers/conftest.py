@@ -44,6 +44,13 @@ FAST = RunnerSettings(
     quota_retry_seconds=0.1,
 )
 DEADLINE = 10.0
+TEST_USER = "test-listener"
+# As the Helm chart renders it: a runner pod is never restarted in place.
+DEFAULT_TEMPLATE: JSONDict = {
+    "restartPolicy": "Never",
+    "containers": [{"name": "runner", "image": "runner:latest"}],
+}
+CONTROLLER_USER = "kubernetes-admin"
 
 
 def test_factory(
@@ -122,6 +129,21 @@ class Rig:
 
     def metrics(self) -> str:
         return self.manager.metrics.render().decode()
+
+    def controller_requests(self) -> dict[str, int]:
+        """The controller's requests other than its informers' lists and watches, by
+        `verb resource[/subresource]`."""
+        counts: dict[str, int] = {}
+        for r in self.kube.requests.log:
+            if r.user != CONTROLLER_USER or r.verb in ("list", "watch"):
+                continue
+            key = (
+                f"{r.verb} {r.resource}/{r.subresource}"
+                if r.subresource
+                else (f"{r.verb} {r.resource}")
+            )
+            counts[key] = counts.get(key, 0) + 1
+        return counts
 
     def reconciles(self, controller: str) -> float:
         return metric(self.metrics(), "controller_runtime_reconcile_total", controller=controller)
@@ -212,7 +234,7 @@ class Rig:
             "githubConfigUrl": self.config_url,
             "githubConfigSecret": "github-secret",
             "runnerScaleSetId": self.scale_set_id,
-            "spec": template or {"containers": [{"name": "runner", "image": "runner:latest"}]},
+            "spec": template or DEFAULT_TEMPLATE,
         }
 
     async def create_runner(self, *, template: JSONDict | None = None) -> JSONDict:
@@ -334,6 +356,11 @@ async def open_rig(
             name="arc", runner_group_id=1, labels=[], runner_setting={}
         )
         api = client.ApiClient(await kube.configuration())
+        # The test's own writes (the listener's part) go out as another user, so the
+        # controller's requests can be counted apart.
+        test_api = client.ApiClient(
+            await kube.configuration(token=kube.user_token(TEST_USER, ["system:masters"]))
+        )
         manager = Manager(
             api=api,
             settings=RuntimeSettings(
@@ -358,7 +385,7 @@ async def open_rig(
             yield Rig(
                 kube=kube,
                 gh=actions,
-                objects=manager.objects,
+                objects=Objects(test_api),
                 namespace=namespace,
                 scale_set_id=scale_set.id,
                 config_url=actions.config_url("owner", "repo"),
@@ -370,3 +397,4 @@ async def open_rig(
             await asyncio.wait_for(task, DEADLINE)
             await context.clients.aclose()
             await api.close()
+            await test_api.close()

@@ -34,6 +34,7 @@ class ControlledRuntime:
         return await self._future(str(pod["metadata"]["uid"]))
 
     def exit(self, uid: str, code: int) -> None:
+        """The runner process ends; the service never gives it another job."""
         future = self._future(uid)
         if not future.done():
             future.set_result(code)
@@ -57,6 +58,7 @@ class Play:
         self.patch_id = 0
         self.busy: dict[str, int] = {}
         self.announced: set[str] = set()
+        self.exited: set[str] = set()
         self.jobs = 5000
 
     async def idle_registered(self) -> list[JSONDict]:
@@ -66,7 +68,8 @@ class Play:
             rid = status.get("runnerId", 0)
             name = runner["metadata"]["name"]
             registered = rid in self.rig.gh.state.runners
-            if status.get("phase") == "Pending" and registered and name not in self.busy:
+            alive = name not in self.busy and name not in self.exited
+            if status.get("phase") == "Pending" and registered and alive:
                 out.append(runner)
         return sorted(out, key=lambda r: r["metadata"]["name"])
 
@@ -93,6 +96,7 @@ class Play:
             name = sorted(self.busy)[value % len(self.busy)]
             rid = self.busy.pop(name)
             self.announced.discard(name)
+            self.exited.add(name)
             if rid in rig.gh.state.runners:
                 rig.gh.state.runners[rid].job_id = None
             pod = await rig.pod(name)
