@@ -15,6 +15,7 @@ import argparse
 import copy
 import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 from controller.runtime import POD_TO_ER, LazyObject
@@ -32,7 +33,7 @@ def pod_versions() -> list[JSONDict]:
         "spec": {"containers": [{"name": "runner", "image": "runner:2"}]},
         "status": {"phase": "Pending"},
     }
-    steps = [
+    steps: list[Callable[[JSONDict], object]] = [
         lambda p: p["spec"].update(nodeName="node-1"),
         lambda p: p["status"].update(conditions=[{"type": "PodScheduled", "status": "True"}]),
         lambda p: p["status"]["conditions"].append({"type": "Initialized", "status": "True"}),
