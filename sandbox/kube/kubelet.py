@@ -437,6 +437,12 @@ class Kubelet:
         stop = asyncio.create_task(deleting.wait())
         try:
             done, _ = await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # The emulator is stopping: the container goes with it, awaited so no task leaks.
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            raise
         finally:
             stop.cancel()
         if task in done:
