@@ -131,6 +131,9 @@ class WatchSettings:
     request_timeout: float = 30.0
     """Total time for the list request."""
     connect_timeout: float = 10.0
+    page_size: int = 500
+    """Objects per list request: a large list is read in pages, so neither the server nor this
+    process holds one giant response (client-go's reflector pages by 500 as well)."""
     retry_base: float = 0.2
     """First delay after a failed list or watch; doubles per consecutive failure."""
     retry_max: float = 30.0
@@ -201,13 +204,28 @@ class Informer:
             self._notify("on_delete", self._stamp(obj))
 
     async def _list(self, namespace: str | None) -> str:
-        """Replace the scope's part of the store with a fresh list; its resourceVersion."""
-        listing = await asyncio.wait_for(
-            self._objects.list(self.kind, namespace), self.settings.request_timeout
-        )
+        """Replace the scope's part of the store with a fresh list; its resourceVersion.
+
+        Pages are read in full before the store changes, so handlers never see half a list; an
+        expired continue token is a 410 and restarts the list.
+        """
+        items: list[JSONDict] = []
+        token: str | None = None
+        while True:
+            page = await asyncio.wait_for(
+                self._objects.list(
+                    self.kind, namespace, limit=self.settings.page_size, continue_token=token
+                ),
+                self.settings.request_timeout,
+            )
+            items += page.get("items") or []
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
+            if token is None:
+                break
         self.lists += 1
         seen = set()
-        for item in listing.get("items") or []:
+        for item in items:
             seen.add(Request.of(item))
             self._upsert(item)
         for key in self.store.keys_in(namespace):
@@ -217,7 +235,7 @@ class Informer:
         self._listed.add(namespace)
         if len(self._listed) == len(self.namespaces):
             self.synced.set()
-        return str((listing.get("metadata") or {}).get("resourceVersion", ""))
+        return str(meta.get("resourceVersion", ""))
 
     async def _watch(self, namespace: str | None, resource_version: str) -> str:
         """Apply watch events until the stream ends; the last resourceVersion seen."""

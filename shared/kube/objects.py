@@ -147,9 +147,17 @@ class Objects:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
     ) -> JSONDict:
-        """The list object (`items`, `metadata.resourceVersion`); all namespaces when None."""
-        query = {"labelSelector": label_selector, "fieldSelector": field_selector}
+        """The list object (`items`, `metadata.resourceVersion`, and `metadata.continue` when
+        `limit` cut it short); all namespaces when `namespace` is None."""
+        query = {
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "limit": limit,
+            "continue": continue_token,
+        }
         return await self._json("GET", kind.path(namespace), query=query)
 
     async def create(self, kind: Kind, namespace: str | None, body: JSONDict) -> JSONDict:

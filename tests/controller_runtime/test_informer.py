@@ -99,6 +99,21 @@ async def test_list_then_watch_delivers_every_change(objects: Objects, seeded: s
     ]
 
 
+async def test_a_large_list_is_read_in_pages(
+    kube: KubeEmulator, objects: Objects, seeded: str
+) -> None:
+    settings = WatchSettings(page_size=2, inactivity_timeout=5.0)
+    informer = Informer(objects=objects, kind=EPHEMERAL_RUNNER, settings=settings)
+    kube.requests.reset()
+    async with running(informer):
+        assert sorted(o["metadata"]["name"] for o in informer.store) == [
+            f"seed-{i}" for i in range(5)
+        ]
+        assert kube.requests.count(verb="list", resource="ephemeralrunners") == 3
+        await churn(objects, seeded, round=0)
+        await converge(informer, objects, seeded)
+
+
 async def test_list_items_carry_kind_and_api_version(objects: Objects, seeded: str) -> None:
     informer = Informer(objects=objects, kind=EPHEMERAL_RUNNER, settings=FAST)
     async with running(informer):
