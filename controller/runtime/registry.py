@@ -13,7 +13,7 @@ registered setup function in registration order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from controller.runtime.manager import Manager
 
@@ -27,12 +27,6 @@ class Registry:
     def register(self, setup: Setup) -> Setup:
         self._setups.append(setup)
         return setup
-
-    def __iter__(self) -> Iterator[Setup]:
-        return iter(self._setups)
-
-    def __len__(self) -> int:
-        return len(self._setups)
 
     def install(self, manager: Manager) -> None:
         for setup in self._setups:
