@@ -10,7 +10,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from sandbox.kube import KubeEmulator
-from tests.sandbox_kube.conftest import GROUP, TIMEOUT, VERSION, events
+from tests.sandbox_kube.conftest import GROUP, TIMEOUT, VERSION, WIDGETS, events, widget
 
 pytestmark = pytest.mark.usefixtures("widgets")
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
@@ -172,3 +172,26 @@ async def test_new_namespace_gets_default_service_account_and_root_ca(
     cm = await core.read_namespaced_config_map("kube-root-ca.crt", ns)
     assert sa.metadata.name == "default"
     assert "ca.crt" in cm.data
+
+
+async def test_tls_serves_the_api_to_the_client(namespace: str) -> None:
+    async with KubeEmulator(tls=True) as kube:
+        assert kube.url.startswith("https://127.0.0.1:")
+        token = kube.service_account_token("default", "default")
+        async with client.ApiClient(await kube.configuration(token=token)) as api:
+            review = await client.AuthenticationV1Api(api).create_self_subject_review({})
+    assert review.status.user_info.username == "system:serviceaccount:default:default"
+
+
+async def test_crd_can_be_recreated_under_the_same_name(
+    kube: KubeEmulator, kube_api: client.ApiClient, co: client.CustomObjectsApi, ns: str
+) -> None:
+    ext = client.ApiextensionsV1Api(kube_api)
+    crd = await ext.read_custom_resource_definition("widgets.test.example.com")
+    await ext.delete_custom_resource_definition("widgets.test.example.com")
+    body = kube_api.sanitize_for_serialization(crd)
+    body["metadata"] = {"name": "widgets.test.example.com"}
+    body.pop("status")
+    await ext.create_custom_resource_definition(body)
+    created = await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("w"))
+    assert created["metadata"]["generation"] == 1

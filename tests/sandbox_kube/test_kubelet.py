@@ -319,3 +319,20 @@ async def test_node_is_registered_ready(core: client.CoreV1Api) -> None:
     assert node.metadata.labels["kubernetes.io/os"] == node.status.node_info.operating_system
     ready = [c for c in node.status.conditions if c.type == "Ready"]
     assert ready[0].status == "True"
+
+
+async def test_stopping_the_emulator_cancels_running_containers(
+    runtime: ScriptedRuntime, namespace: str
+) -> None:
+    async with KubeEmulator(container_runtime=runtime) as kube:
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        kube.apply(
+            {
+                **pod("p", "main"),
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": namespace},
+            }
+        )
+        await wait_for(lambda: runtime.runs == ["main"])
+    assert runtime.cancelled == ["main"]
