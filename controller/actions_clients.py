@@ -21,6 +21,15 @@ from shared.actions.client import ActionsClient
 from shared.actions.credentials import Credentials, GitHubApp, PersonalAccessToken
 from shared.actions.errors import AuthenticationFailed, InvalidCredentials
 from shared.actions.transport import ProxySettings, SystemInfo
+from shared.api.names import (
+    ENV_HTTP_PROXY,
+    ENV_HTTPS_PROXY,
+    ENV_NO_PROXY,
+    SECRET_GITHUB_APP_ID,
+    SECRET_GITHUB_APP_INSTALLATION_ID,
+    SECRET_GITHUB_APP_PRIVATE_KEY,
+    SECRET_GITHUB_TOKEN,
+)
 from shared.kube.objects import SECRET, Objects
 
 JSONDict = dict[str, Any]
@@ -66,10 +75,10 @@ def _decoded(secret: JSONDict, key: str) -> str:
 def credentials_from_secret(secret: JSONDict) -> Credentials:
     """A PAT (`github_token`) or a GitHub App (`github_app_id`, `github_app_installation_id`,
     `github_app_private_key`); exactly one of them must be complete."""
-    token = _decoded(secret, "github_token")
-    app_id = _decoded(secret, "github_app_id")
-    installation = _decoded(secret, "github_app_installation_id")
-    key = _decoded(secret, "github_app_private_key")
+    token = _decoded(secret, SECRET_GITHUB_TOKEN)
+    app_id = _decoded(secret, SECRET_GITHUB_APP_ID)
+    installation = _decoded(secret, SECRET_GITHUB_APP_INSTALLATION_ID)
+    key = _decoded(secret, SECRET_GITHUB_APP_PRIVATE_KEY)
     app = bool(app_id and installation and key)
     if token and app:
         raise InvalidCredentials("both PAT and GitHub App credentials provided")
@@ -153,9 +162,9 @@ class ActionsClients:
             if spec.get("proxy"):
                 data = await proxy_data(self._objects, namespace, spec["proxy"])
                 proxy = ProxySettings(
-                    http_proxy=data["http_proxy"],
-                    https_proxy=data["https_proxy"],
-                    no_proxy=data["no_proxy"],
+                    http_proxy=data[ENV_HTTP_PROXY],
+                    https_proxy=data[ENV_HTTPS_PROXY],
+                    no_proxy=data[ENV_NO_PROXY],
                 )
             pem = await root_ca(self._objects, namespace, spec.get("githubServerTLS"))
             client = self._factory(key.url, credentials, proxy=proxy, root_ca_pem=pem)

@@ -31,11 +31,7 @@ from controller.actions_clients import ActionsClients
 from controller.events import EventRecorder
 from controller.runner_context import RunnerContext, context_for
 from controller.runner_objects import (
-    CONTAINER_HOOK_LABEL,
-    REGISTRATION_FINALIZER,
     RUNNER_FINALIZERS,
-    RUNNER_ID_KEY,
-    RUNNER_NAME_KEY,
     has_container_hooks,
     jit_secret,
     runner_pod,
@@ -43,9 +39,6 @@ from controller.runner_objects import (
     secret_value,
 )
 from controller.runner_rules import (
-    PHASE_FAILED,
-    PHASE_PENDING,
-    REASON_INVALID_POD,
     REASON_TOO_MANY_POD_FAILURES,
     PodOutcome,
     decide_from_pod,
@@ -76,6 +69,15 @@ from shared.actions.errors import (
     JobStillRunning,
     RunnerExists,
     RunnerNotFound,
+)
+from shared.api import EphemeralRunnerPhase
+from shared.api.names import (
+    FINALIZER_EPHEMERAL_RUNNER_REGISTRATION,
+    LABEL_RUNNER_POD,
+    MESSAGE_INVALID_POD_PREFIX,
+    REASON_INVALID_POD,
+    SECRET_RUNNER_ID,
+    SECRET_RUNNER_NAME,
 )
 from shared.kube.errors import AlreadyExists, Forbidden, Invalid, NotFound
 from shared.kube.objects import EPHEMERAL_RUNNER, POD, SECRET, Objects
@@ -170,7 +172,7 @@ class EphemeralRunnerReconciler:
         finalizers = obj["metadata"].get("finalizers") or []
         if not set(RUNNER_FINALIZERS) & set(finalizers):
             return Result()
-        if REGISTRATION_FINALIZER in finalizers:
+        if FINALIZER_EPHEMERAL_RUNNER_REGISTRATION in finalizers:
             removed = await self._remove_registration(obj)
             if not removed:
                 return Result(requeue_after=self._settings.job_still_running_retry_seconds)
@@ -216,7 +218,7 @@ class EphemeralRunnerReconciler:
             secret = await self._objects.get(SECRET, meta["namespace"], meta["name"])
         except NotFound:
             return 0
-        value = secret_value(secret, RUNNER_ID_KEY) or ""
+        value = secret_value(secret, SECRET_RUNNER_ID) or ""
         return int(value) if value.isdigit() else 0
 
     async def _delete_resources(self, runner: JSONDict) -> None:
@@ -232,12 +234,12 @@ class EphemeralRunnerReconciler:
 
     async def _delete_hook_resources(self, runner: JSONDict) -> None:
         meta = runner["metadata"]
-        selector = {CONTAINER_HOOK_LABEL: meta["name"]}
+        selector = {LABEL_RUNNER_POD: meta["name"]}
         for pod in self._pods.list(meta["namespace"], labels=selector):
             if not is_deleting(pod):
                 await self._delete(POD, pod)
         listing = await self._objects.list(
-            SECRET, meta["namespace"], label_selector=f"{CONTAINER_HOOK_LABEL}={meta['name']}"
+            SECRET, meta["namespace"], label_selector=f"{LABEL_RUNNER_POD}={meta['name']}"
         )
         for secret in listing.get("items") or []:
             if not is_deleting(secret):
@@ -268,15 +270,15 @@ class EphemeralRunnerReconciler:
             if isinstance(created, Result):
                 return created
             secret = created
-        value = secret_value(secret, RUNNER_ID_KEY) or ""
+        value = secret_value(secret, SECRET_RUNNER_ID) or ""
         if not value.isdigit() or int(value) == 0:
             await self._delete(SECRET, secret)
             return Result(requeue_after=REGISTRATION_RETRY_SECONDS)
         status = runner.mutate().setdefault("status", {})
         status["runnerId"] = int(value)
-        status["runnerName"] = secret_value(secret, RUNNER_NAME_KEY) or meta["name"]
+        status["runnerName"] = secret_value(secret, SECRET_RUNNER_NAME) or meta["name"]
         if not status.get("phase"):
-            status["phase"] = PHASE_PENDING
+            status["phase"] = EphemeralRunnerPhase.PENDING.value
         await runner.write(self._objects)
         return None
 
@@ -351,7 +353,7 @@ class EphemeralRunnerReconciler:
         except Forbidden as exc:
             if QUOTA_MESSAGE not in exc.message:
                 await self._mark_failed(
-                    runner, reason=REASON_INVALID_POD, message=f"Failed to create the pod: {exc}"
+                    runner, reason=REASON_INVALID_POD, message=f"{MESSAGE_INVALID_POD_PREFIX}{exc}"
                 )
                 return Result()
             age = self._now() - parse_time(meta["creationTimestamp"])
@@ -361,7 +363,7 @@ class EphemeralRunnerReconciler:
             return Result(requeue_after=self._settings.quota_retry_seconds)
         except Invalid as exc:
             await self._mark_failed(
-                runner, reason=REASON_INVALID_POD, message=f"Failed to create the pod: {exc}"
+                runner, reason=REASON_INVALID_POD, message=f"{MESSAGE_INVALID_POD_PREFIX}{exc}"
             )
         return Result()
 
@@ -370,7 +372,9 @@ class EphemeralRunnerReconciler:
         status first and never retried the removal, arc-controllers.md 14.17)."""
         await self._remove_registration(runner.object)
         status = runner.mutate().setdefault("status", {})
-        status.update(phase=PHASE_FAILED, ready=False, reason=reason, message=message)
+        status.update(
+            phase=EphemeralRunnerPhase.FAILED.value, ready=False, reason=reason, message=message
+        )
         await runner.write(self._objects)
         await self._events.warning(runner.object, reason=reason, message=message)
 

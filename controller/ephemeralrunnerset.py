@@ -36,8 +36,6 @@ from controller.actions_clients import ActionsClients
 from controller.events import EventRecorder
 from controller.runner_context import RunnerContext, context_for
 from controller.runner_metrics import (
-    SCALE_SET_NAME_LABEL,
-    SCALE_SET_NAMESPACE_LABEL,
     RunnerSetMetrics,
 )
 from controller.runner_network import proxy_data
@@ -49,7 +47,6 @@ from controller.runner_objects import (
 from controller.runner_rules import is_deleting, runner_id, status_of
 from controller.runner_settings import RunnerSettings
 from controller.runnerset_rules import (
-    PATCH_ID_ANNOTATION,
     Children,
     annotation_int,
     classify,
@@ -75,6 +72,13 @@ from controller.runtime import (
 )
 from controller.runtime.cache import controller_owner_uid
 from shared.actions.errors import ActionsError, JobStillRunning, RunnerNotFound
+from shared.api.names import (
+    ANNOTATION_PATCH_ID,
+    FINALIZER_EPHEMERAL_RUNNER_SET,
+    FINALIZER_EPHEMERAL_RUNNER_SET_LEGACY,
+    LABEL_SCALE_SET_NAME,
+    LABEL_SCALE_SET_NAMESPACE,
+)
 from shared.kube.errors import NotFound
 from shared.kube.objects import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET, SECRET, Objects
 
@@ -82,7 +86,6 @@ JSONDict = dict[str, Any]
 
 log = logging.getLogger(__name__)
 
-SET_FINALIZER = "ephemeralrunnerset.actions.github.com/finalizer"
 CREATE_CONCURRENCY = 8
 WRITTEN_HISTORY = 8
 
@@ -184,8 +187,11 @@ class EphemeralRunnerSetReconciler:
         if is_deleting(cached):
             return await self._finalize(runner_set, children)
         finalizers = cached["metadata"].get("finalizers") or []
-        if SET_FINALIZER not in finalizers:
-            runner_set.mutate()["metadata"]["finalizers"] = [*finalizers, SET_FINALIZER]
+        if FINALIZER_EPHEMERAL_RUNNER_SET not in finalizers:
+            runner_set.mutate()["metadata"]["finalizers"] = [
+                *finalizers,
+                FINALIZER_EPHEMERAL_RUNNER_SET,
+            ]
             await runner_set.write(self._objects, optimistic=True)
         if self._metrics is not None:
             self._metrics.publish(runner_set.object, children)
@@ -308,7 +314,7 @@ class EphemeralRunnerSetReconciler:
                 "namespace": meta["namespace"],
                 "labels": {
                     k: labels[k]
-                    for k in (SCALE_SET_NAME_LABEL, SCALE_SET_NAMESPACE_LABEL)
+                    for k in (LABEL_SCALE_SET_NAME, LABEL_SCALE_SET_NAMESPACE)
                     if k in labels
                 },
                 "ownerReferences": [controller_reference(runner_set)],
@@ -332,7 +338,7 @@ class EphemeralRunnerSetReconciler:
                 await self._create_runners(
                     runner_set,
                     count=1,
-                    patch_id=annotation_int(failed, PATCH_ID_ANNOTATION) or 0,
+                    patch_id=annotation_int(failed, ANNOTATION_PATCH_ID) or 0,
                     lineage_of=lineage(failed) + 1,
                 )
             reason = status_of(failed).get("reason") or "Failed"
@@ -411,15 +417,14 @@ class EphemeralRunnerSetReconciler:
     async def _finalize(self, runner_set: LazyObject, children: Children) -> Result:
         obj = runner_set.object
         finalizers = obj["metadata"].get("finalizers") or []
-        if SET_FINALIZER not in finalizers:
+        ours = {FINALIZER_EPHEMERAL_RUNNER_SET, FINALIZER_EPHEMERAL_RUNNER_SET_LEGACY}
+        if not ours & set(finalizers):
             return Result()
         live = children.pending + children.running + children.terminated + children.deleting
         if live:
             await self._clean_up(obj, children)
             return Result()
-        runner_set.mutate()["metadata"]["finalizers"] = [
-            f for f in finalizers if f != SET_FINALIZER
-        ]
+        runner_set.mutate()["metadata"]["finalizers"] = [f for f in finalizers if f not in ours]
         with contextlib.suppress(NotFound):
             await runner_set.write(self._objects, optimistic=True)
         self._markers.pop(str(obj["metadata"]["uid"]), None)

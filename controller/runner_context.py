@@ -37,5 +37,6 @@ def context_for(manager: Manager, *, settings: RunnerSettings | None = None) -> 
             events=EventRecorder(objects=manager.objects),
             metrics=RunnerSetMetrics(manager.metrics.metrics.meter),
         )
+        manager.on_shutdown(context.clients.aclose)
         _CONTEXTS[manager] = context
     return context

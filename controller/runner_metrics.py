@@ -12,11 +12,15 @@ from controller.runnerset_rules import Children
 from controller.runtime import Request
 from shared.actions.config import parse_config_url
 from shared.actions.errors import InvalidConfigURL
+from shared.api.names import (
+    LABEL_SCALE_SET_NAME,
+    LABEL_SCALE_SET_NAMESPACE,
+    METRIC_CONTROLLER_FAILED_RUNNERS,
+    METRIC_CONTROLLER_PENDING_RUNNERS,
+    METRIC_CONTROLLER_RUNNING_RUNNERS,
+)
 
 JSONDict = dict[str, Any]
-
-SCALE_SET_NAME_LABEL = "actions.github.com/scale-set-name"
-SCALE_SET_NAMESPACE_LABEL = "actions.github.com/scale-set-namespace"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +41,9 @@ class RunnerSetMetrics:
             description="Failed runners deleted to give their slot to a new runner",
         )
         for name, field in (
-            ("gha_controller_pending_ephemeral_runners", "pending"),
-            ("gha_controller_running_ephemeral_runners", "running"),
-            ("gha_controller_failed_ephemeral_runners", "failed"),
+            (METRIC_CONTROLLER_PENDING_RUNNERS, "pending"),
+            (METRIC_CONTROLLER_RUNNING_RUNNERS, "running"),
+            (METRIC_CONTROLLER_FAILED_RUNNERS, "failed"),
         ):
             meter.create_observable_gauge(name, callbacks=[self._callback(field)])
 
@@ -60,8 +64,8 @@ class RunnerSetMetrics:
         except InvalidConfigURL:
             return
         series = {
-            "name": str(labels.get(SCALE_SET_NAME_LABEL, meta["name"])),
-            "namespace": str(labels.get(SCALE_SET_NAMESPACE_LABEL, meta["namespace"])),
+            "name": str(labels.get(LABEL_SCALE_SET_NAME, meta["name"])),
+            "namespace": str(labels.get(LABEL_SCALE_SET_NAMESPACE, meta["namespace"])),
             "repository": config.repository,
             "organization": config.organization,
             "enterprise": config.enterprise,

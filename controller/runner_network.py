@@ -12,6 +12,13 @@ import base64
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from shared.api.names import (
+    ENV_HTTP_PROXY,
+    ENV_HTTPS_PROXY,
+    ENV_NO_PROXY,
+    SECRET_PROXY_PASSWORD,
+    SECRET_PROXY_USERNAME,
+)
 from shared.kube.objects import SECRET, Kind, Objects
 
 JSONDict = dict[str, Any]
@@ -43,16 +50,18 @@ async def _server_url(objects: Objects, namespace: str, server: JSONDict | None)
     if not ref:
         return url
     secret = await objects.get(SECRET, namespace, str(ref))
-    return _with_userinfo(url, _decoded(secret, "username"), _decoded(secret, "password"))
+    return _with_userinfo(
+        url, _decoded(secret, SECRET_PROXY_USERNAME), _decoded(secret, SECRET_PROXY_PASSWORD)
+    )
 
 
 async def proxy_data(objects: Objects, namespace: str, proxy: JSONDict | None) -> dict[str, str]:
     """ARC's `ProxyConfig.ToSecretData()`: always all three keys, empty when unset."""
     proxy = proxy or {}
     return {
-        "http_proxy": await _server_url(objects, namespace, proxy.get("http")),
-        "https_proxy": await _server_url(objects, namespace, proxy.get("https")),
-        "no_proxy": ",".join(str(h) for h in proxy.get("noProxy") or []),
+        ENV_HTTP_PROXY: await _server_url(objects, namespace, proxy.get("http")),
+        ENV_HTTPS_PROXY: await _server_url(objects, namespace, proxy.get("https")),
+        ENV_NO_PROXY: ",".join(str(h) for h in proxy.get("noProxy") or []),
     }
 
 

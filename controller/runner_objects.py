@@ -14,28 +14,35 @@ import json
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 
-from controller.runner_rules import RUNNER_CONTAINER, JSONDict
-from controller.runnerset_rules import (
-    FAILED_LINEAGE_ANNOTATION,
-    PATCH_ID_ANNOTATION,
-    REVISION_ANNOTATION,
+from controller.runner_rules import JSONDict
+from controller.runnerset_rules import FAILED_LINEAGE_ANNOTATION
+from shared.api.names import (
+    ANNOTATION_ACTIONABLE_REVISION,
+    ANNOTATION_PATCH_ID,
+    API_VERSION,
+    COMPONENT_RUNNER,
+    ENV_HTTP_PROXY,
+    ENV_HTTPS_PROXY,
+    ENV_NO_PROXY,
+    ENV_RUNNER_CONTAINER_HOOKS,
+    ENV_RUNNER_DEPRECATED_EXIT_CODE,
+    ENV_RUNNER_EXTRA_USER_AGENT,
+    ENV_RUNNER_JIT_CONFIG,
+    EPHEMERAL_RUNNER_LABEL_VALUE,
+    FINALIZER_EPHEMERAL_RUNNER,
+    FINALIZER_EPHEMERAL_RUNNER_REGISTRATION,
+    KIND_EPHEMERAL_RUNNER,
+    LABEL_COMPONENT,
+    LABEL_EPHEMERAL_RUNNER,
+    LABEL_POD_TEMPLATE_HASH,
+    RUNNER_CONTAINER,
+    SECRET_JIT_TOKEN,
+    SECRET_RUNNER_ID,
+    SECRET_RUNNER_NAME,
+    SECRET_SCALE_SET_ID,
 )
 
-API_VERSION = "actions.github.com/v1alpha1"
-RUNNER_FINALIZER = "ephemeralrunner.actions.github.com/finalizer"
-REGISTRATION_FINALIZER = "ephemeralrunner.actions.github.com/runner-registration-finalizer"
-RUNNER_FINALIZERS = (RUNNER_FINALIZER, REGISTRATION_FINALIZER)
-
-COMPONENT_LABEL = "app.kubernetes.io/component"
-RUNNER_POD_LABEL = "actions-ephemeral-runner"
-POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
-CONTAINER_HOOK_LABEL = "runner-pod"
-CONTAINER_HOOKS_ENV = "ACTIONS_RUNNER_CONTAINER_HOOKS"
-
-JIT_TOKEN_KEY = "jitToken"
-RUNNER_NAME_KEY = "runnerName"
-RUNNER_ID_KEY = "runnerId"
-SCALE_SET_ID_KEY = "scaleSetId"
+RUNNER_FINALIZERS = (FINALIZER_EPHEMERAL_RUNNER, FINALIZER_EPHEMERAL_RUNNER_REGISTRATION)
 
 _SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -108,14 +115,14 @@ def new_ephemeral_runner(
     user_labels, user_annotations = _resource_meta(spec, "ephemeralRunnerMetadata")
     labels = filter_and_merge_labels(
         user_labels,
-        {**(meta.get("labels") or {}), COMPONENT_LABEL: "runner"},
+        {**(meta.get("labels") or {}), LABEL_COMPONENT: COMPONENT_RUNNER},
         excluded_prefixes=excluded_prefixes,
     )
     annotations = {
         **user_annotations,
         **(meta.get("annotations") or {}),
-        PATCH_ID_ANNOTATION: str(patch_id),
-        REVISION_ANNOTATION: str(revision),
+        ANNOTATION_PATCH_ID: str(patch_id),
+        ANNOTATION_ACTIONABLE_REVISION: str(revision),
     }
     if lineage:
         annotations[FAILED_LINEAGE_ANNOTATION] = str(lineage)
@@ -126,7 +133,7 @@ def new_ephemeral_runner(
         )
     return {
         "apiVersion": API_VERSION,
-        "kind": "EphemeralRunner",
+        "kind": KIND_EPHEMERAL_RUNNER,
         "metadata": {
             "generateName": f"{meta['name']}-runner-",
             "namespace": meta["namespace"],
@@ -169,10 +176,10 @@ def jit_secret(
             "ownerReferences": [controller_reference(runner)],
         },
         "data": {
-            JIT_TOKEN_KEY: _b64(encoded_jit_config),
-            RUNNER_NAME_KEY: _b64(runner_name),
-            RUNNER_ID_KEY: _b64(str(runner_id)),
-            SCALE_SET_ID_KEY: _b64(str(scale_set_id)),
+            SECRET_JIT_TOKEN: _b64(encoded_jit_config),
+            SECRET_RUNNER_NAME: _b64(runner_name),
+            SECRET_RUNNER_ID: _b64(str(runner_id)),
+            SECRET_SCALE_SET_ID: _b64(str(scale_set_id)),
         },
     }
 
@@ -196,20 +203,20 @@ def _runner_env(runner: JSONDict) -> list[JSONDict]:
     name = _meta(runner)["name"]
     env: list[JSONDict] = [
         {
-            "name": "ACTIONS_RUNNER_INPUT_JITCONFIG",
-            "valueFrom": {"secretKeyRef": {"name": name, "key": JIT_TOKEN_KEY}},
+            "name": ENV_RUNNER_JIT_CONFIG,
+            "valueFrom": {"secretKeyRef": {"name": name, "key": SECRET_JIT_TOKEN}},
         },
-        {"name": "GITHUB_ACTIONS_RUNNER_EXTRA_USER_AGENT", "value": USER_AGENT},
-        {"name": "ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE", "value": "1"},
+        {"name": ENV_RUNNER_EXTRA_USER_AGENT, "value": USER_AGENT},
+        {"name": ENV_RUNNER_DEPRECATED_EXIT_CODE, "value": "1"},
     ]
     spec = runner.get("spec") or {}
     proxy_secret = spec.get("proxySecretRef")
     proxy = spec.get("proxy") or {}
     if proxy_secret:
         for key, present in (
-            ("http_proxy", proxy.get("http")),
-            ("https_proxy", proxy.get("https")),
-            ("no_proxy", proxy.get("noProxy")),
+            (ENV_HTTP_PROXY, proxy.get("http")),
+            (ENV_HTTPS_PROXY, proxy.get("https")),
+            (ENV_NO_PROXY, proxy.get("noProxy")),
         ):
             if present:
                 env.append(
@@ -234,8 +241,8 @@ def runner_pod(runner: JSONDict) -> JSONDict:
     labels = {
         **(meta.get("labels") or {}),
         **(template_meta.get("labels") or {}),
-        RUNNER_POD_LABEL: "True",
-        POD_TEMPLATE_HASH_LABEL: _template_hash(spec),
+        LABEL_EPHEMERAL_RUNNER: EPHEMERAL_RUNNER_LABEL_VALUE,
+        LABEL_POD_TEMPLATE_HASH: _template_hash(spec),
     }
     annotations = {**(meta.get("annotations") or {}), **(template_meta.get("annotations") or {})}
     return {
@@ -257,7 +264,8 @@ def has_container_hooks(runner: JSONDict) -> bool:
     containers = ((runner.get("spec") or {}).get("spec") or {}).get("containers") or []
     for container in containers:
         if container.get("name") == RUNNER_CONTAINER:
-            return any(e.get("name") == CONTAINER_HOOKS_ENV for e in container.get("env") or [])
+            env = container.get("env") or []
+            return any(e.get("name") == ENV_RUNNER_CONTAINER_HOOKS for e in env)
     return False
 
 

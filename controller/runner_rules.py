@@ -18,21 +18,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from shared.api import EphemeralRunnerPhase, is_terminal_phase
+from shared.api.names import (
+    MESSAGE_OUTDATED,
+    REASON_OUTDATED,
+    RUNNER_CONTAINER,
+    RUNNER_DEPRECATED_EXIT_CODE,
+)
+
 JSONDict = dict[str, Any]
 
-RUNNER_CONTAINER = "runner"
-OUTDATED_EXIT_CODE = 7
-
-PHASE_PENDING = "Pending"
-PHASE_RUNNING = "Running"
-PHASE_SUCCEEDED = "Succeeded"
-PHASE_FAILED = "Failed"
-PHASE_OUTDATED = "Outdated"
-TERMINAL_PHASES = frozenset({PHASE_SUCCEEDED, PHASE_FAILED, PHASE_OUTDATED})
-
-REASON_OUTDATED = "Outdated"
-MESSAGE_OUTDATED = "Runner is deprecated"
-REASON_INVALID_POD = "InvalidPod"
+# ARC declares this reason but never writes it; here it explains a runner that ran out of pods.
 REASON_TOO_MANY_POD_FAILURES = "TooManyPodFailures"
 
 
@@ -57,7 +53,7 @@ class FailurePolicy:
 
 
 def is_terminal(runner: JSONDict) -> bool:
-    return status_of(runner).get("phase") in TERMINAL_PHASES
+    return is_terminal_phase(status_of(runner).get("phase"))
 
 
 def status_of(obj: JSONDict) -> JSONDict:
@@ -180,7 +176,7 @@ def _from_exit(terminated: JSONDict, pod_reason: str, pod_message: str) -> PodRe
     message = str(terminated.get("message") or pod_message)
     if code == 0:
         return PodReading(PodState.SUCCEEDED, reason, message)
-    if code == OUTDATED_EXIT_CODE:
+    if code == RUNNER_DEPRECATED_EXIT_CODE:
         return PodReading(PodState.OUTDATED, REASON_OUTDATED, MESSAGE_OUTDATED)
     return PodReading(PodState.FAILED, reason or f"ExitCode{code}", message)
 
@@ -217,7 +213,7 @@ def decide_from_pod(
     if reading.state is PodState.SUCCEEDED:
         return PodOutcome(
             status={
-                "phase": PHASE_SUCCEEDED,
+                "phase": EphemeralRunnerPhase.SUCCEEDED.value,
                 "ready": False,
                 "reason": reading.reason,
                 "message": reading.message,
@@ -226,7 +222,7 @@ def decide_from_pod(
     if reading.state is PodState.OUTDATED:
         return PodOutcome(
             status={
-                "phase": PHASE_OUTDATED,
+                "phase": EphemeralRunnerPhase.OUTDATED.value,
                 "ready": False,
                 "reason": REASON_OUTDATED,
                 "message": MESSAGE_OUTDATED,
@@ -242,7 +238,7 @@ def decide_from_pod(
 def _started_status(current: JSONDict, *, ready: bool, reading: PodReading) -> JSONDict:
     desired: JSONDict = {}
     if not current.get("phase"):
-        desired["phase"] = PHASE_PENDING
+        desired["phase"] = EphemeralRunnerPhase.PENDING.value
     if bool(current.get("ready")) != ready or desired:
         desired.update(ready=ready, reason=reading.reason, message=reading.message)
     return desired
@@ -273,7 +269,11 @@ def _count_failure(
     message = f"The runner pod failed {len(failures)} times; last failure: {reading.reason}"
     if reading.message:
         message = f"{message}: {reading.message}"
-    status.update(phase=PHASE_FAILED, reason=REASON_TOO_MANY_POD_FAILURES, message=message)
+    status.update(
+        phase=EphemeralRunnerPhase.FAILED.value,
+        reason=REASON_TOO_MANY_POD_FAILURES,
+        message=message,
+    )
     return PodOutcome(
         status=status,
         delete_pod=not is_deleting(pod),

@@ -18,10 +18,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from controller.runner_rules import (
-    PHASE_FAILED,
-    PHASE_OUTDATED,
-    PHASE_RUNNING,
-    PHASE_SUCCEEDED,
     JSONDict,
     has_job,
     is_deleting,
@@ -30,14 +26,11 @@ from controller.runner_rules import (
     runner_id,
     status_of,
 )
+from shared.api import EphemeralRunnerPhase, EphemeralRunnerSetPhase
+from shared.api.names import ANNOTATION_ACTIONABLE_REVISION, ANNOTATION_PATCH_ID
 
-PATCH_ID_ANNOTATION = "actions.github.com/patch-id"
-REVISION_ANNOTATION = "actions.github.com/actionable-revision"
 # This project's own bookkeeping: how many failed runners in a row this runner replaces.
 FAILED_LINEAGE_ANNOTATION = "gha-runner-scaler/failed-runner-replacements"
-
-SET_PHASE_RUNNING = "Running"
-SET_PHASE_OUTDATED = "Outdated"
 
 
 def annotation_int(obj: JSONDict, key: str) -> int | None:
@@ -78,20 +71,20 @@ class Children:
 def classify(runners: Iterable[JSONDict], *, applied_revision: int) -> Children:
     children = Children()
     for runner in runners:
-        patch_id = annotation_int(runner, PATCH_ID_ANNOTATION)
+        patch_id = annotation_int(runner, ANNOTATION_PATCH_ID)
         if patch_id is not None:
             children.latest_patch_id = max(children.latest_patch_id, patch_id)
         phase = status_of(runner).get("phase")
         if is_deleting(runner):
             children.deleting.append(runner)
-        elif phase == PHASE_RUNNING:
+        elif phase == EphemeralRunnerPhase.RUNNING:
             children.running.append(runner)
-        elif phase == PHASE_SUCCEEDED:
+        elif phase == EphemeralRunnerPhase.SUCCEEDED:
             children.finished.append(runner)
-        elif phase == PHASE_FAILED:
+        elif phase == EphemeralRunnerPhase.FAILED:
             children.failed.append(runner)
-        elif phase == PHASE_OUTDATED:
-            revision = annotation_int(runner, REVISION_ANNOTATION) or 0
+        elif phase == EphemeralRunnerPhase.OUTDATED:
+            revision = annotation_int(runner, ANNOTATION_ACTIONABLE_REVISION) or 0
             if revision < applied_revision:
                 children.stale_outdated.append(runner)
             else:
@@ -219,10 +212,10 @@ def cleanup_candidates(children: Children) -> list[JSONDict]:
 def desired_phase(*, current: str, children: Children, revision_advanced: bool) -> str:
     """`Outdated` once a runner of the applied revision is outdated, until the revision moves."""
     if children.outdated:
-        return SET_PHASE_OUTDATED
-    if current == SET_PHASE_OUTDATED and not revision_advanced:
-        return SET_PHASE_OUTDATED
-    return SET_PHASE_RUNNING
+        return EphemeralRunnerSetPhase.OUTDATED.value
+    if current == EphemeralRunnerSetPhase.OUTDATED and not revision_advanced:
+        return EphemeralRunnerSetPhase.OUTDATED.value
+    return EphemeralRunnerSetPhase.RUNNING.value
 
 
 def counts_status(children: Children) -> JSONDict:
