@@ -89,8 +89,9 @@ async def run(jobs: int) -> None:
             )
             stop = asyncio.Event()
             listener = asyncio.create_task(serve(settings, credentials_of(settings), stop=stop))
-            while gh.state.count("create_session", status=200) == 0:
-                await asyncio.sleep(0.01)
+            await gh.state.wait_for(
+                lambda: gh.state.count("create_session", status=200) > 0, within=30
+            )
             kube.requests.reset()
             gh_requests_before = len(gh.state.requests)
             started = time.monotonic()
@@ -128,27 +129,26 @@ async def run(jobs: int) -> None:
     )
     actions_calls = Counter(r.endpoint for r in gh.state.requests[gh_requests_before:])
     starts = {
-        job.runner_name: job.runner_assign_time for job in gh.state.jobs.values() if job.runner_name
+        job.runner_name: job.runner_assign_time
+        for job in gh.state.jobs.values()
+        if job.runner_name and job.runner_assign_time is not None
     }
     # runner_assign_time is wall clock; convert the monotonic observations with one offset.
     offset = time.time() - time.monotonic()
     latencies = [
         (running_seen[name] + offset - starts[name]) * 1000
         for name in names
-        if name in running_seen and starts.get(name)
+        if name in running_seen and name in starts
     ]
     print(f"jobs: {jobs}, all completed and settled in {elapsed:.2f}s")
     print(f"Running seen on {len(running_seen)} of {jobs} runners")
     print("listener Kubernetes requests:", dict(kube_calls), f"= {sum(kube_calls.values())}")
     print("Actions requests (listener and runners):", dict(actions_calls))
     if latencies:
+        p90 = statistics.quantiles(latencies, n=10)[-1] if len(latencies) > 1 else latencies[0]
         print(
-            "JobStarted -> Running ms: median %.1f, p90 %.1f, max %.1f"
-            % (
-                statistics.median(latencies),
-                statistics.quantiles(latencies, n=10)[-1] if len(latencies) > 1 else latencies[0],
-                max(latencies),
-            )
+            f"JobStarted -> Running ms: median {statistics.median(latencies):.1f}, "
+            f"p90 {p90:.1f}, max {max(latencies):.1f}"
         )
 
 
