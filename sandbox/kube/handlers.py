@@ -54,6 +54,8 @@ NAMESPACE_SUBRESOURCES = ("status", "finalize")
 ADMIN_PREFIX = "/_emulator"
 DEFAULT_TOKEN_SECONDS = 3600
 LINE_CACHE = 4096
+USER = web.RequestKey("user", User)
+ACCOUNTED = web.RequestKey("accounted", bool)
 # kube-apiserver's old insecure port served unauthenticated requests as this member of
 # system:masters; kubectl sends no bearer token over plain http, so the http mode needs it.
 INSECURE_USER = User("system:unsecured", (MASTERS, "system:authenticated"))
@@ -196,6 +198,7 @@ class ApiServer:
             user_name = user.name
             user = self._impersonate(request, user)
             user_name = user.name
+            request[USER] = user
             info = parse_path(request.method, request.path, request.query)
             if self.faults.paused or self.faults.rules:
                 await self.faults.wait_resumed()
@@ -233,16 +236,17 @@ class ApiServer:
             code = failure.code
             return error_response(failure)
         finally:
-            self.requests.record(
-                Request(
-                    verb=info.verb if info else request.method.lower(),
-                    resource=info.resource if info else "",
-                    subresource=info.subresource if info else "",
-                    user=user_name,
-                    namespace=info.namespace if info else "",
-                    code=code,
+            if not request.get(ACCOUNTED):
+                self.requests.record(
+                    Request(
+                        verb=info.verb if info else request.method.lower(),
+                        resource=info.resource if info else "",
+                        subresource=info.subresource if info else "",
+                        user=user_name,
+                        namespace=info.namespace if info else "",
+                        code=code,
+                    )
                 )
-            )
 
     def _authenticate(self, request: web.Request) -> User:
         header = request.headers.get("Authorization", "")
@@ -636,6 +640,18 @@ class ApiServer:
         resp.enable_chunked_encoding()
         try:
             await resp.prepare(request)
+            # A watch counts once it is established, not when it ends (which may be never).
+            self.requests.record(
+                Request(
+                    verb="watch",
+                    resource=rt.plural,
+                    subresource="",
+                    user=request[USER].name,
+                    namespace=ns or "",
+                    code=200,
+                )
+            )
+            request[ACCOUNTED] = True
 
             def matches(obj: Obj | None) -> bool:
                 if obj is None:

@@ -10,7 +10,15 @@ import pytest
 from kubernetes_asyncio import client
 
 from sandbox.kube import KubeEmulator
-from tests.sandbox_kube.conftest import GROUP, TIMEOUT, VERSION, WIDGETS, status_of, wait_for
+from tests.sandbox_kube.conftest import (
+    GROUP,
+    TIMEOUT,
+    VERSION,
+    WIDGETS,
+    events,
+    status_of,
+    wait_for,
+)
 
 pytestmark = pytest.mark.usefixtures("widgets")
 
@@ -173,3 +181,24 @@ async def test_admin_endpoint_actions(kube: KubeEmulator, action: str) -> None:
     code, body = await admin(kube, action)
     assert (code, body) == (200, {})
     assert kube.faults.paused is (action == "faults/pause")
+
+
+async def test_an_open_watch_is_accounted_once_established(
+    kube: KubeEmulator, co: client.CustomObjectsApi, ns: str
+) -> None:
+    kube.requests.reset()
+    watching = asyncio.create_task(
+        events(co.list_namespaced_custom_object, GROUP, VERSION, ns, WIDGETS, count=1)
+    )
+    await wait_for(lambda: kube.requests.count(verb="watch", resource=WIDGETS) == 1)
+    assert not watching.done()
+    kube.apply(
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Widget",
+            "metadata": {"name": "w", "namespace": ns},
+            "spec": {"size": 1},
+        }
+    )
+    await watching
+    assert kube.requests.count(verb="watch", resource=WIDGETS, namespace=ns) == 1
