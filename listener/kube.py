@@ -27,7 +27,7 @@ class RunnerSetClient:
         self._tracer = tracer
 
     @asynccontextmanager
-    async def _span(self, verb: str, res: Resource, name: str) -> AsyncIterator[None]:
+    async def _span(self, verb: str, res: Resource, *, name: str) -> AsyncIterator[None]:
         with self._tracer.start_as_current_span(
             f"kube {verb} {res.plural}",
             kind=SpanKind.CLIENT,
@@ -40,17 +40,17 @@ class RunnerSetClient:
             yield
 
     async def patch_runner_set(self, patch: JSONDict) -> JSONDict:
-        async with self._span("patch", EPHEMERAL_RUNNER_SETS, self.runner_set):
+        async with self._span("patch", EPHEMERAL_RUNNER_SETS, name=self.runner_set):
             return await self._objects.patch(
                 EPHEMERAL_RUNNER_SETS, self.namespace, self.runner_set, patch
             )
 
     async def get_runner(self, name: str) -> JSONDict:
-        async with self._span("get", EPHEMERAL_RUNNERS, name):
+        async with self._span("get", EPHEMERAL_RUNNERS, name=name):
             return await self._objects.get(EPHEMERAL_RUNNERS, self.namespace, name)
 
     async def patch_runner_status(self, name: str, patch: JSONDict) -> JSONDict:
-        async with self._span("patch status", EPHEMERAL_RUNNERS, name):
+        async with self._span("patch status", EPHEMERAL_RUNNERS, name=name):
             return await self._objects.patch(
                 EPHEMERAL_RUNNERS, self.namespace, name, patch, status=True
             )

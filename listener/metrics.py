@@ -150,14 +150,14 @@ class ListenerMetrics:
                     continue
                 self._instruments[name] = _Selected(create(name, known[name]), spec.labels)
 
-    def _emit(self, name: str, value: float, values: Mapping[str, str]) -> None:
+    def _emit(self, name: str, value: float, *, labels: Mapping[str, str]) -> None:
         instrument = self._instruments.get(name)
         if instrument is not None:
-            instrument(value, values)
+            instrument(value, labels)
 
     def record_static(self, *, min_runners: int, max_runners: int) -> None:
-        self._emit("gha_min_runners", min_runners, self._scale_set_labels)
-        self._emit("gha_max_runners", max_runners, self._scale_set_labels)
+        self._emit("gha_min_runners", min_runners, labels=self._scale_set_labels)
+        self._emit("gha_max_runners", max_runners, labels=self._scale_set_labels)
 
     def record_statistics(self, stats: Statistics) -> None:
         for name, value in (
@@ -167,10 +167,10 @@ class ListenerMetrics:
             ("gha_busy_runners", stats.total_busy_runners),
             ("gha_idle_runners", stats.total_idle_runners),
         ):
-            self._emit(name, value, self._scale_set_labels)
+            self._emit(name, value, labels=self._scale_set_labels)
 
     def record_desired(self, count: int) -> None:
-        self._emit("gha_desired_runners", count, self._scale_set_labels)
+        self._emit("gha_desired_runners", count, labels=self._scale_set_labels)
 
     def _job_labels(self, job: JobMessageBase, result: str | None = None) -> dict[str, str]:
         ref = parse_workflow_ref(job.job_workflow_ref)
@@ -190,20 +190,20 @@ class ListenerMetrics:
 
     def record_job_started(self, job: JobStarted) -> None:
         labels = self._job_labels(job)
-        self._emit("gha_started_jobs_total", 1, labels)
+        self._emit("gha_started_jobs_total", 1, labels=labels)
         startup = _whole_seconds(job.scale_set_assign_time, job.runner_assign_time)
         if startup is not None:
-            self._emit("gha_job_startup_duration_seconds", startup, labels)
+            self._emit("gha_job_startup_duration_seconds", startup, labels=labels)
 
     def record_job_completed(self, job: JobCompleted) -> None:
         # A job that never reached a runner (canceled while queued) is not a completion.
         if job.runner_assign_time is None:
             return
         labels = self._job_labels(job, job.result)
-        self._emit("gha_completed_jobs_total", 1, labels)
+        self._emit("gha_completed_jobs_total", 1, labels=labels)
         execution = _whole_seconds(job.runner_assign_time, job.finish_time)
         if execution is not None:
-            self._emit("gha_job_execution_duration_seconds", execution, labels)
+            self._emit("gha_job_execution_duration_seconds", execution, labels=labels)
 
     def render(self) -> bytes:
         return self.metrics.render()

@@ -256,7 +256,8 @@ class Listener:
             raise SessionLost from exc
 
     async def _handle(self, session: MessageSession, message: RunnerScaleSetMessage) -> None:
-        """One batch, finished even when a stop is requested meanwhile."""
+        """One batch. A stop requested meanwhile only cuts short a backoff wait: a healthy batch
+        is finished before the session is deleted."""
         started = [job for job in message.jobs if isinstance(job, JobStarted)]
         completed = [job for job in message.jobs if isinstance(job, JobCompleted)]
         available = [job.runner_request_id for job in message.jobs if isinstance(job, JobAvailable)]
