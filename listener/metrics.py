@@ -119,36 +119,30 @@ class ListenerMetrics:
             if name in HISTOGRAMS
         }
         self.metrics = Metrics("gha-listener", histogram_buckets=buckets, scope_labels=False)
-        meter = self.metrics.meter
         self._scale_set_labels = dict(scale_set_labels)
         self._enterprise = scale_set_labels.get("enterprise", "")
         self._instruments: dict[str, _Selected] = {}
-        sections: list[tuple[str, dict[str, MetricSpec], dict[str, str], Callable[..., Any]]] = [
-            (
-                "gauges",
-                config.gauges,
-                GAUGES,
-                lambda n, d: meter.create_gauge(n, description=d).set,
-            ),
-            (
-                "counters",
-                config.counters,
-                COUNTERS,
-                lambda n, d: meter.create_counter(n, description=d).add,
-            ),
-            (
-                "histograms",
-                config.histograms,
-                HISTOGRAMS,
-                lambda n, d: meter.create_histogram(n, description=d).record,
-            ),
+        sections: list[tuple[str, dict[str, MetricSpec], dict[str, str]]] = [
+            ("gauges", config.gauges, GAUGES),
+            ("counters", config.counters, COUNTERS),
+            ("histograms", config.histograms, HISTOGRAMS),
         ]
-        for section, specs, known, create in sections:
+        for section, specs, known in sections:
             for name, spec in specs.items():
                 if name not in known:
                     log.warning("metrics.%s: ignoring unknown metric %s", section, name)
                     continue
-                self._instruments[name] = _Selected(create(name, known[name]), spec.labels)
+                record = self._instrument(section, name, description=known[name])
+                self._instruments[name] = _Selected(record, spec.labels)
+
+    def _instrument(self, section: str, name: str, *, description: str) -> Callable[..., Any]:
+        """The recording method of a new instrument of the section's kind."""
+        meter = self.metrics.meter
+        if section == "gauges":
+            return meter.create_gauge(name, description=description).set
+        if section == "counters":
+            return meter.create_counter(name, description=description).add
+        return meter.create_histogram(name, description=description).record
 
     def _emit(self, name: str, value: float, *, labels: Mapping[str, str]) -> None:
         instrument = self._instruments.get(name)
