@@ -229,15 +229,16 @@ class Rig:
         }
         return await self.objects.create(EPHEMERAL_RUNNER_SET, self.namespace, body)
 
-    def runner_spec(self, template: JSONDict | None = None) -> JSONDict:
+    def runner_spec(self, template: JSONDict | None = None, **extra: Any) -> JSONDict:
         return {
             "githubConfigUrl": self.config_url,
             "githubConfigSecret": "github-secret",
             "runnerScaleSetId": self.scale_set_id,
             "spec": template or DEFAULT_TEMPLATE,
+            **extra,
         }
 
-    async def create_runner(self, *, template: JSONDict | None = None) -> JSONDict:
+    async def create_runner(self, *, template: JSONDict | None = None, **extra: Any) -> JSONDict:
         """An EphemeralRunner without a set (as ARC's EphemeralRunner tests make them)."""
         body: JSONDict = {
             "apiVersion": "actions.github.com/v1alpha1",
@@ -250,7 +251,7 @@ class Rig:
                     "ephemeralrunner.actions.github.com/runner-registration-finalizer",
                 ],
             },
-            "spec": self.runner_spec(template),
+            "spec": self.runner_spec(template, **extra),
         }
         return await self.objects.create(EPHEMERAL_RUNNER, self.namespace, body)
 

@@ -1,0 +1,102 @@
+"""A runner spec's proxy and GitHub server TLS reach the controller's Actions calls
+(arc-controllers.md 13.4 22 and 24, 13.3 15)."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from sandbox.actions.emulator import ActionsEmulator
+from tests.actions_client.proxy import ForwardingProxy
+from tests.reconcilers.conftest import Rig, RigOptions, open_rig
+
+JSONDict = dict[str, Any]
+
+BASIC_TEST_PASSWORD = "Basic " + base64.b64encode(b"test:password").decode()
+
+
+@pytest.fixture
+async def proxy() -> AsyncIterator[ForwardingProxy]:
+    async with ForwardingProxy() as running:
+        yield running
+
+
+def credentials(rig: Rig) -> None:
+    rig.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "proxy-credentials", "namespace": rig.namespace},
+            "stringData": {"username": "test", "password": "password"},
+        }
+    )
+
+
+def proxied_paths(proxy: ForwardingProxy, method: str) -> list[str]:
+    return [urlsplit(target).path for verb, target in proxy.requests if verb == method]
+
+
+@pytest.mark.parametrize(
+    "rig_options", [RigOptions(controllers=("ephemeralrunner",), kubelet=False)]
+)
+async def test_registration_goes_through_the_spec_proxy(rig: Rig, proxy: ForwardingProxy) -> None:
+    credentials(rig)
+    spec = {"http": {"url": proxy.url, "credentialSecretRef": "proxy-credentials"}}
+    await rig.create_runner(proxy=spec)
+    await rig.registered(1)
+    assert any(p.endswith("/generatejitconfig") for p in proxied_paths(proxy, "POST"))
+    assert set(proxy.authorizations) == {BASIC_TEST_PASSWORD}
+
+
+@pytest.mark.parametrize(
+    "rig_options", [RigOptions(controllers=("ephemeralrunnerset",), kubelet=False)]
+)
+async def test_scale_down_removal_goes_through_the_spec_proxy(
+    rig: Rig, proxy: ForwardingProxy
+) -> None:
+    credentials(rig)
+    await rig.create_runner_set(
+        replicas=1,
+        proxy={"http": {"url": proxy.url, "credentialSecretRef": "proxy-credentials"}},
+    )
+    [runner] = await rig.count_runners(1)
+    await rig.set_status(runner["metadata"]["name"], phase="Pending", runnerId=100)
+    await rig.settle()
+    await rig.scale(0, 0)
+
+    async def removed() -> bool:
+        return any(p.endswith("/agents/100") for p in proxied_paths(proxy, "DELETE"))
+
+    await rig.until(removed, what="DELETE agents/100 through the proxy")
+    assert set(proxy.authorizations) == {BASIC_TEST_PASSWORD}
+
+
+async def test_registration_trusts_the_github_server_tls_configmap() -> None:
+    namespace = f"test-{uuid.uuid4().hex[:8]}"
+    async with (
+        ActionsEmulator(tls=True, long_poll_timeout=0.5) as gh,
+        open_rig(
+            RigOptions(controllers=("ephemeralrunner",), kubelet=False),
+            namespace=namespace,
+            actions=gh,
+        ) as rig,
+    ):
+        assert gh.ca_pem is not None
+        rig.kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "github-ca", "namespace": namespace},
+                "data": {"rootCA.crt": gh.ca_pem.decode()},
+            }
+        )
+        tls = {"certificateFrom": {"configMapKeyRef": {"name": "github-ca", "key": "rootCA.crt"}}}
+        assert rig.config_url.startswith("https://")
+        await rig.create_runner(githubServerTLS=tls)
+        [runner] = await rig.registered(1)
+        assert runner["status"]["runnerId"] in gh.state.runners
