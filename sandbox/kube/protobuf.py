@@ -1,6 +1,7 @@
 """Decoding the Kubernetes protobuf bodies kubectl 1.32 sends for objects it builds itself.
 
-`kubectl create namespace|secret|configmap|serviceaccount|token` and `kubectl auth can-i` send
+`kubectl create namespace|secret|configmap|serviceaccount|token|role|rolebinding|clusterrole|
+clusterrolebinding` and `kubectl auth can-i` send
 `application/vnd.kubernetes.protobuf` with no JSON fallback (python-stack.md 2.16). The envelope
 is `k8s\\0` + runtime.Unknown{typeMeta, raw}; `raw` is the object's own message. Only the kinds
 kubectl creates are described here, with field numbers from k8s.io/api's generated.proto.
@@ -121,6 +122,35 @@ KINDS: dict[str, Schema] = {
     },
     "SelfSubjectReview": {1: ("metadata", "message", OBJECT_META)},
 }
+POLICY_RULE: Schema = {
+    1: ("verbs", "repeated_string", None),
+    2: ("apiGroups", "repeated_string", None),
+    3: ("resources", "repeated_string", None),
+    4: ("resourceNames", "repeated_string", None),
+    5: ("nonResourceURLs", "repeated_string", None),
+}
+SUBJECT: Schema = {
+    1: ("kind", "string", None),
+    2: ("apiGroup", "string", None),
+    3: ("name", "string", None),
+    4: ("namespace", "string", None),
+}
+ROLE_REF: Schema = {
+    1: ("apiGroup", "string", None),
+    2: ("kind", "string", None),
+    3: ("name", "string", None),
+}
+ROLE: Schema = {
+    1: ("metadata", "message", OBJECT_META),
+    2: ("rules", "repeated_message", POLICY_RULE),
+}
+BINDING: Schema = {
+    1: ("metadata", "message", OBJECT_META),
+    2: ("subjects", "repeated_message", SUBJECT),
+    3: ("roleRef", "message", ROLE_REF),
+}
+KINDS.update(Role=ROLE, ClusterRole=ROLE, RoleBinding=BINDING, ClusterRoleBinding=BINDING)
+
 TYPE_META: Schema = {1: ("apiVersion", "string", None), 2: ("kind", "string", None)}
 
 
@@ -177,7 +207,9 @@ def decode_message(buf: bytes, schema: Schema) -> Obj:
             continue
         name, kind, sub = spec
         if kind == "string" and isinstance(value, bytes):
-            out[name] = value.decode()
+            # Go writes empty strings on the wire but omits them from JSON (omitempty).
+            if value:
+                out[name] = value.decode()
         elif kind == "int" and isinstance(value, int):
             out[name] = value
         elif kind == "bool" and isinstance(value, int):

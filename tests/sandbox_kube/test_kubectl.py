@@ -334,3 +334,27 @@ async def test_apply_rejects_a_misspelled_field(kubectl: Kubectl, tmp_path: Path
     assert code != 0
     assert 'unknown field "spec.colour"' in err
     assert kubectl.kube.store.get((GROUP, WIDGETS), "default", "w") is None
+
+
+async def test_rbac_created_imperatively_is_enforced(kubectl: Kubectl) -> None:
+    await kubectl.ok(
+        "create", "role", "pod-reader", "--verb=get", "--resource=pods", "--resource-name=web"
+    )
+    await kubectl.ok(
+        "create",
+        "rolebinding",
+        "pod-reader",
+        "--role=pod-reader",
+        "--serviceaccount=default:default",
+    )
+    binding = kubectl.kube.store.get(
+        ("rbac.authorization.k8s.io", "rolebindings"), "default", "pod-reader"
+    )
+    assert binding is not None
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "default", "namespace": "default"}
+    ]
+    as_sa = "--as=system:serviceaccount:default:default"
+    allowed = await kubectl("auth", "can-i", "get", "pods/web", as_sa)
+    denied = await kubectl("auth", "can-i", "get", "pods/db", as_sa)
+    assert (allowed[1].strip(), denied[1].strip()) == ("yes", "no")
