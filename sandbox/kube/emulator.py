@@ -158,7 +158,6 @@ class KubeEmulator:
             authorizer=self.authorizer,
             faults=self.faults,
             requests=self.requests,
-            admin_token=self.admin_token,
             bookmark_interval=bookmark_interval,
             watch_timeout=watch_timeout,
             insecure_admin=insecure_admin,

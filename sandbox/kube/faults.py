@@ -70,11 +70,25 @@ class Faults:
         self.rules.append(rule)
         return rule
 
-    def error_rate(self, rate: float, *, status: int = 500, **match: str) -> FaultRule:
-        return self.inject(status=status, rate=rate, **match)  # type: ignore[arg-type]
+    def error_rate(
+        self,
+        rate: float,
+        *,
+        status: int = 500,
+        verb: str = "*",
+        resource: str = "*",
+        subresource: str = "*",
+    ) -> FaultRule:
+        """Fail a fraction `rate` of the matching requests with `status`."""
+        return self.inject(
+            verb=verb, resource=resource, subresource=subresource, status=status, rate=rate
+        )
 
-    def latency(self, seconds: float, **match: str) -> FaultRule:
-        return self.inject(latency=seconds, **match)  # type: ignore[arg-type]
+    def latency(
+        self, seconds: float, *, verb: str = "*", resource: str = "*", subresource: str = "*"
+    ) -> FaultRule:
+        """Delay every matching request by `seconds` before it is answered."""
+        return self.inject(verb=verb, resource=resource, subresource=subresource, latency=seconds)
 
     def remove(self, rule: FaultRule) -> None:
         self.rules = [r for r in self.rules if r.id != rule.id]

@@ -147,7 +147,6 @@ class ApiServer:
         authorizer: Authorizer,
         faults: Faults,
         requests: Requests,
-        admin_token: str,
         bookmark_interval: float,
         watch_timeout: float,
         insecure_admin: bool = False,
@@ -160,7 +159,6 @@ class ApiServer:
         self.authorizer = authorizer
         self.faults = faults
         self.requests = requests
-        self.admin_token = admin_token
         self.bookmark_interval = bookmark_interval
         self.watch_timeout = watch_timeout
         self.host = "127.0.0.1:0"

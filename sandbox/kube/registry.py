@@ -101,7 +101,6 @@ class Registry:
         self.clock = clock
         self.strict_namespaces = strict_namespaces
         self.garbage_collection = garbage_collection
-        self.on_token_request: Callable[[str, str, int], str] | None = None
 
     # --- reads -------------------------------------------------------------------------------
 

@@ -12,7 +12,6 @@ from typing import Any
 
 Obj = dict[str, Any]
 
-READ = ("get", "list", "watch")
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -49,10 +48,6 @@ class ResourceType:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def group_version(self) -> str:
-        return self.api_version
 
     def has_subresource(self, sub: str) -> bool:
         return sub in self.subresources or (sub == "status" and self.status)

@@ -77,17 +77,6 @@ class LabelSelector:
                 raise bad_request(f"unable to parse requirement: found '{part}'")
         return cls(reqs)
 
-    @classmethod
-    def from_label_selector(cls, sel: Obj) -> LabelSelector:
-        """A metav1.LabelSelector (matchLabels / matchExpressions)."""
-        reqs = [Requirement(k, "=", (v,)) for k, v in (sel.get("matchLabels") or {}).items()]
-        ops = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "notexists"}
-        for expr in sel.get("matchExpressions") or []:
-            reqs.append(
-                Requirement(expr["key"], ops[expr["operator"]], tuple(expr.get("values") or ()))
-            )
-        return cls(reqs)
-
     def matches(self, obj: Obj) -> bool:
         labels = obj.get("metadata", {}).get("labels") or {}
         return all(r.matches(labels) for r in self.requirements)
@@ -142,13 +131,6 @@ class FieldSelector:
             if (got == want) != (op != "!="):
                 return False
         return True
-
-    def name(self) -> str | None:
-        """The metadata.name an equality term pins, if any (kubectl's wait and get -w)."""
-        for name, op, want in self.terms:
-            if name == "metadata.name" and op != "!=":
-                return want
-        return None
 
     def __bool__(self) -> bool:
         return bool(self.terms)

@@ -76,9 +76,9 @@ async def test_faults_match_verb_and_resource_only(
         )
 
 
-async def test_error_rate_is_a_probability(core: client.CoreV1Api, ns: str) -> None:
-    kube = KubeEmulator(fault_seed=7)
-    async with kube:
+async def test_error_rate_is_a_probability(namespace: str) -> None:
+    ns = namespace
+    async with KubeEmulator(fault_seed=7) as kube:
         kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         kube.faults.error_rate(0.5, status=500, verb="get")
         async with client.ApiClient(await kube.configuration()) as api:
