@@ -174,3 +174,39 @@ async def test_a_service_account_without_the_listener_role_is_refused(
 
     await eventually(refused, what="a 403 for a ServiceAccount without the Role")
     assert not running.task.done()
+
+
+async def test_redelivered_job_started_patches_nothing(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    await cluster.create_runner("runner-a", phase="Pending")
+    running = await start_listener()
+    [request_id] = github.enqueue(duration=60.0)
+    state = github.emulator.state
+
+    async def assigned() -> bool:
+        return state.jobs[request_id].state == "assigned"
+
+    await eventually(assigned, what="the job assigned to the scale set")
+    # The acknowledgement of the JobStarted batch fails as if the session were gone: the batch
+    # is handled, and the new session delivers it again.
+    github.emulator.faults.inject("delete_message", status=404, count=1)
+    await github.start_runner("runner-a")
+    await recorded(cluster, "runner-a")
+
+    async def read_twice() -> bool:
+        return (
+            cluster.kube.requests.count(
+                verb="get", resource="ephemeralrunners", user=cluster.listener_user
+            )
+            >= 2
+        )
+
+    await eventually(read_twice, what="the redelivered JobStarted handled")
+    assert state.count("create_session", status=200) == 2
+    patches = cluster.kube.requests.count(
+        verb="patch", subresource="status", user=cluster.listener_user
+    )
+    assert patches == 1
+    assert (await cluster.runner("runner-a"))["status"]["phase"] == "Running"
+    assert not running.task.done()
