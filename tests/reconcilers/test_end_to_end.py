@@ -1,0 +1,115 @@
+"""Both controllers with the kubelet running the Actions emulator's simulated runners: runners
+that keep crashing (users-peers.md P1), a deprecated runner version (arc-controllers.md 8.5 and
+appendix B), and the registration with the `gha-controller` process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from controller import ephemeralrunner, ephemeralrunnerset
+from controller.__main__ import INSTALLED
+from controller.events import EVENT
+from controller.runtime import ER_TO_ERS, POD_TO_ER, REGISTRY, Manager
+from tests.reconcilers.conftest import FAST, Rig, RigOptions, metric
+
+JSONDict = dict[str, Any]
+
+CRASHING = RigOptions(
+    simulated_runners=True,
+    settings=FAST.model_copy(update={"max_pod_failures": 1}),
+)
+
+
+def lineage(runner: JSONDict) -> str:
+    annotations = runner["metadata"].get("annotations") or {}
+    return str(annotations.get("gha-runner-scaler/failed-runner-replacements", "0"))
+
+
+@pytest.mark.parametrize("rig_options", [CRASHING])
+async def test_crashing_runners_are_failed_reported_and_replaced_with_backoff(rig: Rig) -> None:
+    rig.gh.faults.crash_runners(1)
+    await rig.create_runner_set(replicas=1, patch_id=1)
+
+    async def replaced_twice() -> list[JSONDict] | None:
+        live = await rig.live_runners()
+        return live if live and lineage(live[0]) == "2" else None
+
+    await rig.until(replaced_twice, what="a second replacement")
+    text = rig.metrics()
+    assert metric(text, "gha_controller_failed_ephemeral_runner_replacements_total") >= 2
+    events = (await rig.objects.list(EVENT, rig.namespace))["items"]
+    reasons = {e["reason"] for e in events}
+    assert {"TooManyPodFailures", "ReplacingFailedRunner"} <= reasons
+    failed_messages = [e["message"] for e in events if e["reason"] == "TooManyPodFailures"]
+    assert all("failed 2 times" in m for m in failed_messages)
+
+    rig.gh.faults.crash_runners(None)
+
+    async def healthy() -> JSONDict | None:
+        for runner in await rig.live_runners():
+            status = runner.get("status") or {}
+            if status.get("ready") and status.get("phase") == "Pending":
+                return runner
+        return None
+
+    runner = await rig.until(healthy, what="a healthy replacement", within=20.0)
+    assert rig.gh.state.runners[runner["status"]["runnerId"]].online
+
+
+@pytest.mark.parametrize("rig_options", [RigOptions(simulated_runners=True)])
+async def test_deprecated_runner_version_parks_the_set_until_the_revision_moves(
+    rig: Rig,
+) -> None:
+    rig.gh.deprecate_runner_version()
+    await rig.create_runner_set(replicas=2, patch_id=1)
+
+    async def outdated() -> bool:
+        status: JSONDict = (await rig.runner_set()).get("status") or {}
+        return status.get("phase") == "Outdated"
+
+    await rig.until(outdated, what="set Outdated")
+    await rig.until(lambda: no_runners(rig), what="outdated runners cleaned up")
+    await rig.scale(3, 2)
+    await rig.settle()
+    assert await rig.runners() == []
+    assert (await rig.runner_set())["status"]["phase"] == "Outdated"
+
+    rig.gh.deprecate_runner_version(False)
+    await rig.patch_spec(
+        {
+            "actionableRevision": 1,
+            "ephemeralRunnerSpec": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "runner", "image": "runner:v2"}],
+                }
+            },
+        }
+    )
+    await rig.scale(3, 3)
+    runners = await rig.registered(3)
+    assert {r["spec"]["spec"]["containers"][0]["image"] for r in runners} == {"runner:v2"}
+    status = (await rig.runner_set())["status"]
+    assert (status["phase"], status["appliedActionableRevision"]) == ("Running", 1)
+
+
+async def no_runners(rig: Rig) -> bool:
+    return not await rig.runners()
+
+
+async def test_both_reconcilers_are_installed_in_gha_controller() -> None:
+    assert {ephemeralrunner.__name__, ephemeralrunnerset.__name__} <= set(INSTALLED)
+    configuration = client.Configuration()
+    configuration.host = "http://127.0.0.1:9"
+    api = client.ApiClient(configuration)
+    try:
+        manager = Manager(api=api)
+        REGISTRY.install(manager)
+        by_name = {c.name: c for c in manager.controllers}
+        assert by_name["ephemeralrunner"].owns[0].predicate is POD_TO_ER
+        assert by_name["ephemeralrunnerset"].owns[0].predicate is ER_TO_ERS
+    finally:
+        await api.close()
