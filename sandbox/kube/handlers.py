@@ -309,11 +309,11 @@ class ApiServer:
         rt = self.catalog.get(info.group, info.version, info.resource)
         if rt is None:
             raise unknown_path()
-        if rt.namespaced != bool(info.namespace) and (info.name or request.method != "GET"):
-            if rt.namespaced and not info.namespace:
-                raise unknown_path()
-            if not rt.namespaced and info.namespace:
-                raise unknown_path()
+        cross_namespace_read = request.method == "GET" and not info.name
+        if (info.namespace and not rt.namespaced) or (
+            rt.namespaced and not info.namespace and not cross_namespace_read
+        ):
+            raise unknown_path()
         if rt.virtual:
             if request.method != "POST":
                 raise method_not_allowed(request.method, rt.plural, rt.group)
@@ -384,7 +384,7 @@ class ApiServer:
         if sub == "log" and rt.key == ("", "pods"):
             self.registry.get(rt, info.namespace, info.name)
             return web.Response(text="", content_type="text/plain")
-        if not rt.has_subresource(sub) or sub not in ("status",):
+        if sub != "status" or not rt.has_subresource(sub):
             raise unknown_path()
         if request.method == "GET":
             return json_response(
