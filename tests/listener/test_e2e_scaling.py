@@ -128,3 +128,17 @@ async def test_probes_and_arc_metrics_are_served(
     assert values["gha_max_runners"] == (labels, 4.0)
     assert values["gha_assigned_jobs"] == (labels, 2.0)
     assert values["gha_desired_runners"] == (labels, 3.0)
+
+
+async def test_listener_registers_the_scale_set_in_its_runner_group(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    await github.client.delete_runner_scale_set(github.scale_set_id)
+    group_id = github.emulator.add_runner_group("team-a")
+    await start_listener(runner_scale_set_id=0, runner_group="team-a")
+
+    async def registered() -> bool:
+        found = await github.client.get_runner_scale_set(runner_group_id=group_id, name=SCALE_SET)
+        return found is not None
+
+    await eventually(registered, what="the scale set registered in runner group team-a")
