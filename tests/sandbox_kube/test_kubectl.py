@@ -358,3 +358,36 @@ async def test_rbac_created_imperatively_is_enforced(kubectl: Kubectl) -> None:
     allowed = await kubectl("auth", "can-i", "get", "pods/web", as_sa)
     denied = await kubectl("auth", "can-i", "get", "pods/db", as_sa)
     assert (allowed[1].strip(), denied[1].strip()) == ("yes", "no")
+
+
+async def test_get_watch_prints_table_rows(kubectl: Kubectl) -> None:
+    kube = kubectl.kube
+    kube.apply(
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Widget",
+            "metadata": {"name": "w1", "namespace": "default"},
+            "spec": {"size": 1},
+        }
+    )
+    baseline = len(kube.store.subscriptions)
+    proc = await kubectl.start("get", "widgets", "-w")
+    try:
+        assert proc.stdout is not None
+        async with asyncio.timeout(TIMEOUT):
+            assert (await proc.stdout.readline()).split() == [b"NAME", b"SIZE", b"AGE"]
+            assert (await proc.stdout.readline()).split()[:2] == [b"w1", b"1"]
+            await wait_for(lambda: len(kube.store.subscriptions) > baseline)
+            rt = kube.catalog.get(GROUP, VERSION, WIDGETS)
+            assert rt is not None
+            kube.registry.patch(
+                rt,
+                "default",
+                "w1",
+                content_type="application/merge-patch+json",
+                body={"spec": {"size": 5}},
+            )
+            assert (await proc.stdout.readline()).split()[:2] == [b"w1", b"5"]
+    finally:
+        proc.kill()
+        await proc.wait()
