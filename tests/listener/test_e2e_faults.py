@@ -28,7 +28,10 @@ def still_running(running: RunningListener) -> bool:
     return not running.task.done()
 
 
-@pytest.mark.parametrize("endpoint", ["get_message", "delete_message", "acquire_jobs"])
+@pytest.mark.parametrize(
+    "endpoint",
+    ["registration_token", "create_session", "get_message", "delete_message", "acquire_jobs"],
+)
 async def test_actions_5xx_burst_longer_than_the_http_retries(
     cluster: Cluster, github: GitHub, start_listener: StartListener, endpoint: str
 ) -> None:
