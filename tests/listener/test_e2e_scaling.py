@@ -142,3 +142,26 @@ async def test_listener_registers_the_scale_set_in_its_runner_group(
         return found is not None
 
     await eventually(registered, what="the scale set registered in runner group team-a")
+
+
+async def test_readiness_follows_poll_progress(
+    github: GitHub, start_listener: StartListener
+) -> None:
+    running = await start_listener(long_poll_timeout_seconds=1)
+    port = await running.port
+    async with aiohttp.ClientSession(
+        base_url=f"http://127.0.0.1:{port}", timeout=aiohttp.ClientTimeout(total=5)
+    ) as http:
+
+        async def ready_is(status: int) -> bool:
+            async with http.get("/readyz") as response:
+                return response.status == status
+
+        await eventually(lambda: ready_is(200), what="ready")
+        outage = github.emulator.faults.inject("get_message", status=503)
+        await eventually(lambda: ready_is(503), what="not ready during the outage")
+        github.emulator.faults.remove(outage)
+        await eventually(lambda: ready_is(200), what="ready again")
+        async with http.get("/healthz") as response:
+            assert response.status == 200
+    assert not running.task.done()
