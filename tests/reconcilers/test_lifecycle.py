@@ -19,6 +19,8 @@ ARC_MIN_CONTROLLER_REQUESTS = 21
 # Ours: ERS create runner, status x3; ER get secret x2, create secret, status x3 (id+Pending,
 # ready, Succeeded), create pod, delete pod, delete secret, finalizers; ERS delete runner.
 OUR_CONTROLLER_REQUESTS = 15
+ARC_ER_RECONCILES = 13
+ARC_ERS_RECONCILES = 14
 
 
 @pytest.fixture
@@ -31,6 +33,8 @@ async def test_runner_lifecycle_and_its_request_count(rig: Rig) -> None:
     await rig.create_runner_set()
     await rig.settle()
     rig.kube.requests.reset()
+    er_before = rig.reconciles("ephemeralrunner")
+    ers_before = rig.reconciles("ephemeralrunnerset")
     await rig.scale(1, 1)
     [runner] = await rig.registered(1)
     name = runner["metadata"]["name"]
@@ -68,6 +72,9 @@ async def test_runner_lifecycle_and_its_request_count(rig: Rig) -> None:
     await rig.scale(0, 3)
     await rig.settle()
     assert await rig.runners() == []
+    # arc-api-cost.md 4(c): ARC with the same predicates reconciles ER 13 and ERS 14 times.
+    assert rig.reconciles("ephemeralrunner") - er_before <= ARC_ER_RECONCILES
+    assert rig.reconciles("ephemeralrunnerset") - ers_before <= ARC_ERS_RECONCILES
     requests = rig.controller_requests()
     assert sum(requests.values()) <= OUR_CONTROLLER_REQUESTS < ARC_MIN_CONTROLLER_REQUESTS, requests
     # One 404 before registration and one read of the GitHub config Secret (ARC: 13).
