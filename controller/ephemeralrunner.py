@@ -127,11 +127,14 @@ class EphemeralRunnerReconciler:
         # 409), and JIT Secrets already deleted (the deletion branch need not delete them again).
         self._pods_created: dict[str, float] = {}
         self._secrets_deleted: set[str] = set()
+        self._uids: dict[Request, str] = {}
 
     async def reconcile(self, request: Request) -> Result:
         cached = self._runners.get(request.namespace, request.name)
         if cached is None:
+            self._forget(self._uids.pop(request, ""))
             return Result()
+        self._uids[request] = str(cached["metadata"]["uid"])
         runner = LazyObject(cached, kind=EPHEMERAL_RUNNER)
         if is_deleting(cached):
             return await self._finalize(runner)
@@ -183,10 +186,12 @@ class EphemeralRunnerReconciler:
         meta["finalizers"] = [f for f in finalizers if f not in RUNNER_FINALIZERS]
         with contextlib.suppress(NotFound):
             await runner.write(self._objects, optimistic=True)
-        uid = str(obj["metadata"]["uid"])
+        self._forget(str(obj["metadata"]["uid"]))
+        return Result()
+
+    def _forget(self, uid: str) -> None:
         self._pods_created.pop(uid, None)
         self._secrets_deleted.discard(uid)
-        return Result()
 
     async def _remove_registration(self, runner: JSONDict) -> bool:
         """Unregister the runner; False while the service says its job still runs."""
