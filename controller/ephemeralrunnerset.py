@@ -72,6 +72,7 @@ from controller.runtime import (
 )
 from controller.runtime.cache import controller_owner_uid
 from shared.actions.errors import ActionsError, JobStillRunning, RunnerNotFound
+from shared.api import EphemeralRunnerSetPhase
 from shared.api.names import (
     ANNOTATION_PATCH_ID,
     FINALIZER_EPHEMERAL_RUNNER_SET,
@@ -171,15 +172,16 @@ class EphemeralRunnerSetReconciler:
         self._markers: dict[str, int] = {}
         self._expectations: dict[str, Expectations] = {}
         self._written: dict[str, tuple[list[JSONDict], JSONDict]] = {}
+        self._uids: dict[Request, str] = {}
 
     async def reconcile(self, request: Request) -> Result:
         cached = self._sets.get(request.namespace, request.name)
         if cached is None:
-            if self._metrics is not None:
-                self._metrics.forget(request)
+            self._forget(request, self._uids.pop(request, ""))
             return Result()
         runner_set = LazyObject(cached, kind=EPHEMERAL_RUNNER_SET)
         uid = str(cached["metadata"]["uid"])
+        self._uids[request] = uid
         expected = self._expectations.setdefault(uid, Expectations(clock=self._clock))
         runners = expected.apply(self._runners.owned_by(uid))
         applied = _status_int(cached, "appliedActionableRevision")
@@ -217,20 +219,20 @@ class EphemeralRunnerSetReconciler:
             children=children,
             revision_advanced=False,
         )
-        if phase == "Outdated":
+        if phase == EphemeralRunnerSetPhase.OUTDATED:
             await self._clean_up(runner_set.object, children)
             await self._write_status(runner_set, children, phase=phase)
             return Result()
 
         for stale in children.stale_outdated:
             await self._delete_runner(stale)
-        requeue = await self._scale(runner_set, children)
+        requeue = await self._scale(runner_set, children, phase=phase)
         await self._write_status(runner_set, children, phase=phase)
         return requeue
 
     # --- scaling -------------------------------------------------------------------------------
 
-    async def _scale(self, runner_set: LazyObject, children: Children) -> Result:
+    async def _scale(self, runner_set: LazyObject, children: Children, *, phase: str) -> Result:
         obj = runner_set.object
         uid = str(obj["metadata"]["uid"])
         replicas = _spec_int(obj, "replicas")
@@ -254,7 +256,7 @@ class EphemeralRunnerSetReconciler:
             await self._write_status(
                 runner_set,
                 children,
-                phase=str(status_of(obj).get("phase") or "Running"),
+                phase=phase,
                 extra={"finishedRunnerCleanupPatchID": patch_id},
             )
             for finished in children.finished:
@@ -427,12 +429,15 @@ class EphemeralRunnerSetReconciler:
         runner_set.mutate()["metadata"]["finalizers"] = [f for f in finalizers if f not in ours]
         with contextlib.suppress(NotFound):
             await runner_set.write(self._objects, optimistic=True)
-        self._markers.pop(str(obj["metadata"]["uid"]), None)
-        self._expectations.pop(str(obj["metadata"]["uid"]), None)
-        self._written.pop(str(obj["metadata"]["uid"]), None)
-        if self._metrics is not None:
-            self._metrics.forget(Request.of(obj))
+        self._forget(Request.of(obj), str(obj["metadata"]["uid"]))
         return Result()
+
+    def _forget(self, request: Request, uid: str) -> None:
+        self._markers.pop(uid, None)
+        self._expectations.pop(uid, None)
+        self._written.pop(uid, None)
+        if self._metrics is not None:
+            self._metrics.forget(request)
 
     # --- status --------------------------------------------------------------------------------
 
