@@ -6,11 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
+from pydantic import ValidationError
+
 from controller.actions_clients import ActionsClients
 from controller.events import EventRecorder
 from controller.runner_metrics import RunnerSetMetrics
 from controller.runner_settings import RunnerSettings
 from controller.runtime import Manager
+from controller.runtime.process import ENV_PREFIX, ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,11 +27,22 @@ class RunnerContext:
 _CONTEXTS: WeakKeyDictionary[Manager, RunnerContext] = WeakKeyDictionary()
 
 
+def settings_from_environment() -> RunnerSettings:
+    """`RunnerSettings` from `GHA_CONTROLLER_*`; a bad value is a ConfigError naming the variable
+    and what is wrong with it, in one line."""
+    try:
+        return RunnerSettings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        variable = ENV_PREFIX + "_".join(str(p) for p in first["loc"]).upper()
+        raise ConfigError(f"{variable}: {first['msg']}") from None
+
+
 def context_for(manager: Manager, *, settings: RunnerSettings | None = None) -> RunnerContext:
     """The manager's context, created on first use (settings from the environment by default)."""
     context = _CONTEXTS.get(manager)
     if context is None:
-        chosen = settings or RunnerSettings()
+        chosen = settings or settings_from_environment()
         context = RunnerContext(
             settings=chosen,
             clients=ActionsClients(

@@ -1,0 +1,35 @@
+"""The reconcilers' settings come from `GHA_CONTROLLER_*`; a bad one is named in one line."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from controller.runner_context import settings_from_environment
+from controller.runtime.process import ConfigError
+
+
+def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GHA_CONTROLLER_MAX_POD_FAILURES", "8")
+    monkeypatch.setenv("GHA_CONTROLLER_EXCLUDE_LABEL_PROPAGATION_PREFIXES", '["example.com/"]')
+    settings = settings_from_environment()
+    assert settings.failure_policy().max_pod_failures == 8
+    assert settings.exclude_label_propagation_prefixes == ("example.com/",)
+    assert settings.replacement_policy().max_delay == timedelta(minutes=10)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("GHA_CONTROLLER_MAX_POD_FAILURES", "-1"),
+        ("GHA_CONTROLLER_JOB_STILL_RUNNING_RETRY_SECONDS", "soon"),
+    ],
+)
+def test_bad_setting_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=f"^{variable}: ") as raised:
+        settings_from_environment()
+    assert "\n" not in str(raised.value)
