@@ -177,7 +177,7 @@ class EphemeralRunnerReconciler:
             return Result()
         if FINALIZER_EPHEMERAL_RUNNER_REGISTRATION in finalizers:
             removed = await self._remove_registration(obj)
-            if not removed:
+            if not removed and not await self._gave_up_waiting(obj):
                 return Result(requeue_after=self._settings.job_still_running_retry_seconds)
         await self._delete_resources(obj)
         if has_container_hooks(obj):
@@ -188,6 +188,24 @@ class EphemeralRunnerReconciler:
             await runner.write(self._objects, optimistic=True)
         self._forget(str(obj["metadata"]["uid"]))
         return Result()
+
+    async def _gave_up_waiting(self, runner: JSONDict) -> bool:
+        """Whether a runner the service still calls busy has been deleting for longer than
+        `registration_removal_timeout_seconds` (a pod lost with its job keeps the service saying
+        so until it times the job out, and the deleting runner holds its slot meanwhile)."""
+        timeout = self._settings.registration_removal_timeout_seconds
+        if not timeout:
+            return False
+        since = parse_time(runner["metadata"]["deletionTimestamp"])
+        if self._now() - since < timedelta(seconds=timeout):
+            return False
+        await self._events.warning(
+            runner,
+            reason="RegistrationLeftBehind",
+            message=f"The service still reports a job on runner {runner_id(runner)} after "
+            f"{timeout:.0f} s; deleting the runner without unregistering it",
+        )
+        return True
 
     def _forget(self, uid: str) -> None:
         self._pods_created.pop(uid, None)

@@ -30,6 +30,10 @@ class RunnerSettings(BaseSettings):
     that cannot work costs one attempt per slot per this many seconds."""
     job_still_running_retry_seconds: float = Field(default=30.0, gt=0)
     """When the service refuses to remove a busy runner, how long until asking again (ARC: 30 s)."""
+    registration_removal_timeout_seconds: float = Field(default=0.0, ge=0)
+    """How long a deleted runner waits for the service to stop reporting its job before it goes
+    without being unregistered; 0 waits as long as it takes (ARC; upstream #4585 proposes a
+    timeout)."""
     quota_retry_seconds: float = Field(default=30.0, gt=0)
     """Retry delay when a pod is refused by a ResourceQuota (ARC: 30 s)."""
     quota_give_up_seconds: float = Field(default=600.0, gt=0)

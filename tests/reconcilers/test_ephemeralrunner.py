@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from controller.events import EVENT
 from shared.kube.objects import EPHEMERAL_RUNNER, POD
-from tests.reconcilers.conftest import Rig, RigOptions
+from tests.reconcilers.conftest import FAST, Rig, RigOptions
 
 JSONDict = dict[str, Any]
 
@@ -367,3 +368,22 @@ async def test_busy_runner_whose_pod_vanishes_is_deleted(rig: Rig) -> None:
     rig.job_finished(await rig.runner(name) or {})
     await rig.objects.delete(POD, rig.namespace, name)
     await gone(rig, name)
+
+
+@pytest.mark.parametrize(
+    "rig_options",
+    [
+        RigOptions(
+            controllers=("ephemeralrunner",),
+            kubelet=False,
+            settings=FAST.model_copy(update={"registration_removal_timeout_seconds": 0.5}),
+        )
+    ],
+)
+async def test_deletion_stops_waiting_for_the_job_after_the_timeout(rig: Rig) -> None:
+    name, _ = await one_runner(rig)
+    await busy(rig, name)
+    await rig.objects.delete(EPHEMERAL_RUNNER, rig.namespace, name)
+    await gone(rig, name)
+    events = (await rig.objects.list(EVENT, rig.namespace))["items"]
+    assert {e["reason"] for e in events} == {"RegistrationLeftBehind"}
