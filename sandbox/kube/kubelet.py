@@ -259,8 +259,8 @@ class Kubelet:
         new["spec"]["nodeName"] = NODE_NAME
         now = timestamp(self.registry.clock())
         _set_condition(new.setdefault("status", {}), "PodScheduled", "True", now)
-        # The binding subresource sets nodeName and the PodScheduled condition in one write.
-        new["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
+        # The binding subresource sets nodeName and the PodScheduled condition in one write,
+        # past the pod-update validation that forbids changing the spec.
         self.store.put(rt.key, new, event="MODIFIED", old=cur)
         return self._pod_obj(uid)
 

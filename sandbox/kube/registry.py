@@ -59,6 +59,12 @@ _LABEL_MSG = (
     "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
     "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
+POD_UPDATE_FORBIDDEN = (
+    "pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
+    "additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be "
+    "set to 1 if it was previously negative)"
+)
 FOREGROUND = "foregroundDeletion"
 ORPHAN = "orphan"
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -510,6 +516,13 @@ class Registry:
             new.setdefault("type", cur.get("type", "Opaque"))
         elif rt.key == ("", "pods"):
             _default_pod(new)
+            if _pod_spec_frozen(new.get("spec") or {}) != _pod_spec_frozen(cur.get("spec") or {}):
+                raise invalid(
+                    rt.kind,
+                    rt.group,
+                    cur["metadata"]["name"],
+                    [Cause("FieldValueForbidden", "spec", POD_UPDATE_FORBIDDEN)],
+                )
         elif rt.key == ("", "namespaces"):
             new.setdefault("spec", cur.get("spec", {}))
         elif rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
@@ -765,6 +778,18 @@ def _default_pod(obj: Obj) -> None:
     status = obj.setdefault("status", {})
     status.setdefault("phase", "Pending")
     status.setdefault("qosClass", _qos_class(spec))
+
+
+def _pod_spec_frozen(spec: Obj) -> Obj:
+    """The part of a pod spec an update may not change (pod strategy ValidatePodUpdate)."""
+    frozen = copy.deepcopy(spec)
+    for key in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"):
+        frozen.pop(key, None)
+    for key in ("containers", "initContainers"):
+        for container in frozen.get(key) or []:
+            if isinstance(container, dict):
+                container.pop("image", None)
+    return frozen
 
 
 def _qos_class(spec: Obj) -> str:

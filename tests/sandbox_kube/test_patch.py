@@ -120,27 +120,50 @@ async def test_strategic_merge_patch_merges_containers_by_name(
     assert patched.metadata.finalizers == ["a.io/x", "b.io/y"]
 
 
-async def test_strategic_merge_patch_delete_directive(core: client.CoreV1Api, ns: str) -> None:
+async def test_strategic_merge_patch_delete_directive(kube_api: client.ApiClient, ns: str) -> None:
+    apps = client.AppsV1Api(kube_api)
+    container = {
+        "name": "a",
+        "image": "one",
+        "env": [{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}],
+    }
+    template = {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [container]}}
+    await apps.create_namespaced_deployment(
+        ns,
+        {
+            "metadata": {"name": "d"},
+            "spec": {"selector": {"matchLabels": {"app": "a"}}, "template": template},
+        },
+    )
+    patched = await apps.patch_namespaced_deployment(
+        "d",
+        ns,
+        {
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "a", "env": [{"name": "X", "$patch": "delete"}]}]
+                    }
+                }
+            }
+        },
+    )
+    assert [e.name for e in patched.spec.template.spec.containers[0].env] == ["Y"]
+    assert patched.metadata.generation == 2
+
+
+async def test_pod_spec_is_immutable_but_for_images(core: client.CoreV1Api, ns: str) -> None:
     pod = {
         "metadata": {"name": "p"},
-        "spec": {
-            "nodeName": "elsewhere",
-            "containers": [
-                {
-                    "name": "a",
-                    "image": "one",
-                    "env": [{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}],
-                }
-            ],
-        },
+        "spec": {"nodeName": "elsewhere", "containers": [{"name": "a", "image": "one"}]},
     }
     await core.create_namespaced_pod(ns, pod)
-    patched = await core.patch_namespaced_pod(
-        "p",
-        ns,
-        {"spec": {"containers": [{"name": "a", "env": [{"name": "X", "$patch": "delete"}]}]}},
-    )
-    assert [e.name for e in patched.spec.containers[0].env] == ["Y"]
+    with pytest.raises(client.ApiException) as exc:
+        await core.patch_namespaced_pod("p", ns, {"spec": {"restartPolicy": "Never"}})
+    assert exc.value.status == 422
+    cause = status_of(exc.value)["details"]["causes"][0]
+    assert cause["field"] == "spec"
+    assert cause["message"].startswith("Forbidden: pod updates may not change fields")
 
 
 async def test_apply_patch_creates_then_merges(co: client.CustomObjectsApi, ns: str) -> None:
