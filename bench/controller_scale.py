@@ -1,0 +1,642 @@
+"""The controller at scale: one EphemeralRunnerSet scaled to N runners, what one runner costs.
+
+Both emulators, the `gha-controller` reconcilers (installed from `controller.__main__.INSTALLED`
+through the process REGISTRY, production settings, 4 workers) and, with `--jobs`, the real
+listener all run in this process over loopback HTTP; the kubelet runs the Actions emulator's
+simulated runners as the runner containers.
+
+1. Scale-up: the EphemeralRunnerSet is patched to N replicas (what the listener sends, by a user
+   of its own) and timed until all N EphemeralRunners exist, their pods run, and each runner is
+   `Pending` with `ready: true` (registered, idle); then until the controllers are idle.
+2. With `--jobs`: N jobs are queued on the Actions emulator (direct assignment, as github.com
+   does) and the listener is started; the idle runners take them. Timed until every job has
+   completed and the set is back to 0 replicas, no runner and no pod left, controllers idle.
+
+Counted per runner: Kubernetes requests by user, verb and resource (informer lists and watches
+are shown apart: they are per process, not per runner), Actions requests by sender (the
+User-Agent's subsystem), reconciles, predicate drops and lazy copies per controller; and the
+same per-runner counts against ARC's figures in arc-api-cost.md.
+
+    .venv/bin/python -m bench.controller_scale --runners 100 --jobs
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import importlib
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes_asyncio import client
+from prometheus_client.parser import text_string_to_metric_families
+
+from controller.__main__ import INSTALLED
+from controller.runtime import REGISTRY, Manager, RuntimeSettings
+from listener.__main__ import credentials_of, serve
+from listener.config import ListenerSettings
+from sandbox.actions.emulator import ActionsEmulator
+from sandbox.kube.emulator import KubeEmulator
+from sandbox.kube.testing import project_crds
+
+JSONDict = dict[str, Any]
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMESPACE = "bench"
+SCALE_SET = "scale-runners"
+CONTROLLER_USER = "kubernetes-admin"
+SCALER_USER = "bench-scaler"
+LISTENER_USER = f"system:serviceaccount:{NAMESPACE}:gha-listener"
+USERS = {CONTROLLER_USER: "controller", SCALER_USER: "scaler", LISTENER_USER: "listener"}
+ERS_KEY = ("actions.github.com", "ephemeralrunnersets")
+ER_KEY = ("actions.github.com", "ephemeralrunners")
+POD_KEY = ("", "pods")
+CONTROLLERS = ("ephemeralrunner", "ephemeralrunnerset")
+POLL = 0.05
+
+# arc-api-cost.md, per runner lifecycle (one job, one new runner, minRunners 0), ARC at HEAD.
+# Section 3(a), table "Kubernetes requests", EphemeralRunner + EphemeralRunnerSet reconcilers:
+# ER writes 10, ER uncached Secret reads 7 (min) / 13 (typical), ERS 4.
+ARC_CONTROLLER_KUBE = (21, 27)
+ARC_CONTROLLER_SECRET_GETS = (7, 13)
+# Section 3(a), "Listener" row: ERS patches and the JobStarted status patch.
+ARC_LISTENER_KUBE = (3, 4)
+# Section 3, table "Actions service requests": controller 2 (generatejitconfig and the agent
+# DELETE), listener 4 (min) / 6 (typical).
+ARC_CONTROLLER_ACTIONS = (2, 2)
+ARC_LISTENER_ACTIONS = (4, 6)
+# Section 4(b) reconciles at HEAD, and 4(c) with design.md's projection predicates.
+ARC_RECONCILES = {"ephemeralrunner": (14, 13), "ephemeralrunnerset": (15, 14)}
+# Scale-up only (to a registered, idle, ready runner), summed by us from section 2 rows 2-3 and
+# 5-17 (ER and ERS controllers, the ARS row 4 left out): 17 requests typical, 12 when the five
+# per-reconcile Secret GETs of rows 10-12, 14 and 16 are coalesced away; 1 Actions request (row 6).
+ARC_SCALE_UP_CONTROLLER_KUBE = (12, 17)
+ARC_SCALE_UP_CONTROLLER_ACTIONS = 1
+# Requests that serve a process rather than a runner (arc-api-cost.md 3 does not charge the admin
+# token refresh to a runner; the listener's session is made once): shown, never compared.
+PER_PROCESS_ENDPOINTS = frozenset(
+    {
+        "access_token",
+        "registration_token",
+        "runner_registration",
+        "create_session",
+        "refresh_session",
+        "delete_session",
+        "get_scale_set",
+        "get_scale_set_by_name",
+        "get_runner_group",
+    }
+)
+
+
+@dataclass
+class Counts:
+    """Everything counted over one phase (a difference of two snapshots)."""
+
+    kube: Counter[str] = field(default_factory=Counter)
+    """`who verb resource[/subresource]`, lists and watches included."""
+    kube_errors: Counter[str] = field(default_factory=Counter)
+    """`who verb resource code` for answers >= 400."""
+    actions: Counter[str] = field(default_factory=Counter)
+    """`who endpoint`."""
+    metrics: Counter[str] = field(default_factory=Counter)
+    """`metric label=value`."""
+
+    def __sub__(self, before: Counts) -> Counts:
+        return Counts(
+            kube=self.kube - before.kube,
+            kube_errors=self.kube_errors - before.kube_errors,
+            actions=self.actions - before.actions,
+            metrics=self.metrics - before.metrics,
+        )
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(
+            kube=self.kube + other.kube,
+            kube_errors=self.kube_errors + other.kube_errors,
+            actions=self.actions + other.actions,
+            metrics=self.metrics + other.metrics,
+        )
+
+    def kube_total(self, who: str, *, informers: bool = False) -> int:
+        """Requests of `who`; lists and watches only when `informers`."""
+        return sum(
+            n
+            for key, n in self.kube.items()
+            if key.startswith(who + " ") and (key.split()[1] in ("list", "watch")) == informers
+        )
+
+    def actions_total(self, who: str) -> int:
+        """Requests of `who` for runners and jobs (the token chain and the session left out)."""
+        return sum(
+            n
+            for key, n in self.actions.items()
+            if key.startswith(who + " ") and key.split()[1] not in PER_PROCESS_ENDPOINTS
+        )
+
+    def metric(self, name: str, label: str) -> int:
+        return self.metrics[f"{name} {label}"]
+
+
+@dataclass
+class Phase:
+    name: str
+    runners: int
+    seconds_ready: float
+    """Until the phase's condition held (all Pending-ready, or all jobs done and back to 0)."""
+    seconds_settled: float
+    """Until, in addition, the controllers were idle."""
+    counts: Counts
+    runners_created: int
+    load: tuple[float, float, float]
+
+
+@dataclass
+class Result:
+    runners: int
+    phases: list[Phase]
+
+    def lifecycle(self) -> Counts:
+        total = Counts()
+        for phase in self.phases:
+            total = total + phase.counts
+        return total
+
+
+def _metric_counts(text: str) -> Counter[str]:
+    """Counters and gauges of the runtime's Prometheus text, keyed `name label=value`."""
+    wanted = {
+        "controller_runtime_reconcile": "controller",
+        "controller_runtime_reconcile_errors": "controller",
+        "gha_runtime_predicate_dropped": "watch",
+        "gha_runtime_copies": "controller",
+        "workqueue_adds": "name",
+        "workqueue_retries": "name",
+    }
+    counts: Counter[str] = Counter()
+    for family in text_string_to_metric_families(text):
+        label = wanted.get(family.name)
+        if label is None:
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                counts[f"{family.name} {sample.labels.get(label, '')}"] += int(sample.value)
+    return counts
+
+
+def _gauge(text: str, name: str) -> float:
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == name
+        for sample in family.samples
+    )
+
+
+def _subsystem(headers: dict[str, str]) -> str:
+    try:
+        agent = json.loads(headers.get("User-Agent", ""))
+    except ValueError:
+        return "other"
+    subsystem = agent.get("subsystem") if isinstance(agent, dict) else None
+    return {"gha-runner-controller": "controller", "ghalistener": "listener"}.get(
+        str(subsystem), "other"
+    )
+
+
+class Bench:
+    def __init__(self, *, kube: KubeEmulator, gh: ActionsEmulator, manager: Manager) -> None:
+        self.kube = kube
+        self.gh = gh
+        self.manager = manager
+
+    def snapshot(self) -> Counts:
+        counts = Counts()
+        for r in self.kube.requests.log:
+            if r.namespace not in (NAMESPACE, ""):
+                continue
+            who = USERS.get(r.user, "other")
+            resource = f"{r.resource}/{r.subresource}" if r.subresource else r.resource
+            counts.kube[f"{who} {r.verb} {resource}"] += 1
+            if r.code >= 400:
+                counts.kube_errors[f"{who} {r.verb} {resource} {r.code}"] += 1
+        for a in self.gh.state.requests:
+            counts.actions[f"{_subsystem(a.headers)} {a.endpoint}"] += 1
+        counts.metrics = _metric_counts(self.manager.metrics.render().decode())
+        return counts
+
+    def _items(self, key: tuple[str, str]) -> list[JSONDict]:
+        return list(self.kube.store.items(key, NAMESPACE))
+
+    def all_pending_ready(self, n: int) -> bool:
+        runners = self._items(ER_KEY)
+        if len(runners) != n:
+            return False
+        pods = {p["metadata"]["name"]: p for p in self._items(POD_KEY)}
+        for runner in runners:
+            status = runner.get("status") or {}
+            pod = pods.get(runner["metadata"]["name"])
+            if status.get("phase") != "Pending" or status.get("ready") is not True:
+                return False
+            if pod is None or (pod.get("status") or {}).get("phase") != "Running":
+                return False
+        return True
+
+    def jobs_done_and_empty(self, jobs: list[int]) -> bool:
+        if any(self.gh.state.jobs[j].state != "completed" for j in jobs):
+            return False
+        runner_set = self.kube.store.get(ERS_KEY, NAMESPACE, SCALE_SET) or {}
+        replicas = (runner_set.get("spec") or {}).get("replicas") or 0
+        return replicas == 0 and not self._items(ER_KEY) and not self._items(POD_KEY)
+
+    def idle(self) -> bool:
+        text = self.manager.metrics.render().decode()
+        return (
+            _gauge(text, "workqueue_depth") == 0
+            and _gauge(text, "controller_runtime_active_workers") == 0
+        )
+
+    async def until(self, condition: Callable[[], bool], *, within: float, what: str) -> float:
+        """Seconds until `condition()` held; fails after `within` seconds."""
+        started = time.monotonic()
+        while not condition():
+            if time.monotonic() - started > within:
+                raise TimeoutError(f"{what}: not reached within {within:.0f}s")
+            await asyncio.sleep(POLL)
+        return time.monotonic() - started
+
+    async def settle(self, *, within: float) -> None:
+        """Until the queues are empty, no reconcile runs and no request came for 0.5 s."""
+        deadline = time.monotonic() + within
+        seen = -1
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            if len(self.kube.requests.log) != seen or not self.idle():
+                seen = len(self.kube.requests.log)
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= 0.5:
+                return
+            await asyncio.sleep(POLL)
+        raise TimeoutError("the controllers did not settle")
+
+
+def _runner_set(config_url: str, scale_set_id: int) -> JSONDict:
+    return {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "EphemeralRunnerSet",
+        "metadata": {
+            "name": SCALE_SET,
+            "namespace": NAMESPACE,
+            "labels": {
+                "actions.github.com/scale-set-name": SCALE_SET,
+                "actions.github.com/scale-set-namespace": NAMESPACE,
+            },
+        },
+        "spec": {
+            "replicas": 0,
+            "patchID": 0,
+            "ephemeralRunnerSpec": {
+                "githubConfigUrl": config_url,
+                "githubConfigSecret": "github-config",
+                "runnerScaleSetId": scale_set_id,
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "runner",
+                            "image": "ghcr.io/actions/actions-runner:latest",
+                            "command": ["/home/runner/run.sh"],
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def _listener_rbac() -> Iterable[JSONDict]:
+    """manifests/listener/rbac.yaml, in the bench namespace, for the bench's set."""
+    for doc in yaml.safe_load_all((ROOT / "manifests/listener/rbac.yaml").read_text()):
+        if not doc:
+            continue
+        doc["metadata"]["namespace"] = NAMESPACE
+        for subject in doc.get("subjects", []):
+            subject["namespace"] = NAMESPACE
+        for rule in doc.get("rules", []):
+            if "resourceNames" in rule:
+                rule["resourceNames"] = [SCALE_SET]
+        yield doc
+
+
+@contextlib.asynccontextmanager
+async def _running(manager: Manager) -> AsyncIterator[None]:
+    task = asyncio.create_task(manager.run())
+    try:
+        await asyncio.wait_for(manager.wait_synced(), 30)
+        yield
+    finally:
+        manager.stop()
+        await asyncio.wait_for(task, 60)
+
+
+@contextlib.contextmanager
+def _kubeconfig_env(path: Path) -> Iterator[None]:
+    """The listener reads its cluster from KUBECONFIG, as in a pod-less run."""
+    before = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = str(path)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = before
+
+
+def _load() -> tuple[float, float, float]:
+    return os.getloadavg()
+
+
+async def run(
+    *, runners: int, jobs: bool, job_seconds: float = 5.0, within: float = 600.0
+) -> Result:
+    """Both phases against fresh emulators; raises TimeoutError when a phase does not finish."""
+    for module in INSTALLED:
+        importlib.import_module(module)
+    phases: list[Phase] = []
+    async with (
+        ActionsEmulator(require_acquire=False) as gh,
+        KubeEmulator(container_runtime=gh.runtime) as kube,
+    ):
+        kube.apply_crds(project_crds())
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        pat = gh.add_pat()
+        kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "github-config", "namespace": NAMESPACE},
+                "data": {"github_token": base64.b64encode(pat.encode()).decode()},
+            }
+        )
+        for doc in _listener_rbac():
+            kube.apply(doc)
+        scale_set = gh.state.create_scale_set(
+            name=SCALE_SET, runner_group_id=1, labels=[], runner_setting={}
+        )
+        kube.apply(_runner_set(gh.config_url(), scale_set.id))
+        async with (
+            client.ApiClient(await kube.configuration()) as api,
+            client.ApiClient(
+                await kube.configuration(token=kube.user_token(SCALER_USER, ["system:masters"]))
+            ) as scaler,
+        ):
+            manager = Manager(
+                api=api,
+                settings=RuntimeSettings(namespaces=frozenset({NAMESPACE}), leader_election=None),
+            )
+            REGISTRY.install(manager)
+            bench = Bench(kube=kube, gh=gh, manager=manager)
+            async with _running(manager):
+                await bench.settle(within=within)
+                phases.append(await _scale_up(bench, scaler, runners=runners, within=within))
+                if jobs:
+                    with tempfile.TemporaryDirectory() as tmp:
+                        kubeconfig = Path(tmp) / "listener.kubeconfig"
+                        kube.write_kubeconfig(
+                            kubeconfig, token=kube.service_account_token(NAMESPACE, "gha-listener")
+                        )
+                        settings = ListenerSettings(
+                            configure_url=gh.config_url(),
+                            github_token=pat,
+                            ephemeral_runner_set_namespace=NAMESPACE,
+                            ephemeral_runner_set_name=SCALE_SET,
+                            runner_scale_set_id=scale_set.id,
+                            min_runners=0,
+                            max_runners=runners,
+                            metrics_addr="",
+                        )
+                        with _kubeconfig_env(kubeconfig):
+                            phases.append(
+                                await _jobs(
+                                    bench,
+                                    settings,
+                                    runners=runners,
+                                    job_seconds=job_seconds,
+                                    within=within,
+                                )
+                            )
+    return Result(runners=runners, phases=phases)
+
+
+def _created(counts: Counts) -> int:
+    return counts.kube["controller create ephemeralrunners"]
+
+
+async def _scale_up(
+    bench: Bench, scaler: client.ApiClient, *, runners: int, within: float
+) -> Phase:
+    before = bench.snapshot()
+    started = time.monotonic()
+    await client.CustomObjectsApi(scaler).patch_namespaced_custom_object(
+        "actions.github.com",
+        "v1alpha1",
+        NAMESPACE,
+        "ephemeralrunnersets",
+        SCALE_SET,
+        {"spec": {"replicas": runners, "patchID": 1}},
+        _content_type="application/merge-patch+json",
+        _request_timeout=30,
+    )
+    ready = await bench.until(
+        lambda: bench.all_pending_ready(runners), within=within, what="all runners Pending"
+    )
+    await bench.settle(within=within)
+    counts = bench.snapshot() - before
+    return Phase(
+        name="scale-up",
+        runners=runners,
+        seconds_ready=ready,
+        seconds_settled=time.monotonic() - started,
+        counts=counts,
+        runners_created=_created(counts),
+        load=_load(),
+    )
+
+
+async def _jobs(
+    bench: Bench,
+    settings: ListenerSettings,
+    *,
+    runners: int,
+    job_seconds: float,
+    within: float,
+) -> Phase:
+    before = bench.snapshot()
+    started = time.monotonic()
+    job_ids = [
+        bench.gh.enqueue_job(labels=[SCALE_SET], duration=job_seconds, display_name=f"job-{i}")
+        for i in range(runners)
+    ]
+    stop = asyncio.Event()
+    listener = asyncio.create_task(serve(settings, credentials_of(settings), stop=stop))
+    try:
+        done = await bench.until(
+            lambda: bench.jobs_done_and_empty(job_ids),
+            within=within,
+            what="jobs completed and the set back to 0",
+        )
+        await bench.settle(within=within)
+        counts = bench.snapshot() - before
+    finally:
+        stop.set()
+        code = await asyncio.wait_for(listener, 60)
+    if code != 0:
+        raise RuntimeError(f"the listener exited with {code}")
+    return Phase(
+        name="jobs",
+        runners=runners,
+        seconds_ready=done,
+        seconds_settled=time.monotonic() - started,
+        counts=counts,
+        runners_created=_created(counts),
+        load=_load(),
+    )
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def _per(value: float, n: int) -> str:
+    return f"{value / n:.2f}"
+
+
+def _ratio(ours: float, arc: tuple[int, int]) -> str:
+    low, high = arc
+    if low == high:
+        return f"{ours / low:.2f}x of {low}"
+    return f"{ours / low:.2f}x of {low} (min), {ours / high:.2f}x of {high} (typical)"
+
+
+def comparison(result: Result) -> list[tuple[str, float, str]]:
+    """(what, ours per runner, against ARC) rows for the full lifecycle, or the scale-up alone."""
+    n = result.runners
+    counts = result.lifecycle()
+    rows: list[tuple[str, float, str]] = []
+    controller_kube = counts.kube_total("controller") / n
+    secret_gets = counts.kube["controller get secrets"] / n
+    if len(result.phases) == 1:
+        rows.append(
+            (
+                "controller Kubernetes requests, scale-up",
+                controller_kube,
+                _ratio(controller_kube, ARC_SCALE_UP_CONTROLLER_KUBE),
+            )
+        )
+        actions = counts.actions_total("controller") / n
+        rows.append(
+            (
+                "controller Actions requests, scale-up",
+                actions,
+                _ratio(actions, (ARC_SCALE_UP_CONTROLLER_ACTIONS,) * 2),
+            )
+        )
+        return rows
+    listener_kube = (counts.kube_total("listener") + counts.kube_total("scaler")) / n
+    rows += [
+        (
+            "controller Kubernetes requests",
+            controller_kube,
+            _ratio(controller_kube, ARC_CONTROLLER_KUBE),
+        ),
+        ("controller Secret GETs", secret_gets, _ratio(secret_gets, ARC_CONTROLLER_SECRET_GETS)),
+        (
+            "listener (and scale-up patch) Kubernetes requests",
+            listener_kube,
+            _ratio(listener_kube, ARC_LISTENER_KUBE),
+        ),
+    ]
+    for who, arc in (("controller", ARC_CONTROLLER_ACTIONS), ("listener", ARC_LISTENER_ACTIONS)):
+        value = counts.actions_total(who) / n
+        rows.append((f"{who} Actions requests", value, _ratio(value, arc)))
+    for ctrl, (head, predicates) in ARC_RECONCILES.items():
+        value = counts.metric("controller_runtime_reconcile", ctrl) / n
+        rows.append(
+            (
+                f"{ctrl} reconciles",
+                value,
+                f"{value / head:.2f}x of {head} (HEAD), {value / predicates:.2f}x of "
+                f"{predicates} (with predicates)",
+            )
+        )
+    return rows
+
+
+def report(result: Result) -> str:
+    n = result.runners
+    lines = [
+        f"runners: {n}; machine: {platform.node()} {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}",
+    ]
+    for phase in result.phases:
+        c = phase.counts
+        lines.append(
+            f"\n[{phase.name}] condition after {phase.seconds_ready:.2f}s, controllers idle after "
+            f"{phase.seconds_settled:.2f}s; runners created {phase.runners_created}; "
+            f"load average {phase.load[0]:.2f} {phase.load[1]:.2f} {phase.load[2]:.2f}"
+        )
+        lines.append("  Kubernetes requests per runner (lists and watches: total):")
+        for key, value in sorted(c.kube.items()):
+            verb = key.split()[1]
+            shown = str(value) if verb in ("list", "watch") else _per(value, n)
+            lines.append(f"    {key}: {shown}")
+        for key, value in sorted(c.kube_errors.items()):
+            lines.append(f"    error {key}: {value}")
+        lines.append("  Actions requests per runner (token chain and session: total):")
+        for key, value in sorted(c.actions.items()):
+            shown = str(value) if key.split()[1] in PER_PROCESS_ENDPOINTS else _per(value, n)
+            lines.append(f"    {key}: {shown}")
+        lines.append("  runtime per runner:")
+        for key, value in sorted(c.metrics.items()):
+            lines.append(f"    {key}: {_per(value, n)}")
+    lines.append("\nper runner against ARC (arc-api-cost.md):")
+    for what, ours, arc in comparison(result):
+        lines.append(f"  {what}: {ours:.2f} = {arc}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--runners", type=int, default=10, help="N, the replicas (default 10)")
+    parser.add_argument("--jobs", action="store_true", help="then run N jobs and scale to 0")
+    parser.add_argument("--job-seconds", type=float, default=5.0, help="each job's duration")
+    parser.add_argument("--timeout", type=float, default=600.0, help="per phase, seconds")
+    args = parser.parse_args(argv)
+    if args.runners < 1:
+        parser.error("--runners must be at least 1")
+    result = asyncio.run(
+        run(
+            runners=args.runners,
+            jobs=args.jobs,
+            job_seconds=args.job_seconds,
+            within=args.timeout,
+        )
+    )
+    print(report(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""bench/controller_scale.py at three runners, so the benchmark cannot rot: every runner comes
+up, runs a job and goes, and the per-runner counts it reports stay within ARC's figures
+(arc-api-cost.md, the constants in the benchmark)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from bench.controller_scale import (
+    ARC_CONTROLLER_KUBE,
+    ARC_CONTROLLER_SECRET_GETS,
+    ARC_RECONCILES,
+    ARC_SCALE_UP_CONTROLLER_KUBE,
+    Result,
+    comparison,
+    report,
+    run,
+)
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+RUNNERS = 3
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def result() -> AsyncIterator[Result]:
+    yield await run(runners=RUNNERS, jobs=True, job_seconds=1.0, within=60.0)
+
+
+async def test_each_runner_is_created_once_and_no_refill_follows_the_jobs(result: Result) -> None:
+    assert [(p.name, p.runners_created) for p in result.phases] == [
+        ("scale-up", RUNNERS),
+        ("jobs", 0),
+    ]
+
+
+async def test_the_controllers_only_failed_requests_are_the_jit_secret_lookups(
+    result: Result,
+) -> None:
+    errors = result.lifecycle().kube_errors
+    mine = {key: n for key, n in errors.items() if key.startswith("controller ")}
+    assert mine == {"controller get secrets 404": RUNNERS}
+
+
+async def test_one_jit_config_and_one_removal_per_runner(result: Result) -> None:
+    actions = result.lifecycle().actions
+    assert (actions["controller generate_jit_config"], actions["controller remove_runner"]) == (
+        RUNNERS,
+        RUNNERS,
+    )
+
+
+@pytest.mark.parametrize(
+    ("what", "arc_min"),
+    [
+        ("controller Kubernetes requests", ARC_CONTROLLER_KUBE[0]),
+        ("controller Secret GETs", ARC_CONTROLLER_SECRET_GETS[0]),
+        ("ephemeralrunner reconciles", ARC_RECONCILES["ephemeralrunner"][1]),
+        ("ephemeralrunnerset reconciles", ARC_RECONCILES["ephemeralrunnerset"][1]),
+    ],
+)
+async def test_per_runner_lifecycle_count_is_within_arcs(
+    result: Result, what: str, arc_min: int
+) -> None:
+    rows = {row[0]: row[1] for row in comparison(result)}
+    assert 0 < rows[what] <= arc_min, rows
+
+
+async def test_scale_up_alone_costs_less_than_arcs_scale_up(result: Result) -> None:
+    scale_up = Result(runners=RUNNERS, phases=result.phases[:1])
+    [(what, per_runner, _), _] = comparison(scale_up)
+    assert what == "controller Kubernetes requests, scale-up"
+    assert 0 < per_runner < ARC_SCALE_UP_CONTROLLER_KUBE[0]
+
+
+async def test_the_report_names_every_phase_and_comparison(result: Result) -> None:
+    text = report(result)
+    assert "[scale-up]" in text
+    assert "[jobs]" in text
+    assert all(row[0] in text for row in comparison(result))
