@@ -151,11 +151,14 @@ class Request:
     user: str
     namespace: str
     code: int
+    path: str = ""
+    content_type: str = ""
 
 
 @dataclass
 class Requests:
-    """Accounting of every API request: verb, resource, subresource, identity and code."""
+    """Accounting of every API request: verb, resource, subresource, identity, code, and the
+    path with query and Content-Type (to assert, say, that patches are merge patches)."""
 
     log: list[Request] = field(default_factory=list)
 
@@ -171,6 +174,7 @@ class Requests:
         user: str | None = None,
         namespace: str | None = None,
         code: int | None = None,
+        content_type: str | None = None,
     ) -> int:
         return sum(
             1
@@ -181,6 +185,7 @@ class Requests:
             and (user is None or r.user == user)
             and (namespace is None or r.namespace == namespace)
             and (code is None or r.code == code)
+            and (content_type is None or r.content_type.split(";")[0].strip() == content_type)
         )
 
     def summary(self) -> dict[str, int]:

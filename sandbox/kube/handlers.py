@@ -243,6 +243,8 @@ class ApiServer:
                         user=user_name,
                         namespace=info.namespace if info else "",
                         code=code,
+                        path=request.path_qs,
+                        content_type=request.headers.get("Content-Type", ""),
                     )
                 )
 
@@ -647,6 +649,7 @@ class ApiServer:
                     user=request[USER].name,
                     namespace=ns or "",
                     code=200,
+                    path=request.path_qs,
                 )
             )
             request[ACCOUNTED] = True

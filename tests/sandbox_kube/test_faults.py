@@ -124,6 +124,7 @@ async def test_requests_are_accounted_per_verb_resource_and_user(
     assert kube.requests.count(verb="get", resource=WIDGETS, code=404) == 1
     assert kube.requests.count(user="kubernetes-admin") == 3
     assert kube.requests.count(subresource="status") == 0
+    assert kube.requests.log[0].path == f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/{WIDGETS}"
     kube.requests.reset()
     assert kube.requests.count() == 0
 
@@ -202,3 +203,30 @@ async def test_an_open_watch_is_accounted_once_established(
     )
     await watching
     assert kube.requests.count(verb="watch", resource=WIDGETS, namespace=ns) == 1
+
+
+async def test_requests_record_the_patch_content_type(
+    kube: KubeEmulator, co: client.CustomObjectsApi, ns: str
+) -> None:
+    kube.apply(
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Widget",
+            "metadata": {"name": "w", "namespace": ns},
+            "spec": {"size": 1},
+        }
+    )
+    await co.patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        ns,
+        WIDGETS,
+        "w",
+        {"status": {"count": 1}},
+        _content_type="application/merge-patch+json",
+    )
+    merge = kube.requests.count(
+        verb="patch", subresource="status", content_type="application/merge-patch+json"
+    )
+    json_patch = kube.requests.count(verb="patch", content_type="application/json-patch+json")
+    assert (merge, json_patch) == (1, 0)
