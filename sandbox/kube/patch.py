@@ -144,8 +144,10 @@ def json_patch(doc: Any, ops: Any) -> Any:
         )
     doc = copy.deepcopy(doc)
     for op in ops:
-        if not isinstance(op, dict) or "op" not in op or "path" not in op:
-            raise bad_request("error decoding patch: each operation needs op and path")
+        if not isinstance(op, dict) or not isinstance(op.get("path"), str):
+            raise bad_request("error decoding patch: each operation needs op and a string path")
+        if "from" in op and not isinstance(op["from"], str):
+            raise bad_request("error decoding patch: from must be a string")
         kind, parts = op["op"], _pointer(op["path"])
         if kind == "add":
             doc = _add(doc, parts, copy.deepcopy(op.get("value")))
