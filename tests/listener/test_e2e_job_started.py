@@ -105,7 +105,7 @@ async def test_terminal_phase_written_between_get_and_patch_survives(
     await cluster.create_runner("runner-a", phase="Pending")
     # Hold the listener's status patch on the server after its GET, long enough for the
     # controller's write (an update, so the hold does not apply to it) to land first.
-    cluster.kube.faults.latency(1.0, verb="patch", resource="ephemeralrunners")
+    hold = cluster.kube.faults.latency(2.0, verb="patch", resource="ephemeralrunners")
     await start_listener()
     await start_job_on(github, "runner-a")
 
@@ -121,6 +121,7 @@ async def test_terminal_phase_written_between_get_and_patch_survives(
     current = await cluster.runner("runner-a")
     current["status"]["phase"] = "Failed"
     await cluster.replace_runner_status(current)
+    cluster.kube.faults.remove(hold)
     status = await recorded(cluster, "runner-a")
     assert status["phase"] == "Failed"
     assert status["jobRequestId"] > 0
@@ -184,10 +185,14 @@ async def test_redelivered_job_started_patches_nothing(
     [request_id] = github.enqueue(duration=60.0)
     state = github.emulator.state
 
-    async def assigned() -> bool:
-        return state.jobs[request_id].state == "assigned"
+    queue = state.queues[github.scale_set_id]
 
-    await eventually(assigned, what="the job assigned to the scale set")
+    async def assigned_and_acknowledged() -> bool:
+        return (
+            state.jobs[request_id].state == "assigned" and not queue.pending and not queue.messages
+        )
+
+    await eventually(assigned_and_acknowledged, what="the JobAssigned batch acknowledged")
     # The acknowledgement of the JobStarted batch fails as if the session were gone: the batch
     # is handled, and the new session delivers it again.
     github.emulator.faults.inject("delete_message", status=404, count=1)
