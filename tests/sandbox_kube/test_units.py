@@ -64,6 +64,9 @@ def test_json_patch_failures(ops: list[Any]) -> None:
     [
         ({"op": "add"}, 400),
         ([{"op": "nope", "path": "/a"}], 400),
+        ([{"op": "add", "path": 3}], 400),
+        ([{"op": "copy", "from": 1, "path": "/b"}], 400),
+        (["add"], 400),
         ([{"op": "test", "path": "/a", "value": 1}] * 10001, 413),
     ],
 )
