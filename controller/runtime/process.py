@@ -37,7 +37,8 @@ ENV_PREFIX = "GHA_CONTROLLER_"
 
 
 class ConfigError(Exception):
-    """A setting that cannot work; the message says what to fix, in one line."""
+    """A setting that cannot work; the message says what to fix, in one line. A controller's
+    setup may raise it for its own settings: the process then exits 2 with that line."""
 
 
 class ControllerSettings(BaseModel):
@@ -176,7 +177,11 @@ async def run(settings: ControllerSettings, registry: Registry) -> int:
         return EXIT_CONFIG
     async with ApiClient(kube_config) as api:
         manager = Manager(api=api, settings=settings.runtime())
-        registry.install(manager)
+        try:
+            registry.install(manager)
+        except ConfigError as exc:
+            print(f"gha-controller: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, manager.stop)

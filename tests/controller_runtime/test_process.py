@@ -12,8 +12,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from controller.runtime import Registry
-from controller.runtime.process import main, parse_settings
+from controller.runtime import Manager, Registry
+from controller.runtime.process import ConfigError, main, parse_settings, run
 from sandbox.kube.emulator import KubeEmulator
 from shared.kube.objects import LEASE, Objects
 from tests.controller_runtime.conftest import eventually, sample_value
@@ -43,6 +43,24 @@ def test_a_bad_setting_exits_2_with_one_line(
     assert err.count("\n") == 1
     assert err.startswith("gha-controller: ")
     assert says in err
+
+
+async def test_a_setup_that_rejects_its_settings_exits_2_with_one_line(
+    kube: KubeEmulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kube.write_kubeconfig(kubeconfig)
+    registry = Registry()
+
+    @registry.register
+    def setup(manager: Manager) -> None:
+        raise ConfigError("GHA_CONTROLLER_EXAMPLE: Input should be a valid integer")
+
+    settings = parse_settings(["--kubeconfig", str(kubeconfig), "--no-leader-elect"], {})
+    assert await run(settings, registry) == 2
+    assert capsys.readouterr().err == (
+        "gha-controller: GHA_CONTROLLER_EXAMPLE: Input should be a valid integer\n"
+    )
 
 
 @pytest.mark.parametrize(
