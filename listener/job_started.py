@@ -9,16 +9,14 @@ the server answer 409 and the decision is taken again on fresh data, never overw
 from __future__ import annotations
 
 import enum
-from typing import Any
 
 from listener.kube import RunnerSetClient
 from shared.actions.models import JobStarted
 from shared.api import EphemeralRunnerPhase, is_terminal_phase
+from shared.kube.client import JSONDict
 from shared.kube.errors import Conflict, KubeError, NotFound
 
 RUNNING = EphemeralRunnerPhase.RUNNING.value
-
-JSONDict = dict[str, Any]
 
 
 def status_patch(runner: JSONDict, job_fields: JSONDict) -> JSONDict | None:

@@ -6,15 +6,18 @@ patch(/status) of runners. Every call gets a timeout (CustomObjects) and a trace
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from opentelemetry.trace import SpanKind, Tracer
 
-from shared.kube.client import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS, CustomObjects, Resource
-
-JSONDict = dict[str, Any]
+from shared.kube.client import (
+    EPHEMERAL_RUNNER_SETS,
+    EPHEMERAL_RUNNERS,
+    CustomObjects,
+    JSONDict,
+    Resource,
+)
 
 
 class RunnerSetClient:
@@ -26,8 +29,8 @@ class RunnerSetClient:
         self.runner_set = runner_set
         self._tracer = tracer
 
-    @asynccontextmanager
-    async def _span(self, verb: str, res: Resource, *, name: str) -> AsyncIterator[None]:
+    @contextmanager
+    def _span(self, verb: str, res: Resource, *, name: str) -> Iterator[None]:
         with self._tracer.start_as_current_span(
             f"kube {verb} {res.plural}",
             kind=SpanKind.CLIENT,
@@ -40,17 +43,17 @@ class RunnerSetClient:
             yield
 
     async def patch_runner_set(self, patch: JSONDict) -> JSONDict:
-        async with self._span("patch", EPHEMERAL_RUNNER_SETS, name=self.runner_set):
+        with self._span("patch", EPHEMERAL_RUNNER_SETS, name=self.runner_set):
             return await self._objects.patch(
                 EPHEMERAL_RUNNER_SETS, self.namespace, self.runner_set, patch
             )
 
     async def get_runner(self, name: str) -> JSONDict:
-        async with self._span("get", EPHEMERAL_RUNNERS, name=name):
+        with self._span("get", EPHEMERAL_RUNNERS, name=name):
             return await self._objects.get(EPHEMERAL_RUNNERS, self.namespace, name)
 
     async def patch_runner_status(self, name: str, patch: JSONDict) -> JSONDict:
-        async with self._span("patch status", EPHEMERAL_RUNNERS, name=name):
+        with self._span("patch status", EPHEMERAL_RUNNERS, name=name):
             return await self._objects.patch(
                 EPHEMERAL_RUNNERS, self.namespace, name, patch, status=True
             )
