@@ -24,9 +24,10 @@ from listener.metrics import ListenerMetrics
 from listener.service import Listener
 from shared.actions.client import ActionsClient
 from shared.actions.credentials import Credentials, GitHubApp, PersonalAccessToken
-from shared.actions.errors import InvalidCredentials
+from shared.actions.errors import ActionsError, InvalidCredentials
 from shared.actions.transport import RetryPolicy, SystemInfo
 from shared.kube.client import CustomObjects, load_configuration
+from shared.kube.errors import KubeError
 from shared.telemetry.logs import configure_logging
 from shared.telemetry.tracing import configure_tracing
 
@@ -83,6 +84,7 @@ async def serve(
     )
     progress = Progress(poll_timeout=settings.long_poll_timeout_seconds)
     tracing = configure_tracing("gha-listener")
+    tracer = tracing.get_tracer("gha-listener")
     server = None
     try:
         if settings.metrics_listen is not None:
@@ -125,18 +127,21 @@ async def serve(
                     CustomObjects(api, timeout=settings.kube_request_timeout_seconds),
                     namespace=settings.ephemeral_runner_set_namespace,
                     runner_set=settings.ephemeral_runner_set_name,
-                    tracer=tracing.get_tracer("gha-listener"),
+                    tracer=tracer,
                 ),
                 metrics=metrics,
                 progress=progress,
-                tracer=tracing.get_tracer("gha-listener"),
+                tracer=tracer,
                 owner=socket.gethostname(),
                 stop=stop,
             )
             try:
                 await listener.run()
-            except Exception as exc:
+            except (ActionsError, KubeError) as exc:
                 log.error("listener stopped: %s", exc)
+                return EXIT_FAILED
+            except Exception:
+                log.exception("listener failed")
                 return EXIT_FAILED
         log.info("stopped")
         return EXIT_OK
