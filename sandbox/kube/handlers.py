@@ -632,9 +632,13 @@ class ApiServer:
     ) -> web.StreamResponse:
         q = request.query
         bookmarks = go_bool(q.get("allowWatchBookmarks"))
-        timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else self.watch_timeout
         rv_param = q.get("resourceVersion", "")
         send_initial = go_bool(q.get("sendInitialEvents"))
+        try:
+            timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else self.watch_timeout
+            start = int(rv_param) if rv_param else 0
+        except ValueError as exc:
+            raise bad_request(f"invalid watch parameters: {exc}") from exc
         sub = self.store.subscribe({rt.key})
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         resp.enable_chunked_encoding()
@@ -662,7 +666,7 @@ class ApiServer:
                 return labels.matches(obj) and fields.matches(obj)
 
             sent_rv = self.store.rv
-            if rv_param in ("", "0") or send_initial:
+            if start == 0 or send_initial:
                 for obj in list(self.store.items(rt.key, ns)):
                     if matches(obj):
                         await resp.write(
@@ -685,10 +689,6 @@ class ApiServer:
                         )
                     )
             else:
-                try:
-                    start = int(rv_param)
-                except ValueError as exc:
-                    raise bad_request(f"invalid resource version: {rv_param}") from exc
                 backlog = self.store.events_since(rt.key, start)
                 if backlog is None:
                     err = too_old(start, self.store.compacted(rt.key) + 1)
