@@ -832,7 +832,12 @@ class ApiServer:
         if user is None or MASTERS not in user.groups:
             return error_response(unauthorized())
         action = request.path[len(ADMIN_PREFIX) :].strip("/")
-        body = await request.json() if request.can_read_body else {}
+        try:
+            body = await request.json() if request.can_read_body else {}
+        except ValueError as exc:
+            return error_response(bad_request(f"the body must be JSON: {exc}"))
+        if not isinstance(body, dict):
+            return error_response(bad_request("the body must be a JSON object"))
         actions: dict[str, Callable[[], None]] = {
             "faults/clear": self.faults.clear,
             "faults/pause": self.faults.pause,

@@ -230,3 +230,20 @@ async def test_requests_record_the_patch_content_type(
     )
     json_patch = kube.requests.count(verb="patch", content_type="application/json-patch+json")
     assert (merge, json_patch) == (1, 0)
+
+
+@pytest.mark.parametrize("body", [b"{", b"[]", b'{"nope": 1}'])
+async def test_admin_endpoint_refuses_bad_bodies(kube: KubeEmulator, body: bytes) -> None:
+    headers = {"Authorization": f"Bearer {kube.admin_token}", "Content-Type": "application/json"}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            f"{kube.url}/_emulator/faults/inject",
+            data=body,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=TIMEOUT),
+        ) as resp,
+    ):
+        status = await resp.json()
+    assert (resp.status, status["reason"]) == (400, "BadRequest")
+    assert kube.faults.rules == []
