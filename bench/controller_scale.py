@@ -30,6 +30,8 @@ import importlib
 import json
 import os
 import platform
+import signal
+import socket
 import sys
 import tempfile
 import time
@@ -37,8 +39,9 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+import aiohttp
 import yaml
 from kubernetes_asyncio import client
 from prometheus_client.parser import text_string_to_metric_families
@@ -113,6 +116,9 @@ class Counts:
     """`who endpoint`."""
     metrics: Counter[str] = field(default_factory=Counter)
     """`metric label=value`."""
+    cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds by process: this one (emulators, listener, and the controller when it runs
+    here) and the controller's own process."""
 
     def __sub__(self, before: Counts) -> Counts:
         return Counts(
@@ -120,6 +126,7 @@ class Counts:
             kube_errors=self.kube_errors - before.kube_errors,
             actions=self.actions - before.actions,
             metrics=self.metrics - before.metrics,
+            cpu={k: v - before.cpu.get(k, 0.0) for k, v in self.cpu.items()},
         )
 
     def __add__(self, other: Counts) -> Counts:
@@ -128,6 +135,7 @@ class Counts:
             kube_errors=self.kube_errors + other.kube_errors,
             actions=self.actions + other.actions,
             metrics=self.metrics + other.metrics,
+            cpu={k: v + other.cpu.get(k, 0.0) for k, v in self.cpu.items()},
         )
 
     def kube_total(self, who: str, *, informers: bool = False) -> int:
@@ -166,6 +174,7 @@ class Phase:
 @dataclass
 class Result:
     runners: int
+    controller_process: bool
     phases: list[Phase]
 
     def lifecycle(self) -> Counts:
@@ -216,13 +225,57 @@ def _subsystem(headers: dict[str, str]) -> str:
     )
 
 
-class Bench:
-    def __init__(self, *, kube: KubeEmulator, gh: ActionsEmulator, manager: Manager) -> None:
-        self.kube = kube
-        self.gh = gh
+class ControllerHandle(Protocol):
+    """The controller under measurement, in this process or in its own."""
+
+    async def metrics(self) -> str:
+        """Its Prometheus text."""
+        ...
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time it used so far; None when it shares this process."""
+        ...
+
+
+class InProcess:
+    def __init__(self, manager: Manager) -> None:
         self.manager = manager
 
-    def snapshot(self) -> Counts:
+    async def metrics(self) -> str:
+        return self.manager.metrics.render().decode()
+
+    def cpu_seconds(self) -> float | None:
+        return None
+
+
+class Subprocess:
+    def __init__(self, *, pid: int, metrics_url: str, http: aiohttp.ClientSession) -> None:
+        self.pid = pid
+        self.metrics_url = metrics_url
+        self.http = http
+
+    async def metrics(self) -> str:
+        async with self.http.get(self.metrics_url, timeout=aiohttp.ClientTimeout(10)) as reply:
+            reply.raise_for_status()
+            return await reply.text()
+
+    def cpu_seconds(self) -> float | None:
+        # /proc/<pid>/stat fields 14 and 15 (user and system time, in clock ticks); the command
+        # name in parentheses may hold spaces, so count from its closing parenthesis.
+        stat = Path(f"/proc/{self.pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Bench:
+    def __init__(
+        self, *, kube: KubeEmulator, gh: ActionsEmulator, controller: ControllerHandle
+    ) -> None:
+        self.kube = kube
+        self.gh = gh
+        self.controller = controller
+
+    async def snapshot(self) -> Counts:
         counts = Counts()
         for r in self.kube.requests.log:
             if r.namespace not in (NAMESPACE, ""):
@@ -234,7 +287,11 @@ class Bench:
                 counts.kube_errors[f"{who} {r.verb} {resource} {r.code}"] += 1
         for a in self.gh.state.requests:
             counts.actions[f"{_subsystem(a.headers)} {a.endpoint}"] += 1
-        counts.metrics = _metric_counts(self.manager.metrics.render().decode())
+        counts.metrics = _metric_counts(await self.controller.metrics())
+        controller_cpu = self.controller.cpu_seconds()
+        counts.cpu["bench process"] = time.process_time()
+        if controller_cpu is not None:
+            counts.cpu["controller process"] = controller_cpu
         return counts
 
     def _items(self, key: tuple[str, str]) -> list[JSONDict]:
@@ -261,8 +318,8 @@ class Bench:
         replicas = (runner_set.get("spec") or {}).get("replicas") or 0
         return replicas == 0 and not self._items(ER_KEY) and not self._items(POD_KEY)
 
-    def idle(self) -> bool:
-        text = self.manager.metrics.render().decode()
+    async def idle(self) -> bool:
+        text = await self.controller.metrics()
         return (
             _gauge(text, "workqueue_depth") == 0
             and _gauge(text, "controller_runtime_active_workers") == 0
@@ -283,7 +340,7 @@ class Bench:
         seen = -1
         quiet_since = time.monotonic()
         while time.monotonic() < deadline:
-            if len(self.kube.requests.log) != seen or not self.idle():
+            if len(self.kube.requests.log) != seen or not await self.idle():
                 seen = len(self.kube.requests.log)
                 quiet_since = time.monotonic()
             elif time.monotonic() - quiet_since >= 0.5:
@@ -341,14 +398,77 @@ def _listener_rbac() -> Iterable[JSONDict]:
 
 
 @contextlib.asynccontextmanager
-async def _running(manager: Manager) -> AsyncIterator[None]:
-    task = asyncio.create_task(manager.run())
-    try:
-        await asyncio.wait_for(manager.wait_synced(), 30)
-        yield
-    finally:
-        manager.stop()
-        await asyncio.wait_for(task, 60)
+async def _in_process(kube: KubeEmulator) -> AsyncIterator[ControllerHandle]:
+    """The reconcilers `gha-controller` installs, on a manager in this event loop."""
+    for module in INSTALLED:
+        importlib.import_module(module)
+    async with client.ApiClient(await kube.configuration()) as api:
+        manager = Manager(
+            api=api,
+            settings=RuntimeSettings(namespaces=frozenset({NAMESPACE}), leader_election=None),
+        )
+        REGISTRY.install(manager)
+        task = asyncio.create_task(manager.run())
+        try:
+            await asyncio.wait_for(manager.wait_synced(), 30)
+            yield InProcess(manager)
+        finally:
+            manager.stop()
+            await asyncio.wait_for(task, 60)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextlib.asynccontextmanager
+async def _subprocess(kube: KubeEmulator, workdir: Path) -> AsyncIterator[ControllerHandle]:
+    """`gha-controller` in its own process (own interpreter, own core), as in a cluster."""
+    kubeconfig = workdir / "controller.kubeconfig"
+    kube.write_kubeconfig(kubeconfig)
+    metrics_port, health_port = _free_port(), _free_port()
+    args = [
+        "-m",
+        "controller",
+        f"--kubeconfig={kubeconfig}",
+        "--no-leader-elect",
+        f"--namespace={NAMESPACE}",
+        "--bind-address=127.0.0.1",
+        f"--metrics-port={metrics_port}",
+        f"--health-port={health_port}",
+        "--log-level=warning",
+    ]
+    log = workdir / "controller.log"
+    async with aiohttp.ClientSession() as http:
+        with log.open("wb") as out:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, *args, stdout=out, stderr=out
+            )
+        try:
+            ready_url = f"http://127.0.0.1:{health_port}/readyz"
+            deadline = time.monotonic() + 60
+            while True:
+                if proc.returncode is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"gha-controller did not start: {log.read_text()[-2000:]}")
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with http.get(ready_url, timeout=aiohttp.ClientTimeout(5)) as reply:
+                        if reply.status == 200:
+                            break
+                await asyncio.sleep(POLL)
+            yield Subprocess(
+                pid=proc.pid, metrics_url=f"http://127.0.0.1:{metrics_port}/metrics", http=http
+            )
+        finally:
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(proc.wait(), 60)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
 
 
 @contextlib.contextmanager
@@ -369,76 +489,78 @@ def _load() -> tuple[float, float, float]:
     return os.getloadavg()
 
 
+def _setup_cluster(kube: KubeEmulator, gh: ActionsEmulator, *, pat: str, scale_set_id: int) -> None:
+    kube.apply_crds(project_crds())
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "github-config", "namespace": NAMESPACE},
+            "data": {"github_token": base64.b64encode(pat.encode()).decode()},
+        }
+    )
+    for doc in _listener_rbac():
+        kube.apply(doc)
+    kube.apply(_runner_set(gh.config_url(), scale_set_id))
+
+
 async def run(
-    *, runners: int, jobs: bool, job_seconds: float = 5.0, within: float = 600.0
+    *,
+    runners: int,
+    jobs: bool,
+    job_seconds: float = 5.0,
+    controller_process: bool = False,
+    within: float = 600.0,
 ) -> Result:
     """Both phases against fresh emulators; raises TimeoutError when a phase does not finish."""
-    for module in INSTALLED:
-        importlib.import_module(module)
     phases: list[Phase] = []
     async with (
         ActionsEmulator(require_acquire=False) as gh,
         KubeEmulator(container_runtime=gh.runtime) as kube,
     ):
-        kube.apply_crds(project_crds())
-        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         pat = gh.add_pat()
-        kube.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": "github-config", "namespace": NAMESPACE},
-                "data": {"github_token": base64.b64encode(pat.encode()).decode()},
-            }
-        )
-        for doc in _listener_rbac():
-            kube.apply(doc)
         scale_set = gh.state.create_scale_set(
             name=SCALE_SET, runner_group_id=1, labels=[], runner_setting={}
         )
-        kube.apply(_runner_set(gh.config_url(), scale_set.id))
-        async with (
-            client.ApiClient(await kube.configuration()) as api,
-            client.ApiClient(
-                await kube.configuration(token=kube.user_token(SCALER_USER, ["system:masters"]))
-            ) as scaler,
-        ):
-            manager = Manager(
-                api=api,
-                settings=RuntimeSettings(namespaces=frozenset({NAMESPACE}), leader_election=None),
-            )
-            REGISTRY.install(manager)
-            bench = Bench(kube=kube, gh=gh, manager=manager)
-            async with _running(manager):
+        _setup_cluster(kube, gh, pat=pat, scale_set_id=scale_set.id)
+        with tempfile.TemporaryDirectory() as tmp:
+            workdir = Path(tmp)
+            controller = _subprocess(kube, workdir) if controller_process else _in_process(kube)
+            scaler_token = kube.user_token(SCALER_USER, ["system:masters"])
+            async with (
+                client.ApiClient(await kube.configuration(token=scaler_token)) as scaler,
+                controller as handle,
+            ):
+                bench = Bench(kube=kube, gh=gh, controller=handle)
                 await bench.settle(within=within)
                 phases.append(await _scale_up(bench, scaler, runners=runners, within=within))
                 if jobs:
-                    with tempfile.TemporaryDirectory() as tmp:
-                        kubeconfig = Path(tmp) / "listener.kubeconfig"
-                        kube.write_kubeconfig(
-                            kubeconfig, token=kube.service_account_token(NAMESPACE, "gha-listener")
-                        )
-                        settings = ListenerSettings(
-                            configure_url=gh.config_url(),
-                            github_token=pat,
-                            ephemeral_runner_set_namespace=NAMESPACE,
-                            ephemeral_runner_set_name=SCALE_SET,
-                            runner_scale_set_id=scale_set.id,
-                            min_runners=0,
-                            max_runners=runners,
-                            metrics_addr="",
-                        )
-                        with _kubeconfig_env(kubeconfig):
-                            phases.append(
-                                await _jobs(
-                                    bench,
-                                    settings,
-                                    runners=runners,
-                                    job_seconds=job_seconds,
-                                    within=within,
-                                )
+                    kubeconfig = workdir / "listener.kubeconfig"
+                    kube.write_kubeconfig(
+                        kubeconfig, token=kube.service_account_token(NAMESPACE, "gha-listener")
+                    )
+                    settings = ListenerSettings(
+                        configure_url=gh.config_url(),
+                        github_token=pat,
+                        ephemeral_runner_set_namespace=NAMESPACE,
+                        ephemeral_runner_set_name=SCALE_SET,
+                        runner_scale_set_id=scale_set.id,
+                        min_runners=0,
+                        max_runners=runners,
+                        metrics_addr="",
+                    )
+                    with _kubeconfig_env(kubeconfig):
+                        phases.append(
+                            await _jobs(
+                                bench,
+                                settings,
+                                runners=runners,
+                                job_seconds=job_seconds,
+                                within=within,
                             )
-    return Result(runners=runners, phases=phases)
+                        )
+    return Result(runners=runners, controller_process=controller_process, phases=phases)
 
 
 def _created(counts: Counts) -> int:
@@ -448,7 +570,7 @@ def _created(counts: Counts) -> int:
 async def _scale_up(
     bench: Bench, scaler: client.ApiClient, *, runners: int, within: float
 ) -> Phase:
-    before = bench.snapshot()
+    before = await bench.snapshot()
     started = time.monotonic()
     await client.CustomObjectsApi(scaler).patch_namespaced_custom_object(
         "actions.github.com",
@@ -464,7 +586,7 @@ async def _scale_up(
         lambda: bench.all_pending_ready(runners), within=within, what="all runners Pending"
     )
     await bench.settle(within=within)
-    counts = bench.snapshot() - before
+    counts = (await bench.snapshot()) - before
     return Phase(
         name="scale-up",
         runners=runners,
@@ -484,7 +606,7 @@ async def _jobs(
     job_seconds: float,
     within: float,
 ) -> Phase:
-    before = bench.snapshot()
+    before = await bench.snapshot()
     started = time.monotonic()
     job_ids = [
         bench.gh.enqueue_job(labels=[SCALE_SET], duration=job_seconds, display_name=f"job-{i}")
@@ -499,7 +621,7 @@ async def _jobs(
             what="jobs completed and the set back to 0",
         )
         await bench.settle(within=within)
-        counts = bench.snapshot() - before
+        counts = (await bench.snapshot()) - before
     finally:
         stop.set()
         code = await asyncio.wait_for(listener, 60)
@@ -586,9 +708,10 @@ def comparison(result: Result) -> list[tuple[str, float, str]]:
 
 def report(result: Result) -> str:
     n = result.runners
+    where = "its own process" if result.controller_process else "the bench process"
     lines = [
-        f"runners: {n}; machine: {platform.node()} {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}",
+        f"runners: {n}; controller in {where}; machine: {platform.node()} {os.cpu_count()} "
+        f"cores, Python {platform.python_version()}",
     ]
     for phase in result.phases:
         c = phase.counts
@@ -597,6 +720,10 @@ def report(result: Result) -> str:
             f"{phase.seconds_settled:.2f}s; runners created {phase.runners_created}; "
             f"load average {phase.load[0]:.2f} {phase.load[1]:.2f} {phase.load[2]:.2f}"
         )
+        cpu = ", ".join(
+            f"{who} {sec:.2f}s ({sec / n * 1000:.1f} ms per runner)" for who, sec in c.cpu.items()
+        )
+        lines.append(f"  CPU: {cpu}")
         lines.append("  Kubernetes requests per runner (lists and watches: total):")
         for key, value in sorted(c.kube.items()):
             verb = key.split()[1]
@@ -622,6 +749,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runners", type=int, default=10, help="N, the replicas (default 10)")
     parser.add_argument("--jobs", action="store_true", help="then run N jobs and scale to 0")
     parser.add_argument("--job-seconds", type=float, default=5.0, help="each job's duration")
+    parser.add_argument(
+        "--controller-process",
+        action="store_true",
+        help="run gha-controller as a subprocess (its own core) instead of in this event loop",
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="per phase, seconds")
     args = parser.parse_args(argv)
     if args.runners < 1:
@@ -631,6 +763,7 @@ def main(argv: list[str] | None = None) -> int:
             runners=args.runners,
             jobs=args.jobs,
             job_seconds=args.job_seconds,
+            controller_process=args.controller_process,
             within=args.timeout,
         )
     )
