@@ -37,6 +37,8 @@ PODS = ("", "pods")
 NODE_NAME = "sandbox-node"
 NODE_IP = "10.0.0.10"
 SIGTERM_EXIT = 143
+# What a container that the runtime could not run exits with (ContainerCannotRun).
+RUNTIME_FAILURE_EXIT = 128
 
 
 class ContainerRuntime(Protocol):
@@ -446,6 +448,14 @@ class Kubelet:
         finally:
             stop.cancel()
         if task in done:
+            if task.exception() is not None:
+                log.warning(
+                    "container %s of pod %s failed to run: %r",
+                    container["name"],
+                    uid,
+                    task.exception(),
+                )
+                return RUNTIME_FAILURE_EXIT
             return int(task.result())
         task.cancel()
         try:

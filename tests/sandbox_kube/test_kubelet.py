@@ -30,6 +30,8 @@ class ScriptedRuntime:
         self.envs[name] = env
         self.runs.append(name)
         code = self.codes.get(name)
+        if name == "broken":
+            raise RuntimeError("image not found")
         if code is not None:
             return code
         try:
@@ -336,3 +338,13 @@ async def test_stopping_the_emulator_cancels_running_containers(
         )
         await wait_for(lambda: runtime.runs == ["main"])
     assert runtime.cancelled == ["main"]
+
+
+async def test_runtime_exception_fails_the_container(
+    kubelet_kube: tuple[KubeEmulator, client.CoreV1Api], namespace: str
+) -> None:
+    kube, core = kubelet_kube
+    await core.create_namespaced_pod(namespace, pod("p", "broken"))
+    await wait_for(lambda: phase(kube, namespace, "p") == "Failed")
+    got = await core.read_namespaced_pod("p", namespace)
+    assert got.status.container_statuses[0].state.terminated.exit_code == 128
