@@ -166,6 +166,8 @@ class EphemeralRunnerReconciler:
             runner.object, pod, ready=pod_ready(pod), now=self._now(), policy=self._policy
         )
         await self._apply(runner, pod, outcome)
+        if outcome.recheck_after is not None:
+            return Result(requeue_after=max(outcome.recheck_after.total_seconds(), 0.001))
         return Result()
 
     # --- deletion ------------------------------------------------------------------------------

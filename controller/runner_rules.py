@@ -31,6 +31,19 @@ JSONDict = dict[str, Any]
 # ARC declares this reason but never writes it; here it explains a runner that ran out of pods.
 REASON_TOO_MANY_POD_FAILURES = "TooManyPodFailures"
 
+# Waiting reasons of a container that will not start without a change or luck: a pod stuck on
+# one of them past the start timeout is a failed pod; on a permanent one it is failed at once.
+STUCK_WAITING_REASONS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "RegistryUnavailable",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+    }
+)
+PERMANENT_WAITING_REASONS = frozenset({"InvalidImageName", "ErrImageNeverPull"})
+
 
 @dataclass(frozen=True, slots=True)
 class FailurePolicy:
@@ -43,6 +56,9 @@ class FailurePolicy:
     max_pod_failures: int = 5
     first_backoff: timedelta = timedelta(seconds=5)
     max_backoff: timedelta = timedelta(seconds=80)
+    start_timeout: timedelta | None = timedelta(minutes=10)
+    """How long the runner container may wait on its image or its configuration before the pod
+    counts as failed (ARC waits forever, users-peers.md P1); None waits forever."""
 
     def backoff(self, failures: int) -> timedelta:
         """The wait before the next pod after `failures` recorded failures."""
@@ -190,6 +206,8 @@ class PodOutcome:
     delete_runner: bool = False
     remove_registration: bool = False
     warning: tuple[str, str] | None = None
+    recheck_after: timedelta | None = None
+    """Look at the pod again after this long even without an event (a start timeout runs)."""
 
 
 def decide_from_pod(
@@ -209,7 +227,12 @@ def decide_from_pod(
     if reading.state is PodState.NO_RUNNER_STATUS:
         return PodOutcome()
     if reading.state is PodState.STARTED:
-        return PodOutcome(status=_started_status(current, ready=ready, reading=reading))
+        stuck = _stuck_for(pod, reading=reading, now=now, policy=policy)
+        if stuck is None or stuck > timedelta(0):
+            return PodOutcome(
+                status=_started_status(current, ready=ready, reading=reading),
+                recheck_after=stuck,
+            )
     if reading.state is PodState.SUCCEEDED:
         return PodOutcome(
             status={
@@ -233,6 +256,21 @@ def decide_from_pod(
         # The job on this runner is lost either way; a new pod would re-use a consumed JIT config.
         return PodOutcome(delete_runner=True)
     return _count_failure(runner, pod, reading=reading, now=now, policy=policy)
+
+
+def _stuck_for(
+    pod: JSONDict, *, reading: PodReading, now: datetime, policy: FailurePolicy
+) -> timedelta | None:
+    """None when the runner container is not stuck; else how long until the pod counts as
+    failed (zero or less: now)."""
+    if reading.reason in PERMANENT_WAITING_REASONS:
+        return timedelta(0)
+    if reading.reason not in STUCK_WAITING_REASONS or policy.start_timeout is None:
+        return None
+    created = pod.get("metadata", {}).get("creationTimestamp")
+    if not created:
+        return None
+    return parse_time(str(created)) + policy.start_timeout - now
 
 
 def _started_status(current: JSONDict, *, ready: bool, reading: PodReading) -> JSONDict:

@@ -22,6 +22,9 @@ class RunnerSettings(BaseSettings):
     """Wait before the pod after the first failure; doubles per failure (ARC: 5 s)."""
     pod_failure_backoff_max_seconds: float = Field(default=80.0, ge=0)
     """Cap of that wait (ARC's table ends at 80 s)."""
+    pod_start_timeout_seconds: float = Field(default=600.0, ge=0)
+    """How long the runner container may wait on its image (ErrImagePull, ImagePullBackOff...)
+    or configuration before the pod counts as failed; 0 waits forever (ARC)."""
     failed_runner_replace_delay_seconds: float = Field(default=10.0, ge=0)
     """How long a Failed runner keeps its slot (visible for inspection) before it is replaced;
     ARC never replaces it, so failed runners held capacity forever."""
@@ -48,6 +51,9 @@ class RunnerSettings(BaseSettings):
             max_pod_failures=self.max_pod_failures,
             first_backoff=timedelta(seconds=self.pod_failure_backoff_seconds),
             max_backoff=timedelta(seconds=self.pod_failure_backoff_max_seconds),
+            start_timeout=timedelta(seconds=self.pod_start_timeout_seconds)
+            if self.pod_start_timeout_seconds
+            else None,
         )
 
     def replacement_policy(self) -> ReplacementPolicy:

@@ -387,3 +387,29 @@ async def test_deletion_stops_waiting_for_the_job_after_the_timeout(rig: Rig) ->
     await gone(rig, name)
     events = (await rig.objects.list(EVENT, rig.namespace))["items"]
     assert {e["reason"] for e in events} == {"RegistrationLeftBehind"}
+
+
+@pytest.mark.parametrize(
+    "rig_options",
+    [
+        RigOptions(
+            controllers=("ephemeralrunner",),
+            kubelet=False,
+            settings=FAST.model_copy(update={"pod_start_timeout_seconds": 0.5}),
+        )
+    ],
+)
+async def test_pod_stuck_pulling_its_image_counts_as_failed(rig: Rig) -> None:
+    name, pod = await one_runner(rig)
+    await rig.pod_status(
+        name,
+        {
+            "phase": "Pending",
+            "containerStatuses": [
+                {"name": "runner", "state": {"waiting": {"reason": "ImagePullBackOff"}}}
+            ],
+        },
+    )
+    runner = await failures(rig, name, 1)
+    assert runner["status"]["reason"] == "ImagePullBackOff"
+    await new_pod(rig, name, pod)

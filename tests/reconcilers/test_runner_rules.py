@@ -221,3 +221,49 @@ def test_retry_delay_waits_out_the_backoff(
     if failures:
         recorded["last"] = at
     assert retry_delay(runner(failures=recorded), now=NOW, policy=POLICY) == expected
+
+
+def waiting(reason: str, *, created_ago: int) -> JSONDict:
+    the_pod = pod(phase="Pending", runner={"waiting": {"reason": reason, "message": "why"}})
+    created = NOW - timedelta(seconds=created_ago)
+    the_pod["metadata"]["creationTimestamp"] = created.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return the_pod
+
+
+@pytest.mark.parametrize(
+    ("reason", "created_ago", "failed", "recheck"),
+    [
+        ("ContainerCreating", 3600, False, None),
+        ("ImagePullBackOff", 60, False, timedelta(seconds=540)),
+        ("ErrImagePull", 600, True, None),
+        ("CreateContainerConfigError", 900, True, None),
+        ("InvalidImageName", 0, True, None),
+    ],
+)
+def test_pod_stuck_before_start_fails_after_the_start_timeout(
+    reason: str, created_ago: int, failed: bool, recheck: timedelta | None
+) -> None:
+    outcome = decide_from_pod(
+        runner(phase="Pending"),
+        waiting(reason, created_ago=created_ago),
+        ready=False,
+        now=NOW,
+        policy=POLICY,
+    )
+    assert ("failures" in outcome.status) is failed
+    assert outcome.delete_pod is failed
+    assert outcome.recheck_after == recheck
+    if failed:
+        assert outcome.status["reason"] == reason
+
+
+def test_start_timeout_can_be_disabled() -> None:
+    outcome = decide_from_pod(
+        runner(phase="Pending"),
+        waiting("ImagePullBackOff", created_ago=86400),
+        ready=False,
+        now=NOW,
+        policy=FailurePolicy(start_timeout=None),
+    )
+    assert outcome.status.get("failures") is None
+    assert outcome.recheck_after is None
