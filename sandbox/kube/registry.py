@@ -105,6 +105,8 @@ class Registry:
         self.store = store
         self.catalog = catalog
         self.clock = clock
+        # Server-side apply: per object uid, per field manager, the leaf paths it applied.
+        self.applied: dict[str, dict[str, set[tuple[str, ...]]]] = {}
         self.strict_namespaces = strict_namespaces
         self.garbage_collection = garbage_collection
 
@@ -384,7 +386,10 @@ class Registry:
                 obj = copy.deepcopy(body) if isinstance(body, dict) else body
                 if isinstance(obj, dict):
                     obj.setdefault("metadata", {})["name"] = name
-                return self.create(rt, ns, obj, dry_run=dry_run), True
+                created = self.create(rt, ns, obj, dry_run=dry_run)
+                if not dry_run:
+                    self._record_apply(created, field_manager, body)
+                return created, True
             raise not_found(rt.plural, rt.group, name)
         base = self.render(rt, cur)
         try:
@@ -397,7 +402,7 @@ class Registry:
             else:
                 if not isinstance(body, dict):
                     raise bad_request("apply patch body must be an object")
-                patched = patches.merge_patch(base, body)
+                patched = patches.merge_patch(self._unapplied(cur, field_manager, body), body)
         except patches.PatchFailed as exc:
             raise ApiError(422, "Invalid", str(exc)) from exc
         if not isinstance(patched, dict):
@@ -408,7 +413,27 @@ class Registry:
         rv = patched_meta.get("resourceVersion")
         if rv and rv != cur["metadata"]["resourceVersion"]:
             raise conflict(rt.plural, rt.group, name, STALE)
-        return self.commit(rt, cur, patched, subresource=subresource, dry_run=dry_run), False
+        result = self.commit(rt, cur, patched, subresource=subresource, dry_run=dry_run)
+        if content_type == patches.APPLY and not dry_run:
+            self._record_apply(cur, field_manager, body)
+        return result, False
+
+    def _unapplied(self, cur: Obj, manager: str, body: Obj) -> Obj:
+        """The object without the fields `manager` applied last time and applies no more,
+        unless another applier also set them (server-side apply's field ownership, without
+        conflicts)."""
+        owners = self.applied.get(cur["metadata"]["uid"], {})
+        dropped = owners.get(manager, set()) - _leaf_paths(body)
+        kept = set().union(*(p for m, p in owners.items() if m != manager))
+        out = copy.deepcopy(cur)
+        for path in sorted(dropped - kept, key=len, reverse=True):
+            _remove_path(out, path)
+        return out
+
+    def _record_apply(self, obj: Obj, manager: str, body: Any) -> None:
+        if isinstance(body, dict):
+            owners = self.applied.setdefault(obj["metadata"]["uid"], {})
+            owners[manager] = _leaf_paths(body)
 
     def commit(
         self,
@@ -715,6 +740,7 @@ class Registry:
                 self.catalog.add(t)
 
     def _after_remove(self, rt: ResourceType, obj: Obj) -> None:
+        self.applied.pop(obj["metadata"]["uid"], None)
         if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             name = obj["metadata"]["name"]
             keys = {t.key for t in self.catalog.all() if t.crd == name}
@@ -722,6 +748,27 @@ class Registry:
             for key in keys:
                 for item in list(self.store.items(key)):
                     self.store.remove(key, item)
+
+
+_IDENTITY = {("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")}
+
+
+def _leaf_paths(body: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """Paths to the non-object values of an apply body (lists are atomic, as for CRs)."""
+    if not isinstance(body, dict) or not body:
+        return {prefix} if prefix and prefix not in _IDENTITY else set()
+    out: set[tuple[str, ...]] = set()
+    for key, value in body.items():
+        out |= _leaf_paths(value, (*prefix, str(key)))
+    return out
+
+
+def _remove_path(obj: Obj, path: tuple[str, ...]) -> None:
+    cur: Any = obj
+    for key in path[:-1]:
+        cur = cur.get(key) if isinstance(cur, dict) else None
+    if isinstance(cur, dict):
+        cur.pop(path[-1], None)
 
 
 def _okey(obj: Obj) -> tuple[str, str]:

@@ -211,3 +211,45 @@ async def test_patch_options_are_validated(
         await co.patch_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, "w1", {}, **kwargs)
     assert exc.value.status == 422
     assert status_of(exc.value)["details"]["causes"][0]["field"] == field
+
+
+async def apply(co: client.CustomObjectsApi, ns: str, manager: str, **spec: Any) -> Any:
+    await co.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        WIDGETS,
+        "w1",
+        widget("w1", **spec),
+        _content_type="application/apply-patch+yaml",
+        field_manager=manager,
+    )
+    return await co.get_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, "w1")
+
+
+async def test_apply_removes_fields_the_manager_stops_applying(
+    co: client.CustomObjectsApi, ns: str
+) -> None:
+    await apply(co, ns, "a", size=1, color="red", tags=["x"])
+    obj = await apply(co, ns, "a", size=2)
+    assert obj["spec"] == {"size": 2, "mode": "fast"}
+
+
+async def test_apply_keeps_fields_another_manager_applies(
+    co: client.CustomObjectsApi, ns: str
+) -> None:
+    await apply(co, ns, "a", size=1, color="red")
+    await apply(co, ns, "b", size=1, color="red")
+    obj = await apply(co, ns, "a", size=1)
+    assert obj["spec"]["color"] == "red"
+
+
+async def test_apply_keeps_fields_written_by_other_means(
+    co: client.CustomObjectsApi, ns: str
+) -> None:
+    await apply(co, ns, "a", size=1)
+    await co.patch_namespaced_custom_object(
+        GROUP, VERSION, ns, WIDGETS, "w1", {"spec": {"color": "blue"}}, _content_type=MERGE
+    )
+    obj = await apply(co, ns, "a", size=3)
+    assert obj["spec"]["color"] == "blue"
