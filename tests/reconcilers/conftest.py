@@ -180,14 +180,16 @@ class Rig:
         result: list[JSONDict] = await self.until(probe, what=f"{n} registered runners")
         return result
 
-    async def settle(self) -> None:
-        """Wait until every controller queue is empty and no worker is inside a reconcile."""
+    async def settle(self, *, delayed: bool = False) -> None:
+        """Wait until every controller queue is empty and no worker is inside a reconcile; with
+        `delayed`, also until no key is scheduled for later (a requeue_after still to fire)."""
 
         def idle() -> bool:
             text = self.metrics()
             return (
                 metric(text, "workqueue_depth") == 0
                 and metric(text, "controller_runtime_active_workers") == 0
+                and not (delayed and any(c.queue.waiting for c in self.manager.controllers))
             )
 
         stable = 0

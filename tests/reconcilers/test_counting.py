@@ -31,7 +31,7 @@ async def test_kubelet_status_churn_does_not_reconcile_the_runner(rig: Rig) -> N
         return bool(((runner or {}).get("status") or {}).get("ready"))
 
     await rig.until(ready, what="runner ready")
-    await rig.settle()
+    await rig.settle(delayed=True)
     # The kubelet's own binding and sandbox-ready writes were already dropped on the way up.
     assert dropped(rig, POD_WATCH) >= 1
     before_reconciles = rig.reconciles("ephemeralrunner")
@@ -80,7 +80,7 @@ async def test_runner_status_writes_other_than_phase_and_id_do_not_reconcile_the
 ) -> None:
     await rig.create_runner_set(replicas=2, patch_id=1)
     runners = await rig.count_runners(2)
-    await rig.settle()
+    await rig.settle(delayed=True)
     name = runners[0]["metadata"]["name"]
     before_reconciles = rig.reconciles("ephemeralrunnerset")
     before_dropped = dropped(rig, RUNNER_WATCH)

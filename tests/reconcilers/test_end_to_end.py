@@ -37,7 +37,7 @@ async def test_crashing_runners_are_failed_reported_and_replaced_with_backoff(ri
         live = await rig.live_runners()
         return live if live and lineage(live[0]) == "2" else None
 
-    await rig.until(replaced_twice, what="a second replacement")
+    await rig.until(replaced_twice, what="a second replacement", within=30.0)
     text = rig.metrics()
     assert metric(text, "gha_controller_failed_ephemeral_runner_replacements_total") >= 2
     events = (await rig.objects.list(EVENT, rig.namespace))["items"]
