@@ -87,7 +87,7 @@ def _resource_entries(rt: ResourceType) -> list[Obj]:
     return out
 
 
-def resource_list(catalog: Catalog, group: str, version: str) -> Obj | None:
+def resource_list(catalog: Catalog, *, group: str, version: str) -> Obj | None:
     types = catalog.in_group_version(group, version)
     if not types:
         return None

@@ -248,12 +248,12 @@ class KubeEmulator:
         assert cr_type is not None
         assert crb_type is not None
         for name in SEEDED_NAMESPACES:
-            self.registry.create(ns_type, "", {"metadata": {"name": name}})
+            self.registry.create(ns_type, ns="", body={"metadata": {"name": name}})
             self.controllers.seed_namespace(name)
         for role in DEFAULT_CLUSTER_ROLES:
-            self.registry.create(cr_type, "", json.loads(json.dumps(role)))
+            self.registry.create(cr_type, ns="", body=json.loads(json.dumps(role)))
         for binding in DEFAULT_CLUSTER_ROLE_BINDINGS:
-            self.registry.create(crb_type, "", json.loads(json.dumps(binding)))
+            self.registry.create(crb_type, ns="", body=json.loads(json.dumps(binding)))
         if self.kubelet is not None:
             self.kubelet.register_node()
 
@@ -302,7 +302,7 @@ class KubeEmulator:
         """A bearer token authenticating as system:serviceaccount:NAMESPACE:NAME."""
         sa = self.store.get(("", "serviceaccounts"), namespace, name)
         uid = sa["metadata"]["uid"] if sa else ""
-        return self.tokens.issue(service_account_user(namespace, name, uid))
+        return self.tokens.issue(service_account_user(namespace, name, uid=uid))
 
     def user_token(self, name: str, groups: Iterable[str] = ()) -> str:
         """A bearer token for an arbitrary user (and groups), for RBAC tests."""
@@ -323,11 +323,11 @@ class KubeEmulator:
                 name = doc["metadata"]["name"]
                 existing = self.store.get(crd_type.key, "", name)
                 if existing is None:
-                    self.registry.create(crd_type, "", doc)
+                    self.registry.create(crd_type, ns="", body=doc)
                 else:
                     body = json.loads(json.dumps(doc))
                     body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
-                    self.registry.update(crd_type, "", name, body)
+                    self.registry.update(crd_type, ns="", name=name, body=body)
                 names.append(name)
         return names
 
@@ -336,6 +336,8 @@ class KubeEmulator:
         api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
         rt = self.catalog.by_kind(api_version, kind)
         if rt is None:
-            raise ApiError(404, "NotFound", f"no kind {kind!r} in {api_version!r} is served")
+            raise ApiError(
+                404, "NotFound", message=f"no kind {kind!r} in {api_version!r} is served"
+            )
         ns = obj.get("metadata", {}).get("namespace", "default") if rt.namespaced else ""
-        return copy.deepcopy(self.registry.create(rt, ns, obj))
+        return copy.deepcopy(self.registry.create(rt, ns=ns, body=obj))

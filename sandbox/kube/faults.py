@@ -28,7 +28,7 @@ class FaultRule:
     latency: float = 0.0
     id: int = 0
 
-    def matches(self, verb: str, resource: str, subresource: str) -> bool:
+    def matches(self, verb: str, *, resource: str, subresource: str) -> bool:
         return (
             self.verb in ("*", "", verb)
             and self.resource in ("*", "", resource)
@@ -127,11 +127,11 @@ class Faults:
         finally:
             self.held -= 1
 
-    def decide(self, verb: str, resource: str, subresource: str) -> tuple[int, float]:
+    def decide(self, verb: str, *, resource: str, subresource: str) -> tuple[int, float]:
         """The (status, latency) to apply to one request; status 0 means answer normally."""
         status, delay = 0, 0.0
         for rule in list(self.rules):
-            if not rule.matches(verb, resource, subresource):
+            if not rule.matches(verb, resource=resource, subresource=subresource):
                 continue
             delay = max(delay, rule.latency)
             if rule.status and not status and self._random.random() < rule.rate:

@@ -59,12 +59,12 @@ class Controllers:
         if sa is None or cm is None:
             return
         with contextlib.suppress(ApiError):
-            self.registry.create(sa, name, {"metadata": {"name": "default"}})
+            self.registry.create(sa, ns=name, body={"metadata": {"name": "default"}})
         with contextlib.suppress(ApiError):
             self.registry.create(
                 cm,
-                name,
-                {
+                ns=name,
+                body={
                     "metadata": {
                         "name": "kube-root-ca.crt",
                         "annotations": {
@@ -128,7 +128,7 @@ class Controllers:
                 out.append((key, obj))
         return out
 
-    def _delete(self, key: TypeKey, obj: Obj, policy: str) -> None:
+    def _delete(self, key: TypeKey, obj: Obj, *, policy: str) -> None:
         rt = self.registry.catalog.preferred(*key)
         if rt is None:
             return
@@ -136,8 +136,8 @@ class Controllers:
         with contextlib.suppress(ApiError):
             self.registry.delete(
                 rt,
-                meta.get("namespace", ""),
-                meta["name"],
+                ns=meta.get("namespace", ""),
+                name=meta["name"],
                 options={"propagationPolicy": policy, "preconditions": {"uid": meta["uid"]}},
             )
 
@@ -146,12 +146,12 @@ class Controllers:
         for key, obj in self._objects(self.dependents.get(owner_uid, set())):
             owners = [o.get("uid") for o in obj["metadata"].get("ownerReferences") or []]
             if all(self.store.by_uid(str(u)) is None for u in owners):
-                self._delete(key, obj, "Background")
+                self._delete(key, obj, policy="Background")
 
     def _foreground(self, ev: Event, uid: str) -> None:
         for key, obj in self._objects(self.dependents.get(uid, set())):
             if not obj["metadata"].get("deletionTimestamp"):
-                self._delete(key, obj, "Foreground")
+                self._delete(key, obj, policy="Foreground")
         self._check_foreground(uid)
 
     def _check_foreground(self, uid: str) -> None:
@@ -180,7 +180,7 @@ class Controllers:
                 new["metadata"]["ownerReferences"] = refs
             else:
                 new["metadata"].pop("ownerReferences", None)
-            self.registry.commit(rt, obj, new)
+            self.registry.commit(rt, cur=obj, new=new)
         owner = self.store.by_uid(uid)
         if owner is not None:
             self._drop_finalizer(owner, ORPHAN)
@@ -198,7 +198,7 @@ class Controllers:
             new["metadata"]["finalizers"] = remaining
         else:
             new["metadata"].pop("finalizers", None)
-        self.registry.commit(rt, obj, new)
+        self.registry.commit(rt, cur=obj, new=new)
 
     def _sweep_namespace(self, name: str) -> None:
         remaining = 0
@@ -210,7 +210,7 @@ class Controllers:
                     continue
                 remaining += 1
                 if not obj["metadata"].get("deletionTimestamp"):
-                    self._delete(key, obj, "Background")
+                    self._delete(key, obj, policy="Background")
         still = sum(
             1
             for key, bucket in self.store.buckets.items()

@@ -66,7 +66,7 @@ def dumps(obj: Any) -> bytes:
 
 
 def json_response(
-    obj: Any, status: int = 200, headers: dict[str, str] | None = None
+    obj: Any, status: int = 200, *, headers: dict[str, str] | None = None
 ) -> web.Response:
     return web.Response(
         body=dumps(obj), status=status, content_type="application/json", headers=headers
@@ -74,7 +74,7 @@ def json_response(
 
 
 def error_response(err: ApiError) -> web.Response:
-    return json_response(err.status(), err.code, err.headers)
+    return json_response(err.status(), err.code, headers=err.headers)
 
 
 def go_bool(value: str | None) -> bool:
@@ -97,7 +97,7 @@ class RequestInfo:
     subresource: str = ""
 
 
-def parse_path(method: str, path: str, query: Any) -> RequestInfo:
+def parse_path(method: str, path: str, *, query: Any) -> RequestInfo:
     parts = [p for p in path.split("/") if p]
     http_verb = {
         "GET": "get",
@@ -197,10 +197,12 @@ class ApiServer:
             user = self._impersonate(request, user)
             user_name = user.name
             request[USER] = user
-            info = parse_path(request.method, request.path, request.query)
+            info = parse_path(request.method, request.path, query=request.query)
             if self.faults.paused or self.faults.rules:
                 await self.faults.wait_resumed()
-                status, delay = self.faults.decide(info.verb, info.resource, info.subresource)
+                status, delay = self.faults.decide(
+                    info.verb, resource=info.resource, subresource=info.subresource
+                )
                 if delay:
                     await asyncio.sleep(delay)
                 if status:
@@ -216,7 +218,7 @@ class ApiServer:
                     f"fieldValidation must be one of Ignore, Warn or Strict, not {mode!r}"
                 )
             FIELD_VALIDATION.set((mode, warnings))
-            response = await self._dispatch(request, info, user)
+            response = await self._dispatch(request, info, user=user)
             for warning in warnings:
                 quoted = warning.replace("\\", "\\\\").replace('"', '\\"')
                 response.headers.add("Warning", f'299 - "{quoted}"')
@@ -278,7 +280,7 @@ class ApiServer:
             )
         allowed, _ = self.authorizer.authorize(attrs)
         if not allowed:
-            raise forbidden(kind, "", attrs.name, attrs.forbidden_message())
+            raise forbidden(kind, group="", name=attrs.name, why=attrs.forbidden_message())
         return user_for_name(name, groups)
 
     def _authorize(self, user: User, info: RequestInfo) -> None:
@@ -299,16 +301,18 @@ class ApiServer:
             return
         if not info.resource_request:
             raise forbidden_path(attrs.forbidden_message())
-        raise forbidden(info.resource, info.group, info.name, attrs.forbidden_message())
+        raise forbidden(
+            info.resource, group=info.group, name=info.name, why=attrs.forbidden_message()
+        )
 
     # --- dispatch ----------------------------------------------------------------------------
 
     async def _dispatch(
-        self, request: web.Request, info: RequestInfo, user: User
+        self, request: web.Request, info: RequestInfo, *, user: User
     ) -> web.StreamResponse:
         if not info.resource_request:
             return self._non_resource(request)
-        rt = self.catalog.get(info.group, info.version, info.resource)
+        rt = self.catalog.get(info.group, version=info.version, plural=info.resource)
         if rt is None:
             raise unknown_path()
         cross_namespace_read = request.method == "GET" and not info.name
@@ -318,41 +322,41 @@ class ApiServer:
             raise unknown_path()
         if rt.virtual:
             if request.method != "POST":
-                raise method_not_allowed(request.method, rt.plural, rt.group)
-            return await self._review(request, rt, info, user)
+                raise method_not_allowed(request.method, plural=rt.plural, group=rt.group)
+            return await self._review(request, rt, info=info, user=user)
         if info.subresource:
-            return await self._subresource(request, rt, info)
+            return await self._subresource(request, rt, info=info)
         q = request.query
         dry_run = "All" in q.getall("dryRun", [])
         if request.method == "GET" and info.name:
-            obj = self.registry.render(rt, self.registry.get(rt, info.namespace, info.name))
-            return self._maybe_table(request, rt, [obj], obj, single=True)
+            obj = self.registry.render(rt, self.registry.get(rt, ns=info.namespace, name=info.name))
+            return self._maybe_table(request, rt, items=[obj], plain=obj, single=True)
         if request.method == "GET":
-            return await self._list_or_watch(request, rt, info)
+            return await self._list_or_watch(request, rt, info=info)
         if request.method == "POST" and not info.name:
             body = await self._body(request)
-            obj = self.registry.create(rt, info.namespace, body, dry_run=dry_run)
+            obj = self.registry.create(rt, ns=info.namespace, body=body, dry_run=dry_run)
             return json_response(obj, 201)
         if request.method == "PUT" and info.name:
             body = await self._body(request)
             obj, created = self.registry.update(
-                rt, info.namespace, info.name, body, dry_run=dry_run
+                rt, ns=info.namespace, name=info.name, body=body, dry_run=dry_run
             )
             return json_response(obj, 201 if created else 200)
         if request.method == "PATCH" and info.name:
-            return await self._patch(request, rt, info, "")
+            return await self._patch(request, rt, info=info, subresource="")
         if request.method == "DELETE" and info.name:
             options = await self._delete_options(request)
             code, body = self.registry.delete(
-                rt, info.namespace, info.name, options=options, dry_run=dry_run
+                rt, ns=info.namespace, name=info.name, options=options, dry_run=dry_run
             )
             return json_response(body, code)
         if request.method == "DELETE":
-            return await self._delete_collection(request, rt, info)
-        raise method_not_allowed(request.method, rt.plural, rt.group)
+            return await self._delete_collection(request, rt, info=info)
+        raise method_not_allowed(request.method, plural=rt.plural, group=rt.group)
 
     async def _patch(
-        self, request: web.Request, rt: ResourceType, info: RequestInfo, subresource: str
+        self, request: web.Request, rt: ResourceType, *, info: RequestInfo, subresource: str
     ) -> web.Response:
         q = request.query
         ctype = request.content_type
@@ -364,8 +368,8 @@ class ApiServer:
         force = go_bool(q["force"]) if "force" in q else None
         obj, created = self.registry.patch(
             rt,
-            info.namespace,
-            info.name,
+            ns=info.namespace,
+            name=info.name,
             content_type=ctype,
             body=body,
             subresource=subresource,
@@ -376,46 +380,46 @@ class ApiServer:
         return json_response(obj, 201 if created else 200)
 
     async def _subresource(
-        self, request: web.Request, rt: ResourceType, info: RequestInfo
+        self, request: web.Request, rt: ResourceType, *, info: RequestInfo
     ) -> web.Response:
         sub = info.subresource
         if sub == "token" and rt.key == ("", "serviceaccounts"):
             if request.method != "POST":
-                raise method_not_allowed(request.method, "serviceaccounts/token", "")
-            return await self._token_request(request, rt, info)
+                raise method_not_allowed(request.method, plural="serviceaccounts/token", group="")
+            return await self._token_request(request, rt, info=info)
         if sub == "log" and rt.key == ("", "pods"):
-            self.registry.get(rt, info.namespace, info.name)
+            self.registry.get(rt, ns=info.namespace, name=info.name)
             return web.Response(text="", content_type="text/plain")
         if sub != "status" or not rt.has_subresource(sub):
             raise unknown_path()
         if request.method == "GET":
             return json_response(
-                self.registry.render(rt, self.registry.get(rt, info.namespace, info.name))
+                self.registry.render(rt, self.registry.get(rt, ns=info.namespace, name=info.name))
             )
         if request.method == "PUT":
             body = await self._body(request)
             obj, _ = self.registry.update(
                 rt,
-                info.namespace,
-                info.name,
-                body,
+                ns=info.namespace,
+                name=info.name,
+                body=body,
                 subresource=sub,
                 dry_run="All" in request.query.getall("dryRun", []),
             )
             return json_response(obj)
         if request.method == "PATCH":
-            return await self._patch(request, rt, info, sub)
-        raise method_not_allowed(request.method, f"{rt.plural}/{sub}", rt.group)
+            return await self._patch(request, rt, info=info, subresource=sub)
+        raise method_not_allowed(request.method, plural=f"{rt.plural}/{sub}", group=rt.group)
 
     async def _token_request(
-        self, request: web.Request, rt: ResourceType, info: RequestInfo
+        self, request: web.Request, rt: ResourceType, *, info: RequestInfo
     ) -> web.Response:
-        sa = self.registry.get(rt, info.namespace, info.name)
+        sa = self.registry.get(rt, ns=info.namespace, name=info.name)
         body = await self._body(request)
         spec = (body or {}).get("spec") or {}
         seconds = int(spec.get("expirationSeconds") or DEFAULT_TOKEN_SECONDS)
         token = self.tokens.issue(
-            service_account_user(info.namespace, info.name, sa["metadata"]["uid"])
+            service_account_user(info.namespace, info.name, uid=sa["metadata"]["uid"])
         )
         expires = self.registry.clock() + dt.timedelta(seconds=seconds)
         return json_response(
@@ -438,7 +442,7 @@ class ApiServer:
         )
 
     async def _review(
-        self, request: web.Request, rt: ResourceType, info: RequestInfo, user: User
+        self, request: web.Request, rt: ResourceType, *, info: RequestInfo, user: User
     ) -> web.Response:
         body = await self._body(request)
         if not isinstance(body, dict):
@@ -531,7 +535,7 @@ class ApiServer:
         return opts
 
     async def _delete_collection(
-        self, request: web.Request, rt: ResourceType, info: RequestInfo
+        self, request: web.Request, rt: ResourceType, *, info: RequestInfo
     ) -> web.Response:
         q = request.query
         labels = LabelSelector.parse(q.get("labelSelector"))
@@ -544,7 +548,9 @@ class ApiServer:
         ]:
             meta = obj["metadata"]
             with contextlib.suppress(ApiError):
-                self.registry.delete(rt, meta.get("namespace", ""), meta["name"], options=options)
+                self.registry.delete(
+                    rt, ns=meta.get("namespace", ""), name=meta["name"], options=options
+                )
         return json_response(
             {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
         )
@@ -561,12 +567,14 @@ class ApiServer:
         return labels, fields
 
     async def _list_or_watch(
-        self, request: web.Request, rt: ResourceType, info: RequestInfo
+        self, request: web.Request, rt: ResourceType, *, info: RequestInfo
     ) -> web.StreamResponse:
         labels, fields = self._selectors(request, rt)
         q = request.query
         if info.verb == "watch":
-            return await self._watch(request, rt, info.namespace or None, labels, fields)
+            return await self._watch(
+                request, rt, ns=info.namespace or None, labels=labels, fields=fields
+            )
         cont = q.get("continue", "")
         rv = q.get("resourceVersion", "")
         if cont and rv not in ("", "0"):
@@ -583,10 +591,10 @@ class ApiServer:
             limit=max(limit, 0),
             continue_token=cont,
         )
-        return self._maybe_table(request, rt, result["items"], result, single=False)
+        return self._maybe_table(request, rt, items=result["items"], plain=result, single=False)
 
     def _maybe_table(
-        self, request: web.Request, rt: ResourceType, items: list[Obj], plain: Obj, *, single: bool
+        self, request: web.Request, rt: ResourceType, *, items: list[Obj], plain: Obj, single: bool
     ) -> web.Response:
         accept = request.headers.get("Accept", "")
         if "as=Table" not in accept:
@@ -607,7 +615,7 @@ class ApiServer:
                 }
         return json_response(table)
 
-    def _event_line(self, request: web.Request, rt: ResourceType, etype: str, obj: Obj) -> bytes:
+    def _event_line(self, request: web.Request, rt: ResourceType, *, etype: str, obj: Obj) -> bytes:
         if "as=Table" in request.headers.get("Accept", "") and etype in (
             "ADDED",
             "MODIFIED",
@@ -626,6 +634,7 @@ class ApiServer:
         self,
         request: web.Request,
         rt: ResourceType,
+        *,
         ns: str | None,
         labels: LabelSelector,
         fields: FieldSelector,
@@ -670,7 +679,9 @@ class ApiServer:
                 for obj in list(self.store.items(rt.key, ns)):
                     if matches(obj):
                         await resp.write(
-                            self._event_line(request, rt, "ADDED", self.registry.render(rt, obj))
+                            self._event_line(
+                                request, rt, etype="ADDED", obj=self.registry.render(rt, obj)
+                            )
                         )
                 if send_initial and bookmarks:
                     await resp.write(
@@ -696,7 +707,7 @@ class ApiServer:
                     return resp
                 sent_rv = start
                 for ev in backlog:
-                    line = self._translate(request, rt, ev, matches)
+                    line = self._translate(request, rt, ev=ev, matches=matches)
                     if line:
                         await resp.write(line)
                     sent_rv = ev.rv
@@ -738,7 +749,7 @@ class ApiServer:
                     break
                 if item.rv <= sent_rv:
                     continue
-                line = self._translate(request, rt, item, matches)
+                line = self._translate(request, rt, ev=item, matches=matches)
                 if line:
                     await resp.write(line)
             await resp.write_eof()
@@ -757,6 +768,7 @@ class ApiServer:
         self,
         request: web.Request,
         rt: ResourceType,
+        *,
         ev: Event,
         matches: Callable[[Obj | None], bool],
     ) -> bytes | None:
@@ -764,20 +776,22 @@ class ApiServer:
         convertToWatchEvent: ADDED/DELETED when an update enters or leaves the selection)."""
         now_match = matches(ev.obj)
         if ev.type in ("ADDED", "DELETED"):
-            return self._shared_line(request, rt, ev, ev.type) if now_match else None
+            return self._shared_line(request, rt, ev=ev, etype=ev.type) if now_match else None
         was = matches(ev.old)
         if now_match:
-            return self._shared_line(request, rt, ev, "MODIFIED" if was else "ADDED")
+            return self._shared_line(request, rt, ev=ev, etype="MODIFIED" if was else "ADDED")
         if was and ev.old is not None:
             last = self.registry.render(rt, ev.old)
             last["metadata"] = {**ev.old["metadata"], "resourceVersion": str(ev.rv)}
-            return self._event_line(request, rt, "DELETED", last)
+            return self._event_line(request, rt, etype="DELETED", obj=last)
         return None
 
-    def _shared_line(self, request: web.Request, rt: ResourceType, ev: Event, etype: str) -> bytes:
+    def _shared_line(
+        self, request: web.Request, rt: ResourceType, *, ev: Event, etype: str
+    ) -> bytes:
         """Serialize an event once for all the watchers that get it in the same form."""
         if "as=Table" in request.headers.get("Accept", ""):
-            return self._event_line(request, rt, etype, self.registry.render(rt, ev.obj))
+            return self._event_line(request, rt, etype=etype, obj=self.registry.render(rt, ev.obj))
         key = (ev.rv, etype, rt.version)
         line = self._lines.get(key)
         if line is None:
@@ -811,11 +825,11 @@ class ApiServer:
             return web.Response(body=b"", content_type="application/octet-stream")
         parts = path.strip("/").split("/")
         if parts[0] == "api" and len(parts) == 2:
-            doc = discovery.resource_list(self.catalog, "", parts[1])
+            doc = discovery.resource_list(self.catalog, group="", version=parts[1])
         elif parts[0] == "apis" and len(parts) == 2:
             doc = discovery.api_group(self.catalog, parts[1])
         elif parts[0] == "apis" and len(parts) == 3:
-            doc = discovery.resource_list(self.catalog, parts[1], parts[2])
+            doc = discovery.resource_list(self.catalog, group=parts[1], version=parts[2])
         else:
             doc = None
         if doc is None:

@@ -181,12 +181,12 @@ class Kubelet:
         rt = self.registry.catalog.preferred("", "nodes")
         if rt is None or self.store.get(rt.key, "", NODE_NAME) is not None:
             return
-        created = self.registry.create(rt, "", node_object())
+        created = self.registry.create(rt, ns="", body=node_object())
         cur = self.store.get(rt.key, "", created["metadata"]["name"])
         if cur is not None:
             new = copy.deepcopy(cur)
             new["status"] = node_status(timestamp(self.registry.clock()))
-            self.registry.commit(rt, cur, new, subresource="status")
+            self.registry.commit(rt, cur=cur, new=new, subresource="status")
 
     async def run(self) -> None:
         sub = self.store.subscribe({PODS})
@@ -245,7 +245,7 @@ class Kubelet:
         new = copy.deepcopy(cur)
         mutate(new.setdefault("status", {}), new)
         try:
-            self.registry.commit(rt, cur, new, subresource="status")
+            self.registry.commit(rt, cur=cur, new=new, subresource="status")
         except ApiError as exc:
             log.debug("kubelet status write failed: %s", exc.message)
         return self._pod_obj(uid)
@@ -260,7 +260,7 @@ class Kubelet:
         new = copy.deepcopy(cur)
         new["spec"]["nodeName"] = NODE_NAME
         now = timestamp(self.registry.clock())
-        _set_condition(new.setdefault("status", {}), "PodScheduled", "True", now)
+        _set_condition(new.setdefault("status", {}), "PodScheduled", value="True", now=now)
         # The binding subresource sets nodeName and the PodScheduled condition in one write,
         # past the pod-update validation that forbids changing the spec.
         self.store.put(rt.key, new, event="MODIFIED", old=cur)
@@ -282,31 +282,36 @@ class Kubelet:
                 status["hostIP"] = NODE_IP
                 status["hostIPs"] = [{"ip": NODE_IP}]
                 status["startTime"] = now
-                _set_condition(status, "PodReadyToStartContainers", "False", now)
+                _set_condition(status, "PodReadyToStartContainers", value="False", now=now)
                 _set_condition(
                     status,
                     "Initialized",
-                    "False" if has_init else "True",
-                    now,
-                    "ContainersNotInitialized" if has_init else None,
-                    "containers with incomplete status: ["
+                    value="False" if has_init else "True",
+                    now=now,
+                    reason="ContainersNotInitialized" if has_init else None,
+                    message="containers with incomplete status: ["
                     + " ".join(c["name"] for c in p["spec"].get("initContainers") or [])
                     + "]"
                     if has_init
                     else None,
                 )
                 _set_condition(
-                    status, "Ready", "False", now, "ContainersNotReady", _not_ready_message(p)
+                    status,
+                    "Ready",
+                    value="False",
+                    now=now,
+                    reason="ContainersNotReady",
+                    message=_not_ready_message(p),
                 )
                 _set_condition(
                     status,
                     "ContainersReady",
-                    "False",
-                    now,
-                    "ContainersNotReady",
-                    _not_ready_message(p),
+                    value="False",
+                    now=now,
+                    reason="ContainersNotReady",
+                    message=_not_ready_message(p),
                 )
-                _set_condition(status, "PodScheduled", "True", now)
+                _set_condition(status, "PodScheduled", value="True", now=now)
                 if has_init:
                     status["initContainerStatuses"] = [
                         _waiting(c, "PodInitializing") for c in p["spec"]["initContainers"]
@@ -327,14 +332,17 @@ class Kubelet:
                 status["podIP"] = ip
                 status["podIPs"] = [{"ip": ip}]
                 _set_condition(
-                    status, "PodReadyToStartContainers", "True", timestamp(self.registry.clock())
+                    status,
+                    "PodReadyToStartContainers",
+                    value="True",
+                    now=timestamp(self.registry.clock()),
                 )
 
             pod = self._write_status(uid, sandbox_ready)
             if pod is None:
                 return
             for container in pod["spec"].get("initContainers") or []:
-                code = await self._run_init(uid, container, deleting)
+                code = await self._run_init(uid, container, deleting=deleting)
                 if code is None:
                     await self._terminate(uid, {})
                     return
@@ -348,7 +356,7 @@ class Kubelet:
             log.exception("kubelet worker failed for pod %s", uid)
 
     async def _env(
-        self, uid: str, container: Obj, deleting: asyncio.Event
+        self, uid: str, container: Obj, *, deleting: asyncio.Event
     ) -> dict[str, str] | None:
         """The resolved environment, waiting (CreateContainerConfigError) for missing refs."""
         reported = False
@@ -427,7 +435,7 @@ class Kubelet:
         return env
 
     async def _run_container(
-        self, uid: str, container: Obj, deleting: asyncio.Event, env: dict[str, str]
+        self, uid: str, container: Obj, *, deleting: asyncio.Event, env: dict[str, str]
     ) -> int | None:
         """Run one container through the runtime; None when the pod was deleted first."""
         pod = self._pod_obj(uid)
@@ -465,13 +473,13 @@ class Kubelet:
             if current is not None and current.cancelling():
                 raise
             code = SIGTERM_EXIT
-        self._record_kill(uid, container["name"], int(code))
+        self._record_kill(uid, container["name"], code=int(code))
         return None
 
-    def _record_kill(self, uid: str, name: str, code: int) -> None:
+    def _record_kill(self, uid: str, name: str, *, code: int) -> None:
         self.killed.setdefault(uid, {})[name] = code
 
-    async def _run_init(self, uid: str, container: Obj, deleting: asyncio.Event) -> int | None:
+    async def _run_init(self, uid: str, container: Obj, *, deleting: asyncio.Event) -> int | None:
         name = container["name"]
         started = timestamp(self.registry.clock())
 
@@ -485,11 +493,11 @@ class Kubelet:
                         imageID=_image_id(cs),
                     )
 
-        env = await self._env(uid, container, deleting)
+        env = await self._env(uid, container, deleting=deleting)
         if env is None:
             return None
         self._write_status(uid, running)
-        code = await self._run_container(uid, container, deleting, env)
+        code = await self._run_container(uid, container, deleting=deleting, env=env)
         if code is None:
             return None
         finished = timestamp(self.registry.clock())
@@ -500,7 +508,10 @@ class Kubelet:
                     cs.update(
                         state={
                             "terminated": _terminated(
-                                code, started, finished, _container_id(uid, name)
+                                code,
+                                started=started,
+                                finished=finished,
+                                container_id=_container_id(uid, name),
                             )
                         },
                         started=False,
@@ -511,7 +522,7 @@ class Kubelet:
                 "terminated" in s.get("state", {}) and s["state"]["terminated"]["exitCode"] == 0
                 for s in statuses
             ):
-                _set_condition(status, "Initialized", "True", finished)
+                _set_condition(status, "Initialized", value="True", now=finished)
                 for cs in status.get("containerStatuses") or []:
                     cs["state"] = {"waiting": {"reason": "ContainerCreating"}}
 
@@ -536,13 +547,13 @@ class Kubelet:
                     containerID=_container_id(uid, cs["name"]),
                     imageID=_image_id(cs),
                 )
-            _set_condition(status, "Initialized", "True", started)
-            _set_condition(status, "Ready", "True", started)
-            _set_condition(status, "ContainersReady", "True", started)
+            _set_condition(status, "Initialized", value="True", now=started)
+            _set_condition(status, "Ready", value="True", now=started)
+            _set_condition(status, "ContainersReady", value="True", now=started)
 
         envs: dict[str, dict[str, str]] = {}
         for c in containers:
-            env = await self._env(uid, c, deleting)
+            env = await self._env(uid, c, deleting=deleting)
             if env is None:
                 await self._terminate(uid, {})
                 return
@@ -551,7 +562,9 @@ class Kubelet:
         results: dict[str, int] = {}
         tasks = {
             c["name"]: asyncio.create_task(
-                self._container_loop(uid, c, policy, deleting, results, envs[c["name"]])
+                self._container_loop(
+                    uid, c, policy=policy, deleting=deleting, results=results, env=envs[c["name"]]
+                )
             )
             for c in containers
         }
@@ -568,9 +581,9 @@ class Kubelet:
 
         def finish(status: Obj, p: Obj) -> None:
             status["phase"] = phase
-            _set_condition(status, "Ready", "False", now, "PodCompleted")
-            _set_condition(status, "ContainersReady", "False", now, "PodCompleted")
-            _set_condition(status, "PodReadyToStartContainers", "False", now)
+            _set_condition(status, "Ready", value="False", now=now, reason="PodCompleted")
+            _set_condition(status, "ContainersReady", value="False", now=now, reason="PodCompleted")
+            _set_condition(status, "PodReadyToStartContainers", value="False", now=now)
 
         self._write_status(uid, finish)
 
@@ -578,6 +591,7 @@ class Kubelet:
         self,
         uid: str,
         container: Obj,
+        *,
         policy: str,
         deleting: asyncio.Event,
         results: dict[str, int],
@@ -587,13 +601,15 @@ class Kubelet:
         restarts = 0
         while True:
             started = timestamp(self.registry.clock())
-            code = await self._run_container(uid, container, deleting, env)
+            code = await self._run_container(uid, container, deleting=deleting, env=env)
             if code is None:
                 return
             finished = timestamp(self.registry.clock())
             results[name] = code
             restart = policy == "Always" or (policy == "OnFailure" and code != 0)
-            state = _terminated(code, started, finished, _container_id(uid, name))
+            state = _terminated(
+                code, started=started, finished=finished, container_id=_container_id(uid, name)
+            )
             self._write_status(
                 uid,
                 functools.partial(
@@ -605,7 +621,7 @@ class Kubelet:
             if await _wait_or_deleted(deleting, self.restart_backoff):
                 return
             restarts += 1
-            resolved = await self._env(uid, container, deleting)
+            resolved = await self._env(uid, container, deleting=deleting)
             if resolved is None:
                 return
             env = resolved
@@ -633,7 +649,9 @@ class Kubelet:
                 codes[cs["name"]] = code
                 started = (state.get("running") or {}).get("startedAt")
                 cs["state"] = {
-                    "terminated": _terminated(code, started, now, cs.get("containerID", ""))
+                    "terminated": _terminated(
+                        code, started=started, finished=now, container_id=cs.get("containerID", "")
+                    )
                 }
                 cs["ready"] = False
                 cs["started"] = False
@@ -641,8 +659,8 @@ class Kubelet:
                 status["phase"] = (
                     "Succeeded" if codes and all(c == 0 for c in codes.values()) else "Failed"
                 )
-            _set_condition(status, "Ready", "False", now, "PodCompleted")
-            _set_condition(status, "ContainersReady", "False", now, "PodCompleted")
+            _set_condition(status, "Ready", value="False", now=now, reason="PodCompleted")
+            _set_condition(status, "ContainersReady", value="False", now=now, reason="PodCompleted")
 
         pod = self._write_status(uid, stopped)
         rt = self.registry.catalog.preferred(*PODS)
@@ -651,8 +669,8 @@ class Kubelet:
         with contextlib.suppress(ApiError):
             self.registry.delete(
                 rt,
-                pod["metadata"]["namespace"],
-                pod["metadata"]["name"],
+                ns=pod["metadata"]["namespace"],
+                name=pod["metadata"]["name"],
                 options={"gracePeriodSeconds": 0, "preconditions": {"uid": uid}},
             )
 
@@ -672,6 +690,7 @@ async def _wait_or_deleted(deleting: asyncio.Event, seconds: float) -> bool:
 def _set_condition(
     status: Obj,
     ctype: str,
+    *,
     value: str,
     now: str,
     reason: str | None = None,
@@ -720,7 +739,7 @@ def _image_id(cs: Obj) -> str:
     return f"{cs.get('image', '')}@sha256:{'0' * 64}"
 
 
-def _terminated(code: int, started: str | None, finished: str, container_id: str) -> Obj:
+def _terminated(code: int, *, started: str | None, finished: str, container_id: str) -> Obj:
     out: Obj = {
         "exitCode": code,
         "reason": "Completed" if code == 0 else "Error",
@@ -751,8 +770,17 @@ def _mark_exited(status: Obj, pod: Obj, *, name: str, state: Obj, restart: bool,
             cs["ready"] = False
             cs["started"] = False
     message = f"containers with unready status: [{name}]"
-    _set_condition(status, "Ready", "False", at, "ContainersNotReady", message)
-    _set_condition(status, "ContainersReady", "False", at, "ContainersNotReady", message)
+    _set_condition(
+        status, "Ready", value="False", now=at, reason="ContainersNotReady", message=message
+    )
+    _set_condition(
+        status,
+        "ContainersReady",
+        value="False",
+        now=at,
+        reason="ContainersNotReady",
+        message=message,
+    )
 
 
 def _mark_restarted(status: Obj, pod: Obj, *, name: str, at: str, count: int) -> None:
@@ -762,8 +790,8 @@ def _mark_restarted(status: Obj, pod: Obj, *, name: str, at: str, count: int) ->
                 state={"running": {"startedAt": at}}, ready=True, started=True, restartCount=count
             )
     if all(cs.get("ready") for cs in status.get("containerStatuses") or []):
-        _set_condition(status, "Ready", "True", at)
-        _set_condition(status, "ContainersReady", "True", at)
+        _set_condition(status, "Ready", value="True", now=at)
+        _set_condition(status, "ContainersReady", value="True", now=at)
 
 
 def _mark_config_error(status: Obj, pod: Obj, *, name: str, message: str) -> None:

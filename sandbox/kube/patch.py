@@ -100,7 +100,7 @@ def _index(seq: list[Any], part: str, *, allow_end: bool) -> int:
     return idx
 
 
-def _add(doc: Any, parts: list[str], value: Any) -> Any:
+def _add(doc: Any, parts: list[str], *, value: Any) -> Any:
     if not parts:
         return value
     parent = _walk(doc, parts[:-1])
@@ -139,7 +139,7 @@ def json_patch(doc: Any, ops: Any) -> Any:
         raise ApiError(
             413,
             "RequestEntityTooLarge",
-            f"The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPS}, "
+            message=f"The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPS}, "
             f"got {len(ops)}",
         )
     doc = copy.deepcopy(doc)
@@ -150,7 +150,7 @@ def json_patch(doc: Any, ops: Any) -> Any:
             raise bad_request("error decoding patch: from must be a string")
         kind, parts = op["op"], _pointer(op["path"])
         if kind == "add":
-            doc = _add(doc, parts, copy.deepcopy(op.get("value")))
+            doc = _add(doc, parts, value=copy.deepcopy(op.get("value")))
         elif kind == "remove":
             _remove(doc, parts)
         elif kind == "replace":
@@ -159,13 +159,13 @@ def json_patch(doc: Any, ops: Any) -> Any:
                 doc = copy.deepcopy(op.get("value"))
             else:
                 _remove(doc, parts)
-                doc = _add(doc, parts, copy.deepcopy(op.get("value")))
+                doc = _add(doc, parts, value=copy.deepcopy(op.get("value")))
         elif kind in ("move", "copy"):
             src = _pointer(op.get("from", ""))
             value = copy.deepcopy(_walk(doc, src))
             if kind == "move":
                 _remove(doc, src)
-            doc = _add(doc, parts, value)
+            doc = _add(doc, parts, value=value)
         elif kind == "test":
             if _walk(doc, parts) != op.get("value"):
                 raise PatchFailed(
@@ -212,7 +212,7 @@ def _smp_object(target: Obj, patch: Obj) -> Obj:
         elif isinstance(value, dict):
             result[key] = _smp_object(result.get(key) or {}, value)
         elif isinstance(value, list):
-            result[key] = _smp_list(key, result.get(key), value)
+            result[key] = _smp_list(key, result.get(key), patch=value)
         else:
             result[key] = copy.deepcopy(value)
     if isinstance(retain, list):
@@ -220,7 +220,7 @@ def _smp_object(target: Obj, patch: Obj) -> Obj:
     return result
 
 
-def _smp_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
+def _smp_list(field: str, current: Any, *, patch: list[Any]) -> list[Any]:
     cur = list(current) if isinstance(current, list) else []
     if field in SET_LISTS:
         out = list(cur)

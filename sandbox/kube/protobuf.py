@@ -235,7 +235,7 @@ def decode_message(buf: bytes, schema: Schema) -> Obj:
 def decode(body: bytes) -> Obj:
     """A JSON-shaped object from a protobuf request body; 415 for kinds not described here."""
     if not body.startswith(MAGIC):
-        raise ApiError(400, "BadRequest", "protobuf body does not start with the k8s magic")
+        raise ApiError(400, "BadRequest", message="protobuf body does not start with the k8s magic")
     try:
         envelope = _fields(body[len(MAGIC) :])
         type_meta: Obj = {}
@@ -251,11 +251,11 @@ def decode(body: bytes) -> Obj:
             raise ApiError(
                 415,
                 "UnsupportedMediaType",
-                f"the emulator cannot decode protobuf for kind {kind!r}; send JSON",
+                message=f"the emulator cannot decode protobuf for kind {kind!r}; send JSON",
             )
         obj = decode_message(raw, schema)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, "BadRequest", f"unable to decode protobuf body: {exc}") from exc
+        raise ApiError(400, "BadRequest", message=f"unable to decode protobuf body: {exc}") from exc
     obj["apiVersion"] = type_meta.get("apiVersion", "")
     obj["kind"] = kind
     return obj

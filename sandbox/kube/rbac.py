@@ -33,7 +33,7 @@ class User:
         return out
 
 
-def service_account_user(namespace: str, name: str, uid: str = "") -> User:
+def service_account_user(namespace: str, name: str, *, uid: str = "") -> User:
     return User(
         name=f"system:serviceaccount:{namespace}:{name}",
         groups=("system:serviceaccounts", f"system:serviceaccounts:{namespace}", AUTHENTICATED),
@@ -122,7 +122,7 @@ def _rule_allows(rule: Obj, attrs: Attributes) -> bool:
     return not names or attrs.name in names
 
 
-def _subject_matches(subject: Obj, user: User, binding_ns: str) -> bool:
+def _subject_matches(subject: Obj, user: User, *, binding_ns: str) -> bool:
     kind = subject.get("kind")
     if kind == "User":
         return bool(subject.get("name") == user.name)
@@ -161,7 +161,7 @@ class Authorizer:
             return True, ""
         for crb in self.store.items((RBAC, "clusterrolebindings")):
             for subject in crb.get("subjects") or []:
-                if _subject_matches(subject, attrs.user, ""):
+                if _subject_matches(subject, attrs.user, binding_ns=""):
                     ref = crb.get("roleRef") or {}
                     if any(_rule_allows(r, attrs) for r in self._role_rules(ref, "")):
                         return True, (
@@ -173,7 +173,7 @@ class Authorizer:
             for rb in self.store.items((RBAC, "rolebindings"), attrs.namespace):
                 ns = rb["metadata"]["namespace"]
                 for subject in rb.get("subjects") or []:
-                    if _subject_matches(subject, attrs.user, ns):
+                    if _subject_matches(subject, attrs.user, binding_ns=ns):
                         ref = rb.get("roleRef") or {}
                         if any(_rule_allows(r, attrs) for r in self._role_rules(ref, ns)):
                             return True, (
@@ -192,11 +192,11 @@ class Authorizer:
             )
         rules: list[Obj] = []
         for crb in self.store.items((RBAC, "clusterrolebindings")):
-            if any(_subject_matches(s, user, "") for s in crb.get("subjects") or []):
+            if any(_subject_matches(s, user, binding_ns="") for s in crb.get("subjects") or []):
                 rules.extend(self._role_rules(crb.get("roleRef") or {}, ""))
         for rb in self.store.items((RBAC, "rolebindings"), namespace):
             ns = rb["metadata"]["namespace"]
-            if any(_subject_matches(s, user, ns) for s in rb.get("subjects") or []):
+            if any(_subject_matches(s, user, binding_ns=ns) for s in rb.get("subjects") or []):
                 rules.extend(self._role_rules(rb.get("roleRef") or {}, ns))
         resource = [
             {k: r[k] for k in ("verbs", "apiGroups", "resources", "resourceNames") if r.get(k)}

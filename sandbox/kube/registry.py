@@ -117,10 +117,10 @@ class Registry:
         never mutated in place (every write stores a new deep copy) and answers are serialized."""
         return {**obj, "apiVersion": rt.api_version, "kind": rt.kind}
 
-    def get(self, rt: ResourceType, ns: str, name: str) -> Obj:
+    def get(self, rt: ResourceType, *, ns: str, name: str) -> Obj:
         obj = self.store.get(rt.key, ns, name)
         if obj is None:
-            raise not_found(rt.plural, rt.group, name)
+            raise not_found(rt.plural, group=rt.group, name=name)
         return obj
 
     def list(
@@ -175,7 +175,7 @@ class Registry:
 
     # --- create ------------------------------------------------------------------------------
 
-    def create(self, rt: ResourceType, ns: str, body: Any, *, dry_run: bool = False) -> Obj:
+    def create(self, rt: ResourceType, *, ns: str, body: Any, dry_run: bool = False) -> Obj:
         obj = self._check_body(rt, body)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
@@ -187,7 +187,7 @@ class Registry:
                     "the request"
                 )
             meta["namespace"] = ns
-            self._check_namespace(rt, ns, meta.get("name") or meta.get("generateName", ""))
+            self._check_namespace(rt, ns=ns, name=meta.get("name") or meta.get("generateName", ""))
         else:
             meta.pop("namespace", None)
         if not meta.get("name"):
@@ -197,13 +197,13 @@ class Registry:
             else:
                 raise invalid(
                     rt.kind,
-                    rt.group,
-                    "",
-                    [
+                    group=rt.group,
+                    name="",
+                    causes=[
                         Cause(
                             "FieldValueRequired",
-                            "metadata.name",
-                            "name or generateName is required",
+                            field="metadata.name",
+                            detail="name or generateName is required",
                         )
                     ],
                 )
@@ -212,8 +212,8 @@ class Registry:
         if existing is not None:
             raise already_exists(
                 rt.plural,
-                rt.group,
-                meta["name"],
+                group=rt.group,
+                name=meta["name"],
                 deleting=bool(existing["metadata"].get("deletionTimestamp")),
             )
         for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
@@ -227,7 +227,7 @@ class Registry:
         if rt.status:
             obj.pop("status", None)
         self._prepare_create(rt, obj)
-        self._validate(rt, obj, None)
+        self._validate(rt, obj)
         if dry_run:
             return self.render(rt, obj)
         stored = self.store.put(rt.key, obj, event="ADDED")
@@ -256,18 +256,19 @@ class Registry:
         obj["kind"] = rt.kind
         return obj
 
-    def _check_namespace(self, rt: ResourceType, ns: str, name: str) -> None:
+    def _check_namespace(self, rt: ResourceType, *, ns: str, name: str) -> None:
         if not self.strict_namespaces:
             return
         nsobj = self.store.get(("", "namespaces"), "", ns)
         if nsobj is None:
-            raise not_found("namespaces", "", ns)
+            raise not_found("namespaces", group="", name=ns)
         if nsobj["metadata"].get("deletionTimestamp") and rt.plural != "events":
             raise forbidden(
                 rt.plural,
-                rt.group,
-                name,
-                f"unable to create new content in namespace {ns} because it is being terminated",
+                group=rt.group,
+                name=name,
+                why=f"unable to create new content in namespace {ns} because it is being "
+                "terminated",
             )
 
     def _validate_name(self, rt: ResourceType, name: str) -> None:
@@ -283,9 +284,11 @@ class Registry:
         if not ok:
             raise invalid(
                 rt.kind,
-                rt.group,
-                name,
-                [Cause("FieldValueInvalid", "metadata.name", f'"{name}": {msg}')],
+                group=rt.group,
+                name=name,
+                causes=[
+                    Cause("FieldValueInvalid", field="metadata.name", detail=f'"{name}": {msg}')
+                ],
             )
 
     def _prepare_create(self, rt: ResourceType, obj: Obj) -> None:
@@ -308,10 +311,10 @@ class Registry:
     def update(
         self,
         rt: ResourceType,
+        *,
         ns: str,
         name: str,
         body: Any,
-        *,
         subresource: str = "",
         dry_run: bool = False,
     ) -> tuple[Obj, bool]:
@@ -333,33 +336,33 @@ class Registry:
             if rt.create_on_update and not subresource:
                 meta["name"] = name
                 meta.pop("resourceVersion", None)
-                return self.create(rt, ns, new, dry_run=dry_run), True
-            raise not_found(rt.plural, rt.group, name)
+                return self.create(rt, ns=ns, body=new, dry_run=dry_run), True
+            raise not_found(rt.plural, group=rt.group, name=name)
         rv = meta.get("resourceVersion")
         if not rv:
             if not rt.unconditional_update:
                 raise invalid(
                     rt.kind,
-                    rt.group,
-                    name,
-                    [
+                    group=rt.group,
+                    name=name,
+                    causes=[
                         Cause(
                             "FieldValueInvalid",
-                            "metadata.resourceVersion",
-                            "0x0: must be specified for an update",
+                            field="metadata.resourceVersion",
+                            detail="0x0: must be specified for an update",
                         )
                     ],
                 )
         elif rv != cur["metadata"]["resourceVersion"]:
-            raise conflict(rt.plural, rt.group, name, STALE)
-        return self.commit(rt, cur, new, subresource=subresource, dry_run=dry_run), False
+            raise conflict(rt.plural, group=rt.group, name=name, why=STALE)
+        return self.commit(rt, cur=cur, new=new, subresource=subresource, dry_run=dry_run), False
 
     def patch(
         self,
         rt: ResourceType,
+        *,
         ns: str,
         name: str,
-        *,
         content_type: str,
         body: Any,
         subresource: str = "",
@@ -374,11 +377,13 @@ class Registry:
             raise unsupported_media([*accepted, patches.APPLY_CBOR])
         if content_type == patches.APPLY and not field_manager:
             raise _patch_options_invalid(
-                "fieldManager", "FieldValueRequired", "is required for apply patch"
+                "fieldManager", reason="FieldValueRequired", detail="is required for apply patch"
             )
         if force is not None and content_type != patches.APPLY:
             raise _patch_options_invalid(
-                "force", "FieldValueForbidden", "may not be specified for non-apply patch"
+                "force",
+                reason="FieldValueForbidden",
+                detail="may not be specified for non-apply patch",
             )
         cur = self.store.get(rt.key, ns, name)
         if cur is None:
@@ -386,11 +391,11 @@ class Registry:
                 obj = copy.deepcopy(body) if isinstance(body, dict) else body
                 if isinstance(obj, dict):
                     obj.setdefault("metadata", {})["name"] = name
-                created = self.create(rt, ns, obj, dry_run=dry_run)
+                created = self.create(rt, ns=ns, body=obj, dry_run=dry_run)
                 if not dry_run:
-                    self._record_apply(created, field_manager, body)
+                    self._record_apply(created, manager=field_manager, body=body)
                 return created, True
-            raise not_found(rt.plural, rt.group, name)
+            raise not_found(rt.plural, group=rt.group, name=name)
         base = self.render(rt, cur)
         try:
             if content_type == patches.JSON_PATCH:
@@ -402,9 +407,11 @@ class Registry:
             else:
                 if not isinstance(body, dict):
                     raise bad_request("apply patch body must be an object")
-                patched = patches.merge_patch(self._unapplied(cur, field_manager, body), body)
+                patched = patches.merge_patch(
+                    self._unapplied(cur, manager=field_manager, body=body), body
+                )
         except patches.PatchFailed as exc:
-            raise ApiError(422, "Invalid", str(exc)) from exc
+            raise ApiError(422, "Invalid", message=str(exc)) from exc
         if not isinstance(patched, dict):
             raise bad_request("the patched object is not a JSON object")
         patched_meta = patched.get("metadata")
@@ -412,13 +419,13 @@ class Registry:
             raise bad_request("metadata must be an object")
         rv = patched_meta.get("resourceVersion")
         if rv and rv != cur["metadata"]["resourceVersion"]:
-            raise conflict(rt.plural, rt.group, name, STALE)
-        result = self.commit(rt, cur, patched, subresource=subresource, dry_run=dry_run)
+            raise conflict(rt.plural, group=rt.group, name=name, why=STALE)
+        result = self.commit(rt, cur=cur, new=patched, subresource=subresource, dry_run=dry_run)
         if content_type == patches.APPLY and not dry_run:
-            self._record_apply(cur, field_manager, body)
+            self._record_apply(cur, manager=field_manager, body=body)
         return result, False
 
-    def _unapplied(self, cur: Obj, manager: str, body: Obj) -> Obj:
+    def _unapplied(self, cur: Obj, *, manager: str, body: Obj) -> Obj:
         """The object without the fields `manager` applied last time and applies no more,
         unless another applier also set them (server-side apply's field ownership, without
         conflicts)."""
@@ -430,7 +437,7 @@ class Registry:
             _remove_path(out, path)
         return out
 
-    def _record_apply(self, obj: Obj, manager: str, body: Any) -> None:
+    def _record_apply(self, obj: Obj, *, manager: str, body: Any) -> None:
         if isinstance(body, dict):
             owners = self.applied.setdefault(obj["metadata"]["uid"], {})
             owners[manager] = _leaf_paths(body)
@@ -438,9 +445,9 @@ class Registry:
     def commit(
         self,
         rt: ResourceType,
+        *,
         cur: Obj,
         new: Obj,
-        *,
         subresource: str = "",
         dry_run: bool = False,
     ) -> Obj:
@@ -491,7 +498,7 @@ class Registry:
             else:
                 meta.pop(k, None)
         if subresource != "status":
-            self._prepare_update(rt, new, cur)
+            self._prepare_update(rt, new=new, cur=cur)
         deleting = bool(cur_meta.get("deletionTimestamp"))
         if deleting:
             added = [
@@ -502,13 +509,13 @@ class Registry:
             if added:
                 raise invalid(
                     rt.kind,
-                    rt.group,
-                    name,
-                    [
+                    group=rt.group,
+                    name=name,
+                    causes=[
                         Cause(
                             "FieldValueForbidden",
-                            "metadata.finalizers",
-                            "no new finalizers can be added if the object is being deleted, "
+                            field="metadata.finalizers",
+                            detail="no new finalizers can be added if the object is being deleted, "
                             "found new finalizers []string{"
                             + ", ".join(json.dumps(f) for f in added)
                             + "}",
@@ -517,7 +524,7 @@ class Registry:
                 )
         if rt.generation and _strip_for_generation(new) != _strip_for_generation(cur):
             meta["generation"] = int(cur_meta.get("generation") or 0) + 1
-        self._validate(rt, new, cur)
+        self._validate(rt, new)
         if _strip_for_noop(new) == _strip_for_noop(cur):
             return self.render(rt, cur)
         if dry_run:
@@ -535,7 +542,7 @@ class Registry:
         self._after_write(rt, stored)
         return self.render(rt, stored)
 
-    def _prepare_update(self, rt: ResourceType, new: Obj, cur: Obj) -> None:
+    def _prepare_update(self, rt: ResourceType, *, new: Obj, cur: Obj) -> None:
         if rt.key == ("", "secrets"):
             _fold_string_data(new)
             new.setdefault("type", cur.get("type", "Opaque"))
@@ -544,28 +551,38 @@ class Registry:
             if _pod_spec_frozen(new.get("spec") or {}) != _pod_spec_frozen(cur.get("spec") or {}):
                 raise invalid(
                     rt.kind,
-                    rt.group,
-                    cur["metadata"]["name"],
-                    [Cause("FieldValueForbidden", "spec", POD_UPDATE_FORBIDDEN)],
+                    group=rt.group,
+                    name=cur["metadata"]["name"],
+                    causes=[
+                        Cause("FieldValueForbidden", field="spec", detail=POD_UPDATE_FORBIDDEN)
+                    ],
                 )
         elif rt.key == ("", "namespaces"):
             new.setdefault("spec", cur.get("spec", {}))
         elif rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             new["status"] = _crd_status(new)
 
-    def _validate(self, rt: ResourceType, obj: Obj, cur: Obj | None) -> None:
+    def _validate(self, rt: ResourceType, obj: Obj) -> None:
         causes: list[Cause] = []
         meta = obj["metadata"]
         for i, ref in enumerate(meta.get("ownerReferences") or []):
             for k in ("apiVersion", "kind", "name", "uid"):
                 if not (isinstance(ref, dict) and ref.get(k)):
                     causes.append(
-                        Cause("FieldValueRequired", f"metadata.ownerReferences[{i}].{k}", "")
+                        Cause(
+                            "FieldValueRequired",
+                            field=f"metadata.ownerReferences[{i}].{k}",
+                            detail="",
+                        )
                     )
         for k in ("labels", "annotations"):
             values = meta.get(k) or {}
             if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
-                causes.append(Cause("FieldValueInvalid", f"metadata.{k}", "values must be strings"))
+                causes.append(
+                    Cause(
+                        "FieldValueInvalid", field=f"metadata.{k}", detail="values must be strings"
+                    )
+                )
         if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             causes.extend(_crd_causes(obj))
         if rt.schema is not None:
@@ -576,7 +593,7 @@ class Registry:
             obj.update(pruned)
             causes.extend(schemas.validate(rt.schema, obj))
         if causes:
-            raise invalid(rt.kind, rt.group, meta.get("name", ""), causes)
+            raise invalid(rt.kind, group=rt.group, name=meta.get("name", ""), causes=causes)
 
     def _field_validation(self, rt: ResourceType, unknown: Sequence[str]) -> None:
         """fieldValidation=Strict rejects unknown fields; Warn reports them (kubectl's default
@@ -597,32 +614,33 @@ class Registry:
     def delete(
         self,
         rt: ResourceType,
+        *,
         ns: str,
         name: str,
-        *,
         options: Obj | None = None,
         dry_run: bool = False,
     ) -> tuple[int, Obj]:
         """DELETE. Returns the HTTP code and the body (the object, or a Success Status)."""
         opts = options or {}
-        cur = self.get(rt, ns, name)
+        cur = self.get(rt, ns=ns, name=name)
         meta = cur["metadata"]
         pre = opts.get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != meta["uid"]:
             raise conflict(
                 rt.plural,
-                rt.group,
-                name,
-                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: "
+                group=rt.group,
+                name=name,
+                why=f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: "
                 f"{meta['uid']}",
             )
         if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
             raise conflict(
                 rt.plural,
-                rt.group,
-                name,
-                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
-                f"ResourceVersion in object meta: {meta['resourceVersion']}",
+                group=rt.group,
+                name=name,
+                why="Precondition failed: ResourceVersion in precondition: "
+                f"{pre['resourceVersion']}, ResourceVersion in object meta: "
+                f"{meta['resourceVersion']}",
             )
         policy = opts.get("propagationPolicy")
         if policy is None and opts.get("orphanDependents") is not None:
@@ -630,13 +648,13 @@ class Registry:
         if policy not in (None, "Background", "Foreground", "Orphan"):
             raise invalid(
                 "DeleteOptions",
-                "meta.k8s.io",
-                "",
-                [
+                group="meta.k8s.io",
+                name="",
+                causes=[
                     Cause(
                         "FieldValueNotSupported",
-                        "propagationPolicy",
-                        f'"{policy}": supported values: "Foreground", "Background", '
+                        field="propagationPolicy",
+                        detail=f'"{policy}": supported values: "Foreground", "Background", '
                         '"Orphan", "nil"',
                     )
                 ],
@@ -651,7 +669,7 @@ class Registry:
                 finalizers = [f for f in finalizers if f != FOREGROUND] + [ORPHAN]
         if finalizers:
             nmeta["finalizers"] = finalizers
-        grace = self._grace(rt, cur, opts)
+        grace = self._grace(rt, cur, opts=opts)
         if rt.key == ("", "namespaces"):
             return self._delete_namespace(rt, cur, dry_run=dry_run)
         if grace or finalizers:
@@ -693,7 +711,7 @@ class Registry:
             "details": details,
         }
 
-    def _grace(self, rt: ResourceType, cur: Obj, opts: Obj) -> int:
+    def _grace(self, rt: ResourceType, cur: Obj, *, opts: Obj) -> int:
         """Pods on a node with a live phase terminate gracefully; everything else at once."""
         if rt.key != ("", "pods"):
             return 0
@@ -781,8 +799,13 @@ def _encode_continue(rv: int, after: tuple[str, str]) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def _patch_options_invalid(field: str, reason: str, detail: str) -> ApiError:
-    return invalid("PatchOptions", "meta.k8s.io", "", [Cause(reason, field, detail)])
+def _patch_options_invalid(field: str, *, reason: str, detail: str) -> ApiError:
+    return invalid(
+        "PatchOptions",
+        group="meta.k8s.io",
+        name="",
+        causes=[Cause(reason, field=field, detail=detail)],
+    )
 
 
 def _namespace_pending(rt: ResourceType, obj: Obj) -> bool:
@@ -891,32 +914,32 @@ def _crd_causes(crd: Obj) -> list[Cause]:
     causes = []
     for k in ("plural", "kind"):
         if not names.get(k):
-            causes.append(Cause("FieldValueRequired", f"spec.names.{k}", ""))
+            causes.append(Cause("FieldValueRequired", field=f"spec.names.{k}", detail=""))
     if not spec.get("group"):
-        causes.append(Cause("FieldValueRequired", "spec.group", ""))
+        causes.append(Cause("FieldValueRequired", field="spec.group", detail=""))
     versions = spec.get("versions") or []
     if not versions:
         causes.append(
             Cause(
                 "FieldValueRequired",
-                "spec.versions",
-                "must have exactly one version marked as storage version",
+                field="spec.versions",
+                detail="must have exactly one version marked as storage version",
             )
         )
     elif sum(1 for v in versions if v.get("storage")) != 1:
         causes.append(
             Cause(
                 "FieldValueInvalid",
-                "spec.versions",
-                "must have exactly one version marked as storage version",
+                field="spec.versions",
+                detail="must have exactly one version marked as storage version",
             )
         )
     if spec.get("scope") not in ("Namespaced", "Cluster"):
         causes.append(
             Cause(
                 "FieldValueNotSupported",
-                "spec.scope",
-                f'"{spec.get("scope")}": supported values: "Cluster", "Namespaced"',
+                field="spec.scope",
+                detail=f'"{spec.get("scope")}": supported values: "Cluster", "Namespaced"',
             )
         )
     name = crd["metadata"]["name"]
@@ -924,8 +947,8 @@ def _crd_causes(crd: Obj) -> list[Cause]:
         causes.append(
             Cause(
                 "FieldValueInvalid",
-                "metadata.name",
-                f'"{name}": must be spec.names.plural+"."+spec.group',
+                field="metadata.name",
+                detail=f'"{name}": must be spec.names.plural+"."+spec.group',
             )
         )
     return causes

@@ -59,13 +59,13 @@ class ResourceType:
         return self.singular or self.kind.lower()
 
 
-def _core(plural: str, kind: str, namespaced: bool = True, **kw: Any) -> ResourceType:
+def _core(plural: str, kind: str, *, namespaced: bool = True, **kw: Any) -> ResourceType:
     return ResourceType(
         group="", version="v1", plural=plural, kind=kind, namespaced=namespaced, **kw
     )
 
 
-def _grp(group: str, version: str, plural: str, kind: str, **kw: Any) -> ResourceType:
+def _grp(group: str, version: str, *, plural: str, kind: str, **kw: Any) -> ResourceType:
     kw.setdefault("namespaced", True)
     return ResourceType(group=group, version=version, plural=plural, kind=kind, **kw)
 
@@ -150,31 +150,38 @@ BUILTINS: tuple[ResourceType, ...] = (
     ),
     _core("limitranges", "LimitRange", short_names=("limits",)),
     _core("resourcequotas", "ResourceQuota", short_names=("quota",), status=True),
-    _grp("events.k8s.io", "v1", "events", "Event", short_names=("ev",)),
+    _grp("events.k8s.io", "v1", plural="events", kind="Event", short_names=("ev",)),
     _grp(
         "coordination.k8s.io",
         "v1",
-        "leases",
-        "Lease",
+        plural="leases",
+        kind="Lease",
         unconditional_update=False,
         create_on_update=True,
     ),
-    _grp(RBAC, "v1", "roles", "Role", create_on_update=True),
-    _grp(RBAC, "v1", "rolebindings", "RoleBinding", create_on_update=True),
-    _grp(RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False, create_on_update=True),
+    _grp(RBAC, "v1", plural="roles", kind="Role", create_on_update=True),
+    _grp(RBAC, "v1", plural="rolebindings", kind="RoleBinding", create_on_update=True),
     _grp(
         RBAC,
         "v1",
-        "clusterrolebindings",
-        "ClusterRoleBinding",
+        plural="clusterroles",
+        kind="ClusterRole",
+        namespaced=False,
+        create_on_update=True,
+    ),
+    _grp(
+        RBAC,
+        "v1",
+        plural="clusterrolebindings",
+        kind="ClusterRoleBinding",
         namespaced=False,
         create_on_update=True,
     ),
     _grp(
         "apiextensions.k8s.io",
         "v1",
-        "customresourcedefinitions",
-        "CustomResourceDefinition",
+        plural="customresourcedefinitions",
+        kind="CustomResourceDefinition",
         namespaced=False,
         short_names=("crd", "crds"),
         categories=("api-extensions",),
@@ -184,8 +191,8 @@ BUILTINS: tuple[ResourceType, ...] = (
     _grp(
         "authorization.k8s.io",
         "v1",
-        "selfsubjectaccessreviews",
-        "SelfSubjectAccessReview",
+        plural="selfsubjectaccessreviews",
+        kind="SelfSubjectAccessReview",
         namespaced=False,
         verbs=CREATE_ONLY,
         virtual=True,
@@ -193,8 +200,8 @@ BUILTINS: tuple[ResourceType, ...] = (
     _grp(
         "authorization.k8s.io",
         "v1",
-        "subjectaccessreviews",
-        "SubjectAccessReview",
+        plural="subjectaccessreviews",
+        kind="SubjectAccessReview",
         namespaced=False,
         verbs=CREATE_ONLY,
         virtual=True,
@@ -202,16 +209,16 @@ BUILTINS: tuple[ResourceType, ...] = (
     _grp(
         "authorization.k8s.io",
         "v1",
-        "localsubjectaccessreviews",
-        "LocalSubjectAccessReview",
+        plural="localsubjectaccessreviews",
+        kind="LocalSubjectAccessReview",
         verbs=CREATE_ONLY,
         virtual=True,
     ),
     _grp(
         "authorization.k8s.io",
         "v1",
-        "selfsubjectrulesreviews",
-        "SelfSubjectRulesReview",
+        plural="selfsubjectrulesreviews",
+        kind="SelfSubjectRulesReview",
         namespaced=False,
         verbs=CREATE_ONLY,
         virtual=True,
@@ -219,8 +226,8 @@ BUILTINS: tuple[ResourceType, ...] = (
     _grp(
         "authentication.k8s.io",
         "v1",
-        "tokenreviews",
-        "TokenReview",
+        plural="tokenreviews",
+        kind="TokenReview",
         namespaced=False,
         verbs=CREATE_ONLY,
         virtual=True,
@@ -228,8 +235,8 @@ BUILTINS: tuple[ResourceType, ...] = (
     _grp(
         "authentication.k8s.io",
         "v1",
-        "selfsubjectreviews",
-        "SelfSubjectReview",
+        plural="selfsubjectreviews",
+        kind="SelfSubjectReview",
         namespaced=False,
         verbs=CREATE_ONLY,
         virtual=True,
@@ -237,8 +244,8 @@ BUILTINS: tuple[ResourceType, ...] = (
     _grp(
         "apps",
         "v1",
-        "deployments",
-        "Deployment",
+        plural="deployments",
+        kind="Deployment",
         short_names=("deploy",),
         categories=("all",),
         status=True,
@@ -247,8 +254,8 @@ BUILTINS: tuple[ResourceType, ...] = (
     _grp(
         "apps",
         "v1",
-        "replicasets",
-        "ReplicaSet",
+        plural="replicasets",
+        kind="ReplicaSet",
         short_names=("rs",),
         categories=("all",),
         status=True,
@@ -257,8 +264,8 @@ BUILTINS: tuple[ResourceType, ...] = (
     _grp(
         "apps",
         "v1",
-        "statefulsets",
-        "StatefulSet",
+        plural="statefulsets",
+        kind="StatefulSet",
         short_names=("sts",),
         categories=("all",),
         status=True,
@@ -267,19 +274,21 @@ BUILTINS: tuple[ResourceType, ...] = (
     _grp(
         "apps",
         "v1",
-        "daemonsets",
-        "DaemonSet",
+        plural="daemonsets",
+        kind="DaemonSet",
         short_names=("ds",),
         categories=("all",),
         status=True,
         generation=True,
     ),
-    _grp("batch", "v1", "jobs", "Job", categories=("all",), status=True, generation=True),
+    _grp(
+        "batch", "v1", plural="jobs", kind="Job", categories=("all",), status=True, generation=True
+    ),
     _grp(
         "batch",
         "v1",
-        "cronjobs",
-        "CronJob",
+        plural="cronjobs",
+        kind="CronJob",
         short_names=("cj",),
         categories=("all",),
         status=True,
@@ -288,8 +297,8 @@ BUILTINS: tuple[ResourceType, ...] = (
     _grp(
         "policy",
         "v1",
-        "poddisruptionbudgets",
-        "PodDisruptionBudget",
+        plural="poddisruptionbudgets",
+        kind="PodDisruptionBudget",
         short_names=("pdb",),
         status=True,
         generation=True,
@@ -297,32 +306,32 @@ BUILTINS: tuple[ResourceType, ...] = (
     _grp(
         "networking.k8s.io",
         "v1",
-        "networkpolicies",
-        "NetworkPolicy",
+        plural="networkpolicies",
+        kind="NetworkPolicy",
         short_names=("netpol",),
         generation=True,
     ),
     _grp(
         "scheduling.k8s.io",
         "v1",
-        "priorityclasses",
-        "PriorityClass",
+        plural="priorityclasses",
+        kind="PriorityClass",
         namespaced=False,
         short_names=("pc",),
     ),
     _grp(
         "admissionregistration.k8s.io",
         "v1",
-        "validatingwebhookconfigurations",
-        "ValidatingWebhookConfiguration",
+        plural="validatingwebhookconfigurations",
+        kind="ValidatingWebhookConfiguration",
         namespaced=False,
         generation=True,
     ),
     _grp(
         "admissionregistration.k8s.io",
         "v1",
-        "mutatingwebhookconfigurations",
-        "MutatingWebhookConfiguration",
+        plural="mutatingwebhookconfigurations",
+        kind="MutatingWebhookConfiguration",
         namespaced=False,
         generation=True,
     ),
@@ -384,7 +393,7 @@ class Catalog:
             if rt.crd == crd_name:
                 del self.by_gvr[k]
 
-    def get(self, group: str, version: str, plural: str) -> ResourceType | None:
+    def get(self, group: str, *, version: str, plural: str) -> ResourceType | None:
         return self.by_gvr.get((group, version, plural))
 
     def preferred(self, group: str, plural: str) -> ResourceType | None:

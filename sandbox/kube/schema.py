@@ -61,14 +61,14 @@ def prune_and_default(schema: Obj, obj: Any, *, dropped: list[str] | None = None
 
     The JSON paths of dropped fields are appended to `dropped`, for fieldValidation.
     """
-    return _prune(schema, obj, "", dropped if dropped is not None else [], root=True)
+    return _prune(schema, obj, path="", dropped=dropped if dropped is not None else [], root=True)
 
 
 def _preserves(schema: Obj) -> bool:
     return bool(schema.get("x-kubernetes-preserve-unknown-fields"))
 
 
-def _prune(schema: Obj, value: Any, path: str, dropped: list[str], *, root: bool = False) -> Any:
+def _prune(schema: Obj, value: Any, *, path: str, dropped: list[str], root: bool = False) -> Any:
     if isinstance(value, dict):
         props: Obj = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
@@ -89,17 +89,17 @@ def _prune(schema: Obj, value: Any, path: str, dropped: list[str], *, root: bool
                 continue
             if item is None and not sub.get("nullable"):
                 continue
-            out[key] = _prune(sub, item, _join(path, key), dropped)
+            out[key] = _prune(sub, item, path=_join(path, key), dropped=dropped)
         for key, sub in props.items():
             if key not in out and "default" in sub:
                 default = json.loads(json.dumps(sub["default"]))
-                out[key] = _prune(sub, default, _join(path, key), [])
+                out[key] = _prune(sub, default, path=_join(path, key), dropped=[])
         return out
     if isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, dict):
             return [
-                _prune(items, v, f"{path}[{i}]", dropped) if v is not None else v
+                _prune(items, v, path=f"{path}[{i}]", dropped=dropped) if v is not None else v
                 for i, v in enumerate(value)
             ]
         return value
@@ -109,20 +109,20 @@ def _prune(schema: Obj, value: Any, path: str, dropped: list[str], *, root: bool
 def validate(schema: Obj, obj: Any) -> list[Cause]:
     """Field errors of `obj` against an openAPIV3Schema, in the real server's words."""
     causes: list[Cause] = []
-    _validate(schema, obj, "", causes, root=True)
+    _validate(schema, obj, path="", causes=causes, root=True)
     return causes
 
 
 def _validate(
-    schema: Obj, value: Any, path: str, causes: list[Cause], *, root: bool = False
+    schema: Obj, value: Any, *, path: str, causes: list[Cause], root: bool = False
 ) -> None:
     if value is None:
         if not schema.get("nullable") and schema.get("type"):
             causes.append(
                 Cause(
                     "FieldValueTypeInvalid",
-                    path,
-                    f'null: {path} in body must be of type {schema["type"]}: "null"',
+                    field=path,
+                    detail=f'null: {path} in body must be of type {schema["type"]}: "null"',
                 )
             )
         return
@@ -134,8 +134,9 @@ def _validate(
             causes.append(
                 Cause(
                     "FieldValueTypeInvalid",
-                    path,
-                    f'{_go_value(value)}: {path} in body must be of type integer,string: "{got}"',
+                    field=path,
+                    detail=f"{_go_value(value)}: {path} in body must be of type "
+                    f'integer,string: "{got}"',
                 )
             )
             return
@@ -145,8 +146,8 @@ def _validate(
         causes.append(
             Cause(
                 "FieldValueTypeInvalid",
-                path,
-                f'{_go_value(value)}: {path} in body must be of type {want}: "{got}"',
+                field=path,
+                detail=f'{_go_value(value)}: {path} in body must be of type {want}: "{got}"',
             )
         )
         return
@@ -154,7 +155,9 @@ def _validate(
         supported = ", ".join(json.dumps(v) for v in schema["enum"])
         causes.append(
             Cause(
-                "FieldValueNotSupported", path, f"{_go_value(value)}: supported values: {supported}"
+                "FieldValueNotSupported",
+                field=path,
+                detail=f"{_go_value(value)}: supported values: {supported}",
             )
         )
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -162,8 +165,8 @@ def _validate(
             causes.append(
                 Cause(
                     "FieldValueInvalid",
-                    path,
-                    f"{value}: {path} in body should be greater than or equal to "
+                    field=path,
+                    detail=f"{value}: {path} in body should be greater than or equal to "
                     f"{schema['minimum']}",
                 )
             )
@@ -171,8 +174,9 @@ def _validate(
             causes.append(
                 Cause(
                     "FieldValueInvalid",
-                    path,
-                    f"{value}: {path} in body should be less than or equal to {schema['maximum']}",
+                    field=path,
+                    detail=f"{value}: {path} in body should be less than or equal to "
+                    f"{schema['maximum']}",
                 )
             )
     if isinstance(value, str):
@@ -180,23 +184,25 @@ def _validate(
             causes.append(
                 Cause(
                     "FieldValueInvalid",
-                    path,
-                    f"{_go_value(value)}: {path} in body should be at least "
+                    field=path,
+                    detail=f"{_go_value(value)}: {path} in body should be at least "
                     f"{schema['minLength']} chars long",
                 )
             )
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             causes.append(
                 Cause(
-                    "FieldValueTooLong", path, f"may not be more than {schema['maxLength']} bytes"
+                    "FieldValueTooLong",
+                    field=path,
+                    detail=f"may not be more than {schema['maxLength']} bytes",
                 )
             )
         if "pattern" in schema and not re.search(schema["pattern"], value):
             causes.append(
                 Cause(
                     "FieldValueInvalid",
-                    path,
-                    f"{_go_value(value)}: {path} in body should match '{schema['pattern']}'",
+                    field=path,
+                    detail=f"{_go_value(value)}: {path} in body should match '{schema['pattern']}'",
                 )
             )
     if isinstance(value, list):
@@ -204,23 +210,27 @@ def _validate(
             causes.append(
                 Cause(
                     "FieldValueInvalid",
-                    path,
-                    f"{path} in body should have at least {schema['minItems']} items",
+                    field=path,
+                    detail=f"{path} in body should have at least {schema['minItems']} items",
                 )
             )
         if "maxItems" in schema and len(value) > schema["maxItems"]:
             causes.append(
-                Cause("FieldValueTooMany", path, f"must have at most {schema['maxItems']} items")
+                Cause(
+                    "FieldValueTooMany",
+                    field=path,
+                    detail=f"must have at most {schema['maxItems']} items",
+                )
             )
         items = schema.get("items")
         if isinstance(items, dict):
             for i, item in enumerate(value):
-                _validate(items, item, f"{path}[{i}]", causes)
+                _validate(items, item, path=f"{path}[{i}]", causes=causes)
     if isinstance(value, dict):
         props: Obj = schema.get("properties") or {}
         for req in schema.get("required") or []:
             if req not in value:
-                causes.append(Cause("FieldValueRequired", _join(path, req), ""))
+                causes.append(Cause("FieldValueRequired", field=_join(path, req), detail=""))
         additional = schema.get("additionalProperties")
         for key, item in value.items():
             if root and key in ("apiVersion", "kind", "metadata"):
@@ -229,6 +239,6 @@ def _validate(
             if sub is None and isinstance(additional, dict):
                 sub = additional
             if sub is not None:
-                _validate(sub, item, _join(path, key), causes)
+                _validate(sub, item, path=_join(path, key), causes=causes)
     for sub in schema.get("allOf") or []:
-        _validate(sub, value, path, causes)
+        _validate(sub, value, path=path, causes=causes)

@@ -121,7 +121,7 @@ class FieldSelector:
                 raise ApiError(
                     400,
                     "BadRequest",
-                    f'Unable to find "{kind}" that match label selector "", field selector '
+                    message=f'Unable to find "{kind}" that match label selector "", field selector '
                     f'"{name}": field label not supported: {name}',
                 )
 

@@ -18,8 +18,8 @@ class ApiError(Exception):
         self,
         code: int,
         reason: str,
-        message: str,
         *,
+        message: str,
         details: Obj | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
@@ -50,7 +50,7 @@ def qualified(plural: str, group: str) -> str:
     return f"{plural}.{group}" if group else plural
 
 
-def _details(plural: str, group: str, name: str) -> Obj:
+def _details(plural: str, *, group: str, name: str) -> Obj:
     details: Obj = {"name": name} if name else {}
     if group:
         details["group"] = group
@@ -58,35 +58,37 @@ def _details(plural: str, group: str, name: str) -> Obj:
     return details
 
 
-def not_found(plural: str, group: str, name: str) -> ApiError:
+def not_found(plural: str, *, group: str, name: str) -> ApiError:
     return ApiError(
         404,
         "NotFound",
-        f'{qualified(plural, group)} "{name}" not found',
-        details=_details(plural, group, name),
+        message=f'{qualified(plural, group)} "{name}" not found',
+        details=_details(plural, group=group, name=name),
     )
 
 
 def unknown_path() -> ApiError:
-    return ApiError(404, "NotFound", "the server could not find the requested resource", details={})
+    return ApiError(
+        404, "NotFound", message="the server could not find the requested resource", details={}
+    )
 
 
-def already_exists(plural: str, group: str, name: str, *, deleting: bool = False) -> ApiError:
+def already_exists(plural: str, *, group: str, name: str, deleting: bool = False) -> ApiError:
     prefix = "object is being deleted: " if deleting else ""
     return ApiError(
         409,
         "AlreadyExists",
-        f'{prefix}{qualified(plural, group)} "{name}" already exists',
-        details=_details(plural, group, name),
+        message=f'{prefix}{qualified(plural, group)} "{name}" already exists',
+        details=_details(plural, group=group, name=name),
     )
 
 
-def conflict(plural: str, group: str, name: str, why: str) -> ApiError:
+def conflict(plural: str, *, group: str, name: str, why: str) -> ApiError:
     return ApiError(
         409,
         "Conflict",
-        f'Operation cannot be fulfilled on {qualified(plural, group)} "{name}": {why}',
-        details=_details(plural, group, name),
+        message=f'Operation cannot be fulfilled on {qualified(plural, group)} "{name}": {why}',
+        details=_details(plural, group=group, name=name),
     )
 
 
@@ -108,7 +110,7 @@ class Cause:
         "FieldValueTooLong": "Too long",
     }
 
-    def __init__(self, reason: str, field: str, detail: str) -> None:
+    def __init__(self, reason: str, *, field: str, detail: str = "") -> None:
         self.reason = reason
         self.field = field
         self.detail = detail
@@ -122,7 +124,7 @@ class Cause:
         return f"{self.field}: {self.message}"
 
 
-def invalid(kind: str, group: str, name: str, causes: list[Cause]) -> ApiError:
+def invalid(kind: str, *, group: str, name: str, causes: list[Cause]) -> ApiError:
     qualified_kind = f"{kind}.{group}" if group else kind
     if len(causes) == 1:
         summary = causes[0].render()
@@ -136,38 +138,38 @@ def invalid(kind: str, group: str, name: str, causes: list[Cause]) -> ApiError:
         {"reason": c.reason, "message": c.message, "field": c.field} for c in causes
     ]
     return ApiError(
-        422, "Invalid", f'{qualified_kind} "{name}" is invalid: {summary}', details=details
+        422, "Invalid", message=f'{qualified_kind} "{name}" is invalid: {summary}', details=details
     )
 
 
-def forbidden(plural: str, group: str, name: str, why: str) -> ApiError:
+def forbidden(plural: str, *, group: str, name: str, why: str) -> ApiError:
     gr = qualified(plural, group)
     subject = f'{gr} "{name}"' if name else gr
     return ApiError(
         403,
         "Forbidden",
-        f"{subject} is forbidden: {why}",
-        details=_details(plural, group, name),
+        message=f"{subject} is forbidden: {why}",
+        details=_details(plural, group=group, name=name),
     )
 
 
 def forbidden_path(why: str) -> ApiError:
-    return ApiError(403, "Forbidden", f"forbidden: {why}", details={})
+    return ApiError(403, "Forbidden", message=f"forbidden: {why}", details={})
 
 
 def unauthorized() -> ApiError:
-    return ApiError(401, "Unauthorized", "Unauthorized")
+    return ApiError(401, "Unauthorized", message="Unauthorized")
 
 
 def bad_request(message: str) -> ApiError:
-    return ApiError(400, "BadRequest", message)
+    return ApiError(400, "BadRequest", message=message)
 
 
-def method_not_allowed(action: str, plural: str, group: str) -> ApiError:
+def method_not_allowed(action: str, *, plural: str, group: str) -> ApiError:
     return ApiError(
         405,
         "MethodNotAllowed",
-        f'{action} is not supported on resources of kind "{qualified(plural, group)}"',
+        message=f'{action} is not supported on resources of kind "{qualified(plural, group)}"',
         details={"group": group, "kind": plural} if group else {"kind": plural},
     )
 
@@ -176,13 +178,13 @@ def unsupported_media(accepted: list[str]) -> ApiError:
     return ApiError(
         415,
         "UnsupportedMediaType",
-        "the body of the request was in an unknown format - accepted media types include: "
+        message="the body of the request was in an unknown format - accepted media types include: "
         + ", ".join(accepted),
     )
 
 
 def expired(message: str) -> ApiError:
-    return ApiError(410, "Expired", message)
+    return ApiError(410, "Expired", message=message)
 
 
 def too_old(rv: int, current: int) -> ApiError:
@@ -193,7 +195,7 @@ def too_many_requests(retry_after: int) -> ApiError:
     return ApiError(
         429,
         "TooManyRequests",
-        "the server has received too many requests and has asked us to try again later",
+        message="the server has received too many requests and has asked us to try again later",
         details={"retryAfterSeconds": retry_after},
         headers={"Retry-After": str(retry_after)},
     )
@@ -203,17 +205,17 @@ def internal(message: str) -> ApiError:
     return ApiError(
         500,
         "InternalError",
-        f"Internal error occurred: {message}",
+        message=f"Internal error occurred: {message}",
         details={"causes": [{"message": message}]},
     )
 
 
 def timeout(message: str) -> ApiError:
-    return ApiError(504, "Timeout", f"Timeout: {message}", details={})
+    return ApiError(504, "Timeout", message=f"Timeout: {message}", details={})
 
 
 def service_unavailable(message: str) -> ApiError:
-    return ApiError(503, "ServiceUnavailable", message)
+    return ApiError(503, "ServiceUnavailable", message=message)
 
 
 def for_code(code: int, what: str) -> ApiError:
@@ -228,7 +230,7 @@ def for_code(code: int, what: str) -> ApiError:
     if code == 404:
         return unknown_path()
     if code == 409:
-        return ApiError(409, "Conflict", injected)
+        return ApiError(409, "Conflict", message=injected)
     if code == 410:
         return expired(injected)
     if code == 429:
@@ -239,4 +241,4 @@ def for_code(code: int, what: str) -> ApiError:
         return service_unavailable(injected)
     if code == 504:
         return timeout(injected)
-    return ApiError(code, "Unknown", f"injected fault on {what}")
+    return ApiError(code, "Unknown", message=f"injected fault on {what}")

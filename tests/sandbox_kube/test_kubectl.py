@@ -207,12 +207,12 @@ async def test_get_watch_streams_changes(kubectl: Kubectl) -> None:
             assert (await proc.stdout.readline()).strip() == b"1"
             # kubectl skips the watch's initial ADDED, so change the object only once it watches.
             await wait_for(lambda: len(kube.store.subscriptions) > baseline)
-            rt = kube.catalog.get(GROUP, VERSION, WIDGETS)
+            rt = kube.catalog.get(GROUP, version=VERSION, plural=WIDGETS)
             assert rt is not None
             kube.registry.patch(
                 rt,
-                "default",
-                "w1",
+                ns="default",
+                name="w1",
                 content_type="application/merge-patch+json",
                 body={"spec": {"size": 5}},
             )
@@ -378,12 +378,12 @@ async def test_get_watch_prints_table_rows(kubectl: Kubectl) -> None:
             assert (await proc.stdout.readline()).split() == [b"NAME", b"SIZE", b"AGE"]
             assert (await proc.stdout.readline()).split()[:2] == [b"w1", b"1"]
             await wait_for(lambda: len(kube.store.subscriptions) > baseline)
-            rt = kube.catalog.get(GROUP, VERSION, WIDGETS)
+            rt = kube.catalog.get(GROUP, version=VERSION, plural=WIDGETS)
             assert rt is not None
             kube.registry.patch(
                 rt,
-                "default",
-                "w1",
+                ns="default",
+                name="w1",
                 content_type="application/merge-patch+json",
                 body={"spec": {"size": 5}},
             )

@@ -66,14 +66,14 @@ def test_any_patch_body_is_applied_or_refused_with_a_status(
                     "spec": {"size": 1, "tags": ["a"]},
                 }
             )
-            rt = kube.catalog.get(GROUP, VERSION, WIDGETS)
+            rt = kube.catalog.get(GROUP, version=VERSION, plural=WIDGETS)
             assert rt is not None
             code = 0
             try:
                 kube.registry.patch(
                     rt,
-                    "default",
-                    "w",
+                    ns="default",
+                    name="w",
                     content_type=content_type,
                     body=body,
                     subresource="status" if status else "",
