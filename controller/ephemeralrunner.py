@@ -64,6 +64,7 @@ from controller.runtime import (
     Store,
     pod_ready,
 )
+from controller.status_memory import StatusMemory
 from shared.actions.errors import (
     ActionsError,
     JobStillRunning,
@@ -128,6 +129,7 @@ class EphemeralRunnerReconciler:
         self._pods_created: dict[str, float] = {}
         self._secrets_deleted: set[str] = set()
         self._uids: dict[Request, str] = {}
+        self._written = StatusMemory()
 
     async def reconcile(self, request: Request) -> Result:
         cached = self._runners.get(request.namespace, request.name)
@@ -142,7 +144,8 @@ class EphemeralRunnerReconciler:
             await self._delete_resources(cached)
             return Result()
         await self._ensure_finalizers(runner)
-        if runner_id(runner.object) == 0:
+        uid = str(cached["metadata"]["uid"])
+        if runner_id(runner.object) == 0 and not self._written.last(uid).get("runnerId"):
             retry = await self._register(runner)
             if retry is not None:
                 return retry
@@ -154,7 +157,6 @@ class EphemeralRunnerReconciler:
             )
             return Result()
         pod = self._pods.get(request.namespace, request.name)
-        uid = str(cached["metadata"]["uid"])
         if pod is not None:
             self._pods_created.pop(uid, None)
         else:
@@ -212,6 +214,7 @@ class EphemeralRunnerReconciler:
     def _forget(self, uid: str) -> None:
         self._pods_created.pop(uid, None)
         self._secrets_deleted.discard(uid)
+        self._written.forget(uid)
 
     async def _remove_registration(self, runner: JSONDict) -> bool:
         """Unregister the runner; False while the service says its job still runs."""
@@ -299,12 +302,16 @@ class EphemeralRunnerReconciler:
         if not value.isdigit() or int(value) == 0:
             await self._delete(SECRET, secret)
             return Result(requeue_after=REGISTRATION_RETRY_SECONDS)
-        status = runner.mutate().setdefault("status", {})
-        status["runnerId"] = int(value)
-        status["runnerName"] = secret_value(secret, SECRET_RUNNER_NAME) or meta["name"]
-        if not status.get("phase"):
-            status["phase"] = EphemeralRunnerPhase.PENDING.value
+        current = status_of(obj)
+        desired: JSONDict = {
+            "runnerId": int(value),
+            "runnerName": secret_value(secret, SECRET_RUNNER_NAME) or meta["name"],
+        }
+        if not current.get("phase"):
+            desired["phase"] = EphemeralRunnerPhase.PENDING.value
+        runner.mutate().setdefault("status", {}).update(desired)
         await runner.write(self._objects)
+        self._written.wrote(str(meta["uid"]), current=current, desired=desired)
         return None
 
     async def _create_jit_secret(self, runner: LazyObject) -> JSONDict | Result:
@@ -410,9 +417,14 @@ class EphemeralRunnerReconciler:
             return
         if outcome.remove_registration:
             await self._remove_registration(obj)
-        if outcome.status:
+        uid = str(obj["metadata"]["uid"])
+        current = status_of(obj)
+        if outcome.status and not self._written.redundant(
+            uid, current=current, desired=outcome.status
+        ):
             deep_merge(runner.mutate().setdefault("status", {}), outcome.status)
             await runner.write(self._objects)
+            self._written.wrote(uid, current=current, desired=outcome.status)
         if outcome.delete_pod:
             await self._delete(POD, pod)
         if outcome.warning is not None:

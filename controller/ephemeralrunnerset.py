@@ -71,6 +71,7 @@ from controller.runtime import (
     Store,
 )
 from controller.runtime.cache import controller_owner_uid
+from controller.status_memory import StatusMemory
 from shared.actions.errors import ActionsError, JobStillRunning, RunnerNotFound
 from shared.api import EphemeralRunnerSetPhase
 from shared.api.names import (
@@ -88,7 +89,6 @@ JSONDict = dict[str, Any]
 log = logging.getLogger(__name__)
 
 CREATE_CONCURRENCY = 8
-WRITTEN_HISTORY = 8
 
 
 def _spec_int(obj: JSONDict, key: str) -> int:
@@ -171,7 +171,7 @@ class EphemeralRunnerSetReconciler:
         self._now = now
         self._markers: dict[str, int] = {}
         self._expectations: dict[str, Expectations] = {}
-        self._written: dict[str, tuple[list[JSONDict], JSONDict]] = {}
+        self._written = StatusMemory()
         self._uids: dict[Request, str] = {}
 
     async def reconcile(self, request: Request) -> Result:
@@ -435,7 +435,7 @@ class EphemeralRunnerSetReconciler:
     def _forget(self, request: Request, uid: str) -> None:
         self._markers.pop(uid, None)
         self._expectations.pop(uid, None)
-        self._written.pop(uid, None)
+        self._written.forget(uid)
         if self._metrics is not None:
             self._metrics.forget(request)
 
@@ -454,14 +454,11 @@ class EphemeralRunnerSetReconciler:
         if all(current.get(k) == v for k, v in desired.items()):
             return
         uid = str(runner_set.object["metadata"]["uid"])
-        seen, last = self._written.get(uid, ([], {}))
-        mine = {k: current.get(k) for k in desired}
-        if all(last.get(k) == v for k, v in desired.items()) and mine in seen:
-            # The cache still shows a status from before our last write, which said this.
+        if self._written.redundant(uid, current=current, desired=desired):
             return
         runner_set.mutate().setdefault("status", {}).update(desired)
         await runner_set.write(self._objects)
-        self._written[uid] = ([*seen, mine, desired][-WRITTEN_HISTORY:], desired)
+        self._written.wrote(uid, current=current, desired=desired)
 
 
 def install(manager: Manager, context: RunnerContext) -> EphemeralRunnerSetReconciler:
