@@ -173,6 +173,8 @@ class EphemeralRunnerSetReconciler:
         self._expectations: dict[str, Expectations] = {}
         self._written = StatusMemory()
         self._uids: dict[Request, str] = {}
+        # Bounds the Actions removals and deletes one pass runs at once.
+        self._removals = asyncio.Semaphore(CREATE_CONCURRENCY)
 
     async def reconcile(self, request: Request) -> Result:
         cached = self._sets.get(request.namespace, request.name)
@@ -356,21 +358,29 @@ class EphemeralRunnerSetReconciler:
             await self._delete_runner(failed)
 
     async def _scale_down(self, runner_set: JSONDict, children: Children, *, count: int) -> None:
-        removed = 0
-        errors: list[Exception] = []
-        for victim in scale_down_candidates(children):
-            if removed >= count:
-                break
-            try:
-                if not await self._unregister(victim):
-                    continue
-            except ActionsError as exc:
-                errors.append(exc)
-                continue
-            await self._delete_runner(victim)
-            removed += 1
+        """Retire `count` victims in candidate order; a victim that took a job meanwhile (or
+        could not be unregistered) is replaced by the next candidate, in parallel batches."""
+        candidates = scale_down_candidates(children)
+        removed, start = 0, 0
+        errors: list[BaseException] = []
+        while removed < count and start < len(candidates):
+            batch = candidates[start : start + count - removed]
+            start += len(batch)
+            results = await asyncio.gather(
+                *(self._retire(victim) for victim in batch), return_exceptions=True
+            )
+            removed += sum(1 for r in results if r is True)
+            errors += [r for r in results if isinstance(r, BaseException)]
         if errors:
             raise errors[0]
+
+    async def _retire(self, runner: JSONDict) -> bool:
+        """Unregister an idle runner, then delete it; False when it took a job meanwhile."""
+        async with self._removals:
+            if not await self._unregister(runner):
+                return False
+            await self._delete_runner(runner)
+            return True
 
     async def _unregister(self, runner: JSONDict) -> bool:
         """Remove an idle runner from the service; False when it took a job meanwhile."""
@@ -406,13 +416,11 @@ class EphemeralRunnerSetReconciler:
         """Terminated runners go; idle ones are unregistered and go; busy ones finish."""
         for runner in children.terminated:
             await self._delete_runner(runner)
-        errors: list[Exception] = []
-        for runner in cleanup_candidates(children):
-            try:
-                if await self._unregister(runner):
-                    await self._delete_runner(runner)
-            except ActionsError as exc:
-                errors.append(exc)
+        results = await asyncio.gather(
+            *(self._retire(runner) for runner in cleanup_candidates(children)),
+            return_exceptions=True,
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             raise errors[0]
 
