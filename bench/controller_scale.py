@@ -114,6 +114,8 @@ class Counts:
     """`who verb resource code` for answers >= 400."""
     actions: Counter[str] = field(default_factory=Counter)
     """`who endpoint`."""
+    actions_errors: Counter[str] = field(default_factory=Counter)
+    """`who endpoint code` for answers >= 400."""
     metrics: Counter[str] = field(default_factory=Counter)
     """`metric label=value`."""
     cpu: dict[str, float] = field(default_factory=dict)
@@ -125,6 +127,7 @@ class Counts:
             kube=self.kube - before.kube,
             kube_errors=self.kube_errors - before.kube_errors,
             actions=self.actions - before.actions,
+            actions_errors=self.actions_errors - before.actions_errors,
             metrics=self.metrics - before.metrics,
             cpu={k: v - before.cpu.get(k, 0.0) for k, v in self.cpu.items()},
         )
@@ -134,6 +137,7 @@ class Counts:
             kube=self.kube + other.kube,
             kube_errors=self.kube_errors + other.kube_errors,
             actions=self.actions + other.actions,
+            actions_errors=self.actions_errors + other.actions_errors,
             metrics=self.metrics + other.metrics,
             cpu={k: v + other.cpu.get(k, 0.0) for k, v in self.cpu.items()},
         )
@@ -193,9 +197,17 @@ def _metric_counts(text: str) -> Counter[str]:
         "gha_runtime_copies": "controller",
         "workqueue_adds": "name",
         "workqueue_retries": "name",
+        "gha_runtime_informer_lists": "kind",
+        "gha_runtime_informer_failures": "kind",
     }
     counts: Counter[str] = Counter()
     for family in text_string_to_metric_families(text):
+        if family.name == "controller_runtime_reconcile_time_seconds":
+            for sample in family.samples:
+                if sample.name.endswith("_sum"):
+                    key = f"reconcile_milliseconds {sample.labels.get('controller', '')}"
+                    counts[key] += round(sample.value * 1000)
+            continue
         label = wanted.get(family.name)
         if label is None:
             continue
@@ -287,6 +299,8 @@ class Bench:
                 counts.kube_errors[f"{who} {r.verb} {resource} {r.code}"] += 1
         for a in self.gh.state.requests:
             counts.actions[f"{_subsystem(a.headers)} {a.endpoint}"] += 1
+            if a.status >= 400:
+                counts.actions_errors[f"{_subsystem(a.headers)} {a.endpoint} {a.status}"] += 1
         counts.metrics = _metric_counts(await self.controller.metrics())
         controller_cpu = self.controller.cpu_seconds()
         counts.cpu["bench process"] = time.process_time()
@@ -735,9 +749,12 @@ def report(result: Result) -> str:
         for key, value in sorted(c.actions.items()):
             shown = str(value) if key.split()[1] in PER_PROCESS_ENDPOINTS else _per(value, n)
             lines.append(f"    {key}: {shown}")
-        lines.append("  runtime per runner:")
+        for key, value in sorted(c.actions_errors.items()):
+            lines.append(f"    error {key}: {value}")
+        lines.append("  runtime per runner (informer lists and failures: total):")
         for key, value in sorted(c.metrics.items()):
-            lines.append(f"    {key}: {_per(value, n)}")
+            informer = key.startswith("gha_runtime_informer_")
+            lines.append(f"    {key}: {value if informer else _per(value, n)}")
     lines.append("\nper runner against ARC (arc-api-cost.md):")
     for what, ours, arc in comparison(result):
         lines.append(f"  {what}: {ours:.2f} = {arc}")
