@@ -446,3 +446,24 @@ async def test_runners_get_the_sets_github_server_tls(rig: Rig) -> None:
     await rig.scale(1, 1)
     [runner] = await converge(rig, 1)
     assert runner["spec"]["githubServerTLS"] == tls
+
+
+async def test_scale_down_takes_the_next_candidate_when_one_took_a_job(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=3, patch_id=1)
+    runners = await converge(rig, 3)
+    ordered = sorted(
+        runners, key=lambda r: (r["metadata"]["creationTimestamp"], r["metadata"]["name"])
+    )
+    jobs = []
+    for runner in ordered:
+        registered, _ = rig.gh.state.generate_jit_config(
+            rig.scale_set_id, name=runner["metadata"]["name"], work_folder=""
+        )
+        jobs.append(registered)
+        await set_phase(rig, runner, "Pending", runner_id=registered.id)
+    jobs[0].job_id = rig.gh.enqueue_job(labels=["arc"], duration=60)
+    await rig.settle()
+    await rig.scale(1, 0)
+    [left] = await converge(rig, 1)
+    assert left["metadata"]["name"] == ordered[0]["metadata"]["name"]
+    assert [r.id in rig.gh.state.runners for r in jobs] == [True, False, False]
