@@ -267,20 +267,26 @@ class ApiServer:
             return user
         if not name:
             raise bad_request("requested impersonation of groups without a user")
-        kind = "serviceaccounts" if name.startswith("system:serviceaccount:") else "users"
-        attrs = Attributes(user, "impersonate", group="", resource=kind, name=name)
-        if kind == "serviceaccounts":
-            parts = name.split(":")
-            attrs = Attributes(
-                user,
-                "impersonate",
-                namespace=parts[2] if len(parts) == 4 else "",
-                resource=kind,
-                name=parts[-1],
-            )
-        allowed, _ = self.authorizer.authorize(attrs)
-        if not allowed:
-            raise forbidden(kind, group="", name=attrs.name, why=attrs.forbidden_message())
+        parts = name.split(":")
+        if name.startswith("system:serviceaccount:") and len(parts) == 4:
+            checks = [
+                Attributes(
+                    user,
+                    "impersonate",
+                    namespace=parts[2],
+                    resource="serviceaccounts",
+                    name=parts[3],
+                )
+            ]
+        else:
+            checks = [Attributes(user, "impersonate", resource="users", name=name)]
+        checks += [Attributes(user, "impersonate", resource="groups", name=g) for g in groups]
+        for attrs in checks:
+            allowed, _ = self.authorizer.authorize(attrs)
+            if not allowed:
+                raise forbidden(
+                    attrs.resource, group="", name=attrs.name, why=attrs.forbidden_message()
+                )
         return user_for_name(name, groups)
 
     def _authorize(self, user: User, info: RequestInfo) -> None:

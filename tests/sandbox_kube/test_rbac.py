@@ -240,3 +240,48 @@ async def test_unknown_token_is_401(kube: KubeEmulator) -> None:
             await client.CoreV1Api(api).list_namespace()
     assert exc.value.status == 401
     assert status_of(exc.value)["reason"] == "Unauthorized"
+
+
+@pytest.mark.parametrize(("groups", "code"), [([], 200), (["admins"], 403)])
+async def test_impersonating_groups_needs_its_own_grant(
+    kube: KubeEmulator, sa_api: Callable[[str, str], Any], ns: str, groups: list[str], code: int
+) -> None:
+    kube.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "impersonate-bob"},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["users"],
+                    "verbs": ["impersonate"],
+                    "resourceNames": ["bob"],
+                }
+            ],
+        }
+    )
+    kube.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "impersonate-bob"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "impersonate-bob",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "proxy", "namespace": ns}],
+        }
+    )
+    auth = client.AuthenticationV1Api(await sa_api(ns, "proxy"))
+    headers = {"Impersonate-User": "bob"}
+    if groups:
+        headers["Impersonate-Group"] = groups[0]
+    try:
+        review = await auth.create_self_subject_review({}, _headers=headers)
+        got, user = 200, review.status.user_info.username
+    except client.ApiException as exc:
+        got, user = exc.status, ""
+    assert got == code
+    assert user == ("bob" if code == 200 else "")
