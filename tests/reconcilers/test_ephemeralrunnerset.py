@@ -467,3 +467,16 @@ async def test_scale_down_takes_the_next_candidate_when_one_took_a_job(rig: Rig)
     [left] = await converge(rig, 1)
     assert left["metadata"]["name"] == ordered[0]["metadata"]["name"]
     assert [r.id in rig.gh.state.runners for r in jobs] == [True, False, False]
+
+
+@pytest.mark.parametrize("patch_id", [0, 1])
+async def test_a_burst_is_created_exactly_once_despite_cache_lag(rig: Rig, patch_id: int) -> None:
+    """Runners created in one pass count in the next even before the cache has them."""
+    await rig.create_runner_set()
+    await rig.settle()
+    rig.kube.requests.reset()
+    await rig.scale(30, patch_id)
+    await converge(rig, 30)
+    await rig.settle()
+    assert rig.kube.requests.count(verb="create", resource="ephemeralrunners") == 30
+    assert rig.kube.requests.count(verb="delete", resource="ephemeralrunners") == 0
