@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from typing import Any
 
 from sandbox.kube.resources import Catalog, ResourceType
@@ -211,44 +212,90 @@ def _pod_cells(pod: Obj) -> list[Any]:
     return [f"{ready}/{total}", reason, restarts]
 
 
+def _node_status(node: Obj) -> str:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = [c for c in conditions if c.get("type") == "Ready"]
+    return "Ready" if ready and ready[0].get("status") == "True" else "NotReady"
+
+
+def _role_ref(binding: Obj) -> str:
+    ref = binding.get("roleRef") or {}
+    return f"{ref.get('kind', '')}/{ref.get('name', '')}"
+
+
+Cell = Callable[[Obj], Any]
+
+
+def _at(path: str) -> Cell:
+    return lambda obj: _json_path(obj, path)
+
+
+# The columns the built-in printers (pkg/printers/internalversion) show, for the kinds served.
+BUILTIN_COLUMNS: dict[tuple[str, str], list[tuple[str, str, Cell]]] = {
+    ("", "pods"): [
+        ("Ready", "string", lambda o: _pod_cells(o)[0]),
+        ("Status", "string", lambda o: _pod_cells(o)[1]),
+        ("Restarts", "integer", lambda o: _pod_cells(o)[2]),
+    ],
+    ("", "namespaces"): [("Status", "string", lambda o: (o.get("status") or {}).get("phase"))],
+    ("", "nodes"): [
+        ("Status", "string", _node_status),
+        ("Roles", "string", lambda o: "<none>"),
+        (
+            "Version",
+            "string",
+            lambda o: ((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion"),
+        ),
+    ],
+    ("", "secrets"): [
+        ("Type", "string", lambda o: o.get("type")),
+        ("Data", "string", lambda o: len(o.get("data") or {})),
+    ],
+    ("", "configmaps"): [
+        ("Data", "string", lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {}))
+    ],
+    ("", "serviceaccounts"): [("Secrets", "string", lambda o: len(o.get("secrets") or []))],
+    ("coordination.k8s.io", "leases"): [
+        ("Holder", "string", lambda o: (o.get("spec") or {}).get("holderIdentity", ""))
+    ],
+    ("rbac.authorization.k8s.io", "rolebindings"): [("Role", "string", _role_ref)],
+    ("rbac.authorization.k8s.io", "clusterrolebindings"): [("Role", "string", _role_ref)],
+}
+
+
 def table(rt: ResourceType, objects: list[Obj], *, list_meta: Obj, now: dt.datetime) -> Obj:
     """A meta.k8s.io/v1 Table, as kubectl's `get` asks for."""
+    cells: list[tuple[str, str, Cell]] = list(BUILTIN_COLUMNS.get(rt.key, []))
+    formats: dict[str, str] = {}
+    for col in rt.printer_columns:
+        path = col.get("jsonPath", "")
+        if path == ".metadata.creationTimestamp":
+            continue
+        formats[col["name"]] = col.get("format", "")
+        cells.append((col["name"], col.get("type", "string"), _at(path)))
     columns: list[Obj] = [
         {"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}
     ]
-    extra: list[Obj] = []
-    if rt.key == ("", "pods"):
-        for name, typ in (("Ready", "string"), ("Status", "string"), ("Restarts", "integer")):
-            columns.append(
-                {"name": name, "type": typ, "format": "", "description": name, "priority": 0}
-            )
-    else:
-        for col in rt.printer_columns:
-            if col.get("jsonPath") == ".metadata.creationTimestamp":
-                continue
-            extra.append(col)
-            columns.append(
-                {
-                    "name": col["name"],
-                    "type": col.get("type", "string"),
-                    "format": col.get("format", ""),
-                    "description": col.get("description", ""),
-                    "priority": col.get("priority", 0),
-                }
-            )
+    columns += [
+        {
+            "name": name,
+            "type": typ,
+            "format": formats.get(name, ""),
+            "description": name,
+            "priority": 0,
+        }
+        for name, typ, _ in cells
+    ]
     columns.append(
         {"name": "Age", "type": "string", "format": "", "description": "Age", "priority": 0}
     )
     rows = []
     for obj in objects:
         meta = obj.get("metadata") or {}
-        cells: list[Any] = [meta.get("name", "")]
-        if rt.key == ("", "pods"):
-            cells.extend(_pod_cells(obj))
-        else:
-            cells.extend(_json_path(obj, c.get("jsonPath", "")) for c in extra)
-        cells.append(_age(meta.get("creationTimestamp", ""), now))
-        rows.append({"cells": cells, "object": obj})
+        row: list[Any] = [meta.get("name", "")]
+        row += [cell(obj) for _, _, cell in cells]
+        row.append(_age(meta.get("creationTimestamp", ""), now))
+        rows.append({"cells": row, "object": obj})
     return {
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",

@@ -391,3 +391,27 @@ async def test_get_watch_prints_table_rows(kubectl: Kubectl) -> None:
     finally:
         proc.kill()
         await proc.wait()
+
+
+@pytest.mark.parametrize(
+    ("args", "header", "row"),
+    [
+        (["get", "namespace", "default"], ["NAME", "STATUS", "AGE"], ["default", "Active"]),
+        (
+            ["get", "nodes"],
+            ["NAME", "STATUS", "ROLES", "VERSION", "AGE"],
+            ["sandbox-node", "Ready", "<none>", "v1.32.4"],
+        ),
+        (
+            ["get", "configmap", "kube-root-ca.crt"],
+            ["NAME", "DATA", "AGE"],
+            ["kube-root-ca.crt", "1"],
+        ),
+    ],
+)
+async def test_get_prints_the_builtin_columns(
+    kubectl: Kubectl, args: list[str], header: list[str], row: list[str]
+) -> None:
+    lines = (await kubectl.ok(*args)).splitlines()
+    assert lines[0].split() == header
+    assert lines[1].split()[: len(row)] == row
