@@ -68,44 +68,64 @@ def _listener_rbac() -> list[dict[str, Any]]:
     return docs
 
 
-def _setup_cluster(kube: KubeEmulator, *, scale_set_id: int, config_url: str, pat: str) -> None:
+def github_secret(*, namespace: str, pat: str, name: str = "github-config") -> dict[str, Any]:
+    """The GitHub config Secret an EphemeralRunnerSet names in `githubConfigSecret`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {"github_token": base64.b64encode(pat.encode()).decode()},
+    }
+
+
+def runner_set(
+    *, name: str, namespace: str, config_url: str, scale_set_id: int, secret: str = "github-config"
+) -> dict[str, Any]:
+    """An EphemeralRunnerSet at zero replicas whose runners run the simulated runner image."""
+    return {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "EphemeralRunnerSet",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {
+                "actions.github.com/scale-set-name": name,
+                "actions.github.com/scale-set-namespace": namespace,
+            },
+        },
+        "spec": {
+            "replicas": 0,
+            "patchID": 0,
+            "ephemeralRunnerSpec": {
+                "githubConfigUrl": config_url,
+                "githubConfigSecret": secret,
+                "runnerScaleSetId": scale_set_id,
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "runner",
+                            "image": "ghcr.io/actions/actions-runner:latest",
+                            "command": ["/home/runner/run.sh"],
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def setup_cluster(kube: KubeEmulator, *, scale_set_id: int, config_url: str, pat: str) -> None:
+    """CRDs, the runners' namespace, the GitHub Secret, the listener RBAC and the set."""
     kube.apply_crds(custom_resource_definition(kind) for kind in PRINTER_COLUMNS)
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    kube.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "github-config", "namespace": NAMESPACE},
-            "data": {"github_token": base64.b64encode(pat.encode()).decode()},
-        }
-    )
+    kube.apply(github_secret(namespace=NAMESPACE, pat=pat))
     for doc in _listener_rbac():
         kube.apply(doc)
     kube.apply(
-        {
-            "apiVersion": "actions.github.com/v1alpha1",
-            "kind": "EphemeralRunnerSet",
-            "metadata": {"name": SCALE_SET, "namespace": NAMESPACE},
-            "spec": {
-                "replicas": 0,
-                "patchID": 0,
-                "ephemeralRunnerSpec": {
-                    "githubConfigUrl": config_url,
-                    "githubConfigSecret": "github-config",
-                    "runnerScaleSetId": scale_set_id,
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "containers": [
-                            {
-                                "name": "runner",
-                                "image": "ghcr.io/actions/actions-runner:latest",
-                                "command": ["/home/runner/run.sh"],
-                            }
-                        ],
-                    },
-                },
-            },
-        }
+        runner_set(
+            name=SCALE_SET, namespace=NAMESPACE, config_url=config_url, scale_set_id=scale_set_id
+        )
     )
 
 
@@ -151,7 +171,7 @@ async def run_demo(options: DemoOptions, workdir: Path) -> int:
         scale_set = gh.state.create_scale_set(
             name=SCALE_SET, runner_group_id=1, labels=[], runner_setting={}
         )
-        _setup_cluster(kube, scale_set_id=scale_set.id, config_url=gh.config_url(), pat=pat)
+        setup_cluster(kube, scale_set_id=scale_set.id, config_url=gh.config_url(), pat=pat)
         kube.write_kubeconfig(workdir / "controller.kubeconfig")
         kube.write_kubeconfig(
             workdir / "listener.kubeconfig",
