@@ -79,8 +79,11 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _strip_for_generation(obj: Obj) -> Obj:
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+def _strip_for_generation(obj: Obj, *, status_subresource: bool) -> Obj:
+    """What a generation bump compares: all but metadata, and status when it is a subresource
+    (without one, a status change is a change like any other)."""
+    skip = ("metadata", "status") if status_subresource else ("metadata",)
+    return {k: v for k, v in obj.items() if k not in skip}
 
 
 def _strip_for_noop(obj: Obj) -> Obj:
@@ -522,7 +525,9 @@ class Registry:
                         )
                     ],
                 )
-        if rt.generation and _strip_for_generation(new) != _strip_for_generation(cur):
+        if rt.generation and _strip_for_generation(
+            new, status_subresource=rt.status
+        ) != _strip_for_generation(cur, status_subresource=rt.status):
             meta["generation"] = int(cur_meta.get("generation") or 0) + 1
         self._validate(rt, new)
         if _strip_for_noop(new) == _strip_for_noop(cur):

@@ -288,3 +288,19 @@ async def test_direct_setup_goes_through_the_write_path(kube: KubeEmulator, ns: 
     obj = kube.apply({**widget("w1"), "metadata": {"name": "w1", "namespace": ns}})
     assert obj["metadata"]["generation"] == 1
     assert kube.store.get((GROUP, WIDGETS), ns, "w1") is not None
+
+
+async def test_status_change_bumps_generation_without_a_status_subresource(
+    co: client.CustomObjectsApi, ns: str
+) -> None:
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Gadget",
+        "metadata": {"name": "g"},
+        "status": {"phase": "A"},
+    }
+    await co.create_namespaced_custom_object(GROUP, VERSION, ns, "gadgets", body)
+    obj = await co.patch_namespaced_custom_object(
+        GROUP, VERSION, ns, "gadgets", "g", {"status": {"phase": "B"}}, _content_type=MERGE
+    )
+    assert obj["metadata"]["generation"] == 2
