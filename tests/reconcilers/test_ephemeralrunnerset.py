@@ -480,3 +480,16 @@ async def test_a_burst_is_created_exactly_once_despite_cache_lag(rig: Rig, patch
     await rig.settle()
     assert rig.kube.requests.count(verb="create", resource="ephemeralrunners") == 30
     assert rig.kube.requests.count(verb="delete", resource="ephemeralrunners") == 0
+
+
+async def test_a_scale_down_deletes_exactly_the_surplus_despite_cache_lag(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=30, patch_id=1)
+    runners = await converge(rig, 30)
+    for i, runner in enumerate(runners):
+        await set_phase(rig, runner, "Pending", runner_id=1000 + i)
+    await rig.settle()
+    rig.kube.requests.reset()
+    await rig.scale(10, 0)
+    await converge(rig, 10)
+    assert rig.kube.requests.count(verb="delete", resource="ephemeralrunners") == 20
+    assert rig.kube.requests.count(verb="create", resource="ephemeralrunners") == 0
