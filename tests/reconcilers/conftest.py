@@ -240,13 +240,15 @@ class Rig:
             **extra,
         }
 
-    async def create_runner(self, *, template: JSONDict | None = None, **extra: Any) -> JSONDict:
+    async def create_runner(
+        self, *, template: JSONDict | None = None, name: str = "", **extra: Any
+    ) -> JSONDict:
         """An EphemeralRunner without a set (as ARC's EphemeralRunner tests make them)."""
         body: JSONDict = {
             "apiVersion": "actions.github.com/v1alpha1",
             "kind": "EphemeralRunner",
             "metadata": {
-                "generateName": "runner-",
+                **({"name": name} if name else {"generateName": "runner-"}),
                 "namespace": self.namespace,
                 "finalizers": [
                     "ephemeralrunner.actions.github.com/finalizer",

@@ -413,3 +413,22 @@ async def test_pod_stuck_pulling_its_image_counts_as_failed(rig: Rig) -> None:
     runner = await failures(rig, name, 1)
     assert runner["status"]["reason"] == "ImagePullBackOff"
     await new_pod(rig, name, pod)
+
+
+async def test_name_taken_in_the_same_scale_set_is_freed_and_registered_again(rig: Rig) -> None:
+    stale, _ = rig.gh.state.generate_jit_config(rig.scale_set_id, name="runner-x", work_folder="")
+    await rig.create_runner(name="runner-x")
+    [runner] = await rig.registered(1)
+    assert runner["status"]["runnerId"] != stale.id
+    assert stale.id not in rig.gh.state.runners
+
+
+async def test_name_taken_in_another_scale_set_deletes_the_runner(rig: Rig) -> None:
+    other = rig.gh.state.create_scale_set(
+        name="other", runner_group_id=1, labels=[], runner_setting={}
+    )
+    rig.gh.state.generate_jit_config(other.id, name="runner-y", work_folder="")
+    await rig.create_runner(name="runner-y")
+    await gone(rig, "runner-y")
+    events = (await rig.objects.list(EVENT, rig.namespace))["items"]
+    assert {e["reason"] for e in events} == {"RunnerNameTaken"}
