@@ -493,3 +493,21 @@ async def test_a_scale_down_deletes_exactly_the_surplus_despite_cache_lag(rig: R
     await converge(rig, 10)
     assert rig.kube.requests.count(verb="delete", resource="ephemeralrunners") == 20
     assert rig.kube.requests.count(verb="create", resource="ephemeralrunners") == 0
+
+
+async def test_deletion_also_drops_the_finalizer_arc_0_14_2_put_on_sets(rig: Rig) -> None:
+    await rig.create_runner_set(
+        metadata={"finalizers": ["ephemeralrunner.actions.github.com/finalizer"]}
+    )
+
+    async def ours_added() -> bool:
+        finalizers = (await rig.runner_set())["metadata"].get("finalizers") or []
+        return "ephemeralrunnerset.actions.github.com/finalizer" in finalizers
+
+    await rig.until(ours_added, what="finalizer added")
+    await rig.objects.delete(EPHEMERAL_RUNNER_SET, rig.namespace, "arc")
+
+    async def gone() -> bool:
+        return not (await rig.objects.list(EPHEMERAL_RUNNER_SET, rig.namespace))["items"]
+
+    await rig.until(gone, what="set gone")
