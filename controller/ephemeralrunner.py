@@ -80,7 +80,7 @@ from shared.api.names import (
     SECRET_RUNNER_ID,
     SECRET_RUNNER_NAME,
 )
-from shared.kube.errors import AlreadyExists, Forbidden, Invalid, NotFound
+from shared.kube.errors import AlreadyExists, Forbidden, Invalid, KubeError, NotFound
 from shared.kube.objects import EPHEMERAL_RUNNER, POD, SECRET, Objects
 
 JSONDict = dict[str, Any]
@@ -91,6 +91,12 @@ REGISTRATION_RETRY_SECONDS = 1.0
 ALREADY_EXISTS_RETRY_SECONDS = 5.0
 POD_EXPECTATION_SECONDS = 5.0
 QUOTA_MESSAGE = "exceeded quota:"
+
+
+def server_message(exc: KubeError) -> str:
+    """The API server's own message, as ARC quotes it (without our code and reason prefix)."""
+    prefix = f"{exc.code} {exc.reason}: " if exc.reason else f"{exc.code}: "
+    return exc.message.removeprefix(prefix)
 
 
 def deep_merge(target: JSONDict, patch: JSONDict) -> None:
@@ -384,9 +390,7 @@ class EphemeralRunnerReconciler:
             return Result(requeue_after=ALREADY_EXISTS_RETRY_SECONDS)
         except Forbidden as exc:
             if QUOTA_MESSAGE not in exc.message:
-                await self._mark_failed(
-                    runner, reason=REASON_INVALID_POD, message=f"{MESSAGE_INVALID_POD_PREFIX}{exc}"
-                )
+                await self._pod_refused(runner, exc)
                 return Result()
             age = self._now() - parse_time(meta["creationTimestamp"])
             if age > timedelta(seconds=self._settings.quota_give_up_seconds):
@@ -394,10 +398,15 @@ class EphemeralRunnerReconciler:
                 return Result()
             return Result(requeue_after=self._settings.quota_retry_seconds)
         except Invalid as exc:
-            await self._mark_failed(
-                runner, reason=REASON_INVALID_POD, message=f"{MESSAGE_INVALID_POD_PREFIX}{exc}"
-            )
+            await self._pod_refused(runner, exc)
         return Result()
+
+    async def _pod_refused(self, runner: LazyObject, exc: KubeError) -> None:
+        await self._mark_failed(
+            runner,
+            reason=REASON_INVALID_POD,
+            message=MESSAGE_INVALID_POD_PREFIX + server_message(exc),
+        )
 
     async def _mark_failed(self, runner: LazyObject, *, reason: str, message: str) -> None:
         """Unregister first, so a failed unregistration retries the whole step (ARC wrote the

@@ -222,12 +222,21 @@ async def test_exit_seven_is_outdated_and_unregistered(rig: Rig) -> None:
     assert rid not in rig.gh.state.runners
 
 
-async def test_pod_creation_rejected_marks_failed_invalid_pod(rig: Rig) -> None:
-    rig.kube.faults.inject(verb="create", resource="pods", status=422)
+@pytest.mark.parametrize(
+    ("status", "server_message"),
+    [
+        (422, "injected fault on create pods"),
+        (403, "forbidden: injected fault on create pods"),
+    ],
+)
+async def test_pod_creation_rejected_marks_failed_invalid_pod(
+    rig: Rig, status: int, server_message: str
+) -> None:
+    rig.kube.faults.inject(verb="create", resource="pods", status=status)
     runner = await rig.create_runner()
     failed = await phase(rig, runner["metadata"]["name"], "Failed")
     assert failed["status"]["reason"] == "InvalidPod"
-    assert failed["status"]["message"].startswith("Failed to create the pod: ")
+    assert failed["status"]["message"] == f"Failed to create the pod: {server_message}"
     assert failed["status"]["runnerId"] not in rig.gh.state.runners
 
 
