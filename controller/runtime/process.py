@@ -18,7 +18,6 @@ import uuid
 from collections.abc import Sequence
 from typing import Literal, NoReturn
 
-from kubernetes_asyncio.client import ApiClient
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from controller.runtime.cache import WatchSettings
@@ -27,7 +26,7 @@ from controller.runtime.leader import LeaseSettings
 from controller.runtime.manager import LeadershipLost, Manager, RuntimeSettings
 from controller.runtime.queue import Backoff
 from controller.runtime.registry import Registry
-from shared.kube.client import load_configuration
+from shared.kube.client import load_configuration, new_api_client
 from shared.telemetry.logs import configure_logging
 
 log = logging.getLogger("controller")
@@ -175,7 +174,7 @@ async def run(settings: ControllerSettings, registry: Registry) -> int:
             file=sys.stderr,
         )
         return EXIT_CONFIG
-    async with ApiClient(kube_config) as api:
+    async with new_api_client(kube_config) as api:
         manager = Manager(api=api, settings=settings.runtime())
         try:
             registry.install(manager)
