@@ -525,6 +525,7 @@ async def run(
     jobs: bool,
     job_seconds: float = 5.0,
     controller_process: bool = False,
+    logs: Path | None = None,
     within: float = 600.0,
 ) -> Result:
     """Both phases against fresh emulators; raises TimeoutError when a phase does not finish."""
@@ -539,7 +540,7 @@ async def run(
         )
         _setup_cluster(kube, gh, pat=pat, scale_set_id=scale_set.id)
         with tempfile.TemporaryDirectory() as tmp:
-            workdir = Path(tmp)
+            workdir = logs or Path(tmp)
             controller = _subprocess(kube, workdir) if controller_process else _in_process(kube)
             scaler_token = kube.user_token(SCALER_USER, ["system:masters"])
             async with (
@@ -771,16 +772,22 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run gha-controller as a subprocess (its own core) instead of in this event loop",
     )
+    parser.add_argument(
+        "--logs", type=Path, help="keep the controller's log and kubeconfigs in this directory"
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="per phase, seconds")
     args = parser.parse_args(argv)
     if args.runners < 1:
         parser.error("--runners must be at least 1")
+    if args.logs is not None:
+        args.logs.mkdir(parents=True, exist_ok=True)
     result = asyncio.run(
         run(
             runners=args.runners,
             jobs=args.jobs,
             job_seconds=args.job_seconds,
             controller_process=args.controller_process,
+            logs=args.logs,
             within=args.timeout,
         )
     )
