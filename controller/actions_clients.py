@@ -19,7 +19,13 @@ from typing import Any, Protocol
 from controller.runner_network import proxy_data, root_ca
 from shared.actions.client import ActionsClient
 from shared.actions.credentials import Credentials, GitHubApp, PersonalAccessToken
-from shared.actions.errors import AuthenticationFailed, InvalidCredentials
+from shared.actions.errors import (
+    ActionsError,
+    AuthenticationFailed,
+    InvalidCredentials,
+    JobStillRunning,
+    RunnerNotFound,
+)
 from shared.actions.transport import ProxySettings, SystemInfo
 from shared.api.names import (
     ENV_HTTP_PROXY,
@@ -142,6 +148,7 @@ class ActionsClients:
         self._clock = clock
         self._entries: dict[_Key, _Entry] = {}
         self._lock = asyncio.Lock()
+        self._removed: set[int] = set()
         self.secret_reads = 0
 
     async def for_spec(self, namespace: str, spec: JSONDict) -> ActionsClient:
@@ -172,6 +179,29 @@ class ActionsClients:
                 await entry.client.aclose()
             self._entries[key] = _Entry(client, now, version)
             return client
+
+    async def remove_runner(self, namespace: str, spec: JSONDict, runner_id: int) -> bool:
+        """Unregister a runner; False while the service says it runs a job. A runner this pool
+        already removed is not asked for again (the set's scale-down and the runner's finalizer
+        both remove it; ARC sends both requests)."""
+        if runner_id in self._removed:
+            return True
+        client = await self.for_spec(namespace, spec)
+        try:
+            await client.remove_runner(runner_id)
+        except RunnerNotFound:
+            pass
+        except JobStillRunning:
+            return False
+        except ActionsError as exc:
+            self.rejected(namespace, spec, exc)
+            raise
+        self._removed.add(runner_id)
+        return True
+
+    def forget_runner(self, runner_id: int) -> None:
+        """The runner object is gone; its id needs no memory any more."""
+        self._removed.discard(runner_id)
 
     def rejected(self, namespace: str, spec: JSONDict, error: Exception) -> None:
         """Forget the credentials' freshness after the service refused them."""

@@ -67,7 +67,6 @@ from controller.runtime import (
 from controller.status_memory import StatusMemory
 from shared.actions.errors import (
     ActionsError,
-    JobStillRunning,
     RunnerExists,
     RunnerNotFound,
 )
@@ -90,6 +89,8 @@ log = logging.getLogger(__name__)
 REGISTRATION_RETRY_SECONDS = 1.0
 ALREADY_EXISTS_RETRY_SECONDS = 5.0
 POD_EXPECTATION_SECONDS = 5.0
+UNREGISTERED = "unregistered"
+SECRET_DELETED = "secret deleted"
 QUOTA_MESSAGE = "exceeded quota:"
 
 
@@ -131,18 +132,23 @@ class EphemeralRunnerReconciler:
         self._clock = clock
         # Writes the cache has not shown yet: a pod created in the previous pass (its watch
         # event may trail the runner's own status event, and a second create would only earn a
-        # 409), and JIT Secrets already deleted (the deletion branch need not delete them again).
+        # 409), and per runner the steps already done (unregistered, JIT Secret deleted, pods
+        # deleted), which a pass reading an older runner or pod must not repeat.
         self._pods_created: dict[str, float] = {}
-        self._secrets_deleted: set[str] = set()
-        self._uids: dict[Request, str] = {}
+        self._done: dict[str, set[str]] = {}
+        # What to forget once a runner is gone from the cache (its uid and runner id); until
+        # then a pass may still read it, even after its last finalizer was removed.
+        self._known: dict[Request, tuple[str, int]] = {}
         self._written = StatusMemory()
 
     async def reconcile(self, request: Request) -> Result:
         cached = self._runners.get(request.namespace, request.name)
         if cached is None:
-            self._forget(self._uids.pop(request, ""))
+            uid, rid = self._known.pop(request, ("", 0))
+            self._forget(uid)
+            self._clients.forget_runner(rid)
             return Result()
-        self._uids[request] = str(cached["metadata"]["uid"])
+        self._known[request] = (str(cached["metadata"]["uid"]), runner_id(cached))
         runner = LazyObject(cached, kind=EPHEMERAL_RUNNER)
         if is_deleting(cached):
             return await self._finalize(runner)
@@ -196,7 +202,6 @@ class EphemeralRunnerReconciler:
         meta["finalizers"] = [f for f in finalizers if f not in RUNNER_FINALIZERS]
         with contextlib.suppress(NotFound):
             await runner.write(self._objects, optimistic=True)
-        self._forget(str(obj["metadata"]["uid"]))
         return Result()
 
     async def _gave_up_waiting(self, runner: JSONDict) -> bool:
@@ -219,30 +224,34 @@ class EphemeralRunnerReconciler:
 
     def _forget(self, uid: str) -> None:
         self._pods_created.pop(uid, None)
-        self._secrets_deleted.discard(uid)
+        self._done.pop(uid, None)
         self._written.forget(uid)
+
+    def _did(self, runner: JSONDict, step: str) -> bool:
+        return step in self._done.get(str(runner["metadata"]["uid"]), ())
+
+    def _mark(self, runner: JSONDict, step: str) -> None:
+        self._done.setdefault(str(runner["metadata"]["uid"]), set()).add(step)
 
     async def _remove_registration(self, runner: JSONDict) -> bool:
         """Unregister the runner; False while the service says its job still runs."""
+        if self._did(runner, UNREGISTERED):
+            return True
         rid = runner_id(runner)
         if rid == 0:
             rid = await self._id_from_secret(runner)
         if rid == 0:
             return True
         meta = runner["metadata"]
-        client = await self._clients.for_spec(meta["namespace"], runner.get("spec") or {})
-        try:
-            await client.remove_runner(rid)
-        except RunnerNotFound:
-            return True
-        except JobStillRunning:
+        removed = await self._clients.remove_runner(
+            meta["namespace"], runner.get("spec") or {}, rid
+        )
+        if not removed:
             log.info(
                 "runner still has a job, removal retried later", extra={"runner": meta["name"]}
             )
             return False
-        except ActionsError as exc:
-            self._clients.rejected(meta["namespace"], runner.get("spec") or {}, exc)
-            raise
+        self._mark(runner, UNREGISTERED)
         return True
 
     async def _id_from_secret(self, runner: JSONDict) -> int:
@@ -259,12 +268,14 @@ class EphemeralRunnerReconciler:
         meta = runner["metadata"]
         pod = self._pods.get(meta["namespace"], meta["name"])
         if pod is not None and not is_deleting(pod):
-            await self._delete(POD, pod)
-        uid = str(meta["uid"])
-        if uid not in self._secrets_deleted:
+            deleted = f"pod {pod['metadata'].get('uid')}"
+            if not self._did(runner, deleted):
+                await self._delete(POD, pod)
+                self._mark(runner, deleted)
+        if not self._did(runner, SECRET_DELETED):
             with contextlib.suppress(NotFound):
                 await self._objects.delete(SECRET, meta["namespace"], meta["name"])
-            self._secrets_deleted.add(uid)
+            self._mark(runner, SECRET_DELETED)
 
     async def _delete_hook_resources(self, runner: JSONDict) -> None:
         meta = runner["metadata"]

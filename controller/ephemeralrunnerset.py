@@ -72,7 +72,6 @@ from controller.runtime import (
 )
 from controller.runtime.cache import controller_owner_uid
 from controller.status_memory import StatusMemory
-from shared.actions.errors import ActionsError, JobStillRunning, RunnerNotFound
 from shared.api import EphemeralRunnerSetPhase
 from shared.api.names import (
     ANNOTATION_PATCH_ID,
@@ -387,18 +386,8 @@ class EphemeralRunnerSetReconciler:
         rid = runner_id(runner)
         if rid == 0:
             return True
-        meta = runner["metadata"]
-        client = await self._clients.for_spec(meta["namespace"], runner.get("spec") or {})
-        try:
-            await client.remove_runner(rid)
-        except RunnerNotFound:
-            return True
-        except JobStillRunning:
-            return False
-        except ActionsError as exc:
-            self._clients.rejected(meta["namespace"], runner.get("spec") or {}, exc)
-            raise
-        return True
+        namespace = runner["metadata"]["namespace"]
+        return await self._clients.remove_runner(namespace, runner.get("spec") or {}, rid)
 
     async def _delete_runner(self, runner: JSONDict) -> None:
         meta = runner["metadata"]

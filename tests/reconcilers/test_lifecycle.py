@@ -87,3 +87,28 @@ async def test_runner_lifecycle_and_its_request_count(rig: Rig) -> None:
     jit = [r for r in requests_to_service if r.path.endswith("/generatejitconfig")]
     removals = [r for r in requests_to_service if r.method == "DELETE" and "/agents/" in r.path]
     assert (len(jit), len(removals)) == (1, 1)
+
+
+async def test_scale_down_removes_each_runner_from_the_service_once(rig: Rig) -> None:
+    """ARC removes a scale-down victim twice: in the set's scale-down and in its finalizer."""
+    await rig.create_runner_set(replicas=2)
+    runners = await rig.registered(2)
+
+    async def idle() -> bool:
+        return all(
+            rig.gh.state.runners.get(r["status"]["runnerId"]) is not None
+            and rig.gh.state.runners[r["status"]["runnerId"]].online
+            for r in runners
+        )
+
+    await rig.until(idle, what="both simulated runners online")
+    await rig.scale(0, 0)
+
+    async def gone() -> bool:
+        return not await rig.runners()
+
+    await rig.until(gone, what="runners gone")
+    removals = [r for r in rig.gh.state.requests if r.method == "DELETE" and "/agents/" in r.path]
+    assert sorted(r.path.rsplit("/", 1)[-1] for r in removals) == sorted(
+        str(r["status"]["runnerId"]) for r in runners
+    )
