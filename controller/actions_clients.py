@@ -149,7 +149,6 @@ class ActionsClients:
         self._entries: dict[_Key, _Entry] = {}
         self._lock = asyncio.Lock()
         self._removed: set[int] = set()
-        self.secret_reads = 0
 
     async def for_spec(self, namespace: str, spec: JSONDict) -> ActionsClient:
         key = _key(namespace, spec)
@@ -157,7 +156,6 @@ class ActionsClients:
             entry = self._entries.get(key)
             if entry is not None and self._clock() - entry.read_at < self._ttl:
                 return entry.client
-            self.secret_reads += 1
             secret = await self._objects.get(SECRET, namespace, key.secret)
             version = str((secret.get("metadata") or {}).get("resourceVersion", ""))
             now = self._clock()
