@@ -3,7 +3,9 @@
 Both emulators, the `gha-controller` reconcilers (installed from `controller.__main__.INSTALLED`
 through the process REGISTRY, production settings, 4 workers) and, with `--jobs`, the real
 listener all run in this process over loopback HTTP; the kubelet runs the Actions emulator's
-simulated runners as the runner containers.
+simulated runners as the runner containers. With `--controller-process` the controller is the
+real `gha-controller` process instead (its own core; its CPU time is reported), read through its
+/metrics endpoint.
 
 1. Scale-up: the EphemeralRunnerSet is patched to N replicas (what the listener sends, by a user
    of its own) and timed until all N EphemeralRunners exist, their pods run, and each runner is
@@ -17,7 +19,7 @@ are shown apart: they are per process, not per runner), Actions requests by send
 User-Agent's subsystem), reconciles, predicate drops and lazy copies per controller; and the
 same per-runner counts against ARC's figures in arc-api-cost.md.
 
-    .venv/bin/python -m bench.controller_scale --runners 100 --jobs
+    .venv/bin/python -m bench.controller_scale --runners 100 --jobs [--controller-process]
 """
 
 from __future__ import annotations
