@@ -2,9 +2,9 @@
 
 Both emulators run in this process (the kubelet's runner containers are the Actions emulator's
 simulated runners); the controller and the listener run as real `gha-controller` and
-`gha-listener` subprocesses, as they would in a cluster and under `docker run`: the controller
-with an admin kubeconfig, the listener with the token of the listener ServiceAccount from
-`manifests/listener/`, so the demo also proves that RBAC is enough. Jobs are queued on the
+`gha-listener` subprocesses, as they would in a cluster and under `docker run`, each with the
+token of its ServiceAccount and the RBAC of `manifests/`, so the demo also proves that those
+permissions are enough. Jobs are queued on the
 Actions emulator; the demo prints the scale set as it scales up, runs the jobs and scales back.
 """
 
@@ -35,7 +35,10 @@ from shared.api.crds import PRINTER_COLUMNS, custom_resource_definition
 
 NAMESPACE = "arc-runners"
 SCALE_SET = "demo-runners"
-LISTENER_RBAC = Path(__file__).resolve().parents[1] / "manifests" / "listener" / "rbac.yaml"
+MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
+LISTENER_RBAC = MANIFESTS / "listener" / "rbac.yaml"
+CONTROLLER_RBAC = (MANIFESTS / "namespace.yaml", MANIFESTS / "controller-rbac.yaml")
+CONTROLLER_NAMESPACE = "gha-runner-scaler-system"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +119,13 @@ def runner_set(
 
 
 def setup_cluster(kube: KubeEmulator, *, scale_set_id: int, config_url: str, pat: str) -> None:
-    """CRDs, the runners' namespace, the GitHub Secret, the listener RBAC and the set."""
+    """CRDs, the controller's and the listener's RBAC from manifests/, the runners' namespace,
+    the GitHub Secret and the set."""
     kube.apply_crds(custom_resource_definition(kind) for kind in PRINTER_COLUMNS)
+    for path in CONTROLLER_RBAC:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                kube.apply(doc)
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     kube.apply(github_secret(namespace=NAMESPACE, pat=pat))
     for doc in _listener_rbac():
@@ -172,7 +180,10 @@ async def run_demo(options: DemoOptions, workdir: Path) -> int:
             name=SCALE_SET, runner_group_id=1, labels=[], runner_setting={}
         )
         setup_cluster(kube, scale_set_id=scale_set.id, config_url=gh.config_url(), pat=pat)
-        kube.write_kubeconfig(workdir / "controller.kubeconfig")
+        kube.write_kubeconfig(
+            workdir / "controller.kubeconfig",
+            token=kube.service_account_token(CONTROLLER_NAMESPACE, "gha-controller"),
+        )
         kube.write_kubeconfig(
             workdir / "listener.kubeconfig",
             token=kube.service_account_token(NAMESPACE, "gha-listener"),
@@ -194,7 +205,7 @@ async def run_demo(options: DemoOptions, workdir: Path) -> int:
         print(f"sandbox: kube {kube.url}, actions {gh.url}, logs and kubeconfigs in {workdir}")
         controller_env = {
             "KUBECONFIG": str(workdir / "controller.kubeconfig"),
-            "GHA_CONTROLLER_LEADER_ELECT": "false",
+            "GHA_CONTROLLER_LEASE_NAMESPACE": CONTROLLER_NAMESPACE,
             "GHA_CONTROLLER_METRICS_PORT": str(_free_port()),
             "GHA_CONTROLLER_HEALTH_PORT": str(_free_port()),
         }

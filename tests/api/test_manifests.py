@@ -173,7 +173,7 @@ CLUSTER_RULES: Rules = {
         )
     ),
     ("", "pods", frozenset({"get", "list", "watch", "create", "patch", "delete"}), ()),
-    ("", "secrets", frozenset({"get", "list", "create", "patch", "delete"}), ()),
+    ("", "secrets", frozenset({"get", "list", "create", "update", "patch", "delete"}), ()),
     ("", "serviceaccounts", frozenset({"get", "list", "watch", "create", "patch", "delete"}), ()),
     ("", "configmaps", frozenset({"get"}), ()),
     ("", "events", frozenset({"create", "patch"}), ()),
