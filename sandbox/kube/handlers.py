@@ -727,7 +727,12 @@ class ApiServer:
                 if bookmarks:
                     wait = min(wait, max(next_bookmark - now, 0))
                 try:
-                    item = await asyncio.wait_for(sub.queue.get(), wait)
+                    # Queued events go out before any bookmark: wait_for(get(), 0) times out
+                    # even when the queue holds an item, which would starve them.
+                    if sub.queue.empty():
+                        item = await asyncio.wait_for(sub.queue.get(), wait)
+                    else:
+                        item = sub.queue.get_nowait()
                 except TimeoutError:
                     if bookmarks and time.monotonic() >= next_bookmark and sub.queue.empty():
                         await resp.write(

@@ -256,3 +256,32 @@ async def test_drop_watches_cuts_the_connection(
     kube.faults.drop_watches()
     with pytest.raises(aiohttp.ClientPayloadError):
         await watching
+
+
+async def test_events_queued_when_a_bookmark_falls_due_are_all_delivered(namespace: str) -> None:
+    # With a zero bookmark interval a bookmark is due whenever the handler wakes, so events
+    # queued together meet a due bookmark: the state in which the handler used to spin without
+    # delivering anything until the watch timed out.
+    async with KubeEmulator(bookmark_interval=0.0) as kube:
+        kube.apply_crds([FIXTURES / "widgets-crd.yaml"])
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        kube.apply({**widget("seed"), "metadata": {"name": "seed", "namespace": namespace}})
+        url = (
+            f"{kube.url}/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{WIDGETS}"
+            f"?watch=true&allowWatchBookmarks=true&resourceVersion={kube.store.rv}"
+        )
+        headers = {"Authorization": f"Bearer {kube.admin_token}"}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=TIMEOUT)) as resp,
+        ):
+            first = json.loads(await resp.content.readline())
+            assert first["type"] == "BOOKMARK"
+            for name in ("w0", "w1", "w2"):
+                kube.apply({**widget(name), "metadata": {"name": name, "namespace": namespace}})
+            added = []
+            while len(added) < 3:
+                event = json.loads(await resp.content.readline())
+                if event["type"] == "ADDED":
+                    added.append(event["object"]["metadata"]["name"])
+    assert added == ["w0", "w1", "w2"]
