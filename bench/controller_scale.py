@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import importlib
 import json
@@ -38,13 +37,12 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp
-import yaml
 from kubernetes_asyncio import client
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -53,12 +51,11 @@ from controller.runtime import REGISTRY, Manager, RuntimeSettings
 from listener.__main__ import credentials_of, serve
 from listener.config import ListenerSettings
 from sandbox.actions.emulator import ActionsEmulator
+from sandbox.demo import setup_cluster
 from sandbox.kube.emulator import KubeEmulator
-from sandbox.kube.testing import project_crds
 
 JSONDict = dict[str, Any]
 
-ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "bench"
 SCALE_SET = "scale-runners"
 CONTROLLER_USER = "kubernetes-admin"
@@ -365,54 +362,6 @@ class Bench:
         raise TimeoutError("the controllers did not settle")
 
 
-def _runner_set(config_url: str, scale_set_id: int) -> JSONDict:
-    return {
-        "apiVersion": "actions.github.com/v1alpha1",
-        "kind": "EphemeralRunnerSet",
-        "metadata": {
-            "name": SCALE_SET,
-            "namespace": NAMESPACE,
-            "labels": {
-                "actions.github.com/scale-set-name": SCALE_SET,
-                "actions.github.com/scale-set-namespace": NAMESPACE,
-            },
-        },
-        "spec": {
-            "replicas": 0,
-            "patchID": 0,
-            "ephemeralRunnerSpec": {
-                "githubConfigUrl": config_url,
-                "githubConfigSecret": "github-config",
-                "runnerScaleSetId": scale_set_id,
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "runner",
-                            "image": "ghcr.io/actions/actions-runner:latest",
-                            "command": ["/home/runner/run.sh"],
-                        }
-                    ],
-                },
-            },
-        },
-    }
-
-
-def _listener_rbac() -> Iterable[JSONDict]:
-    """manifests/listener/rbac.yaml, in the bench namespace, for the bench's set."""
-    for doc in yaml.safe_load_all((ROOT / "manifests/listener/rbac.yaml").read_text()):
-        if not doc:
-            continue
-        doc["metadata"]["namespace"] = NAMESPACE
-        for subject in doc.get("subjects", []):
-            subject["namespace"] = NAMESPACE
-        for rule in doc.get("rules", []):
-            if "resourceNames" in rule:
-                rule["resourceNames"] = [SCALE_SET]
-        yield doc
-
-
 @contextlib.asynccontextmanager
 async def _in_process(kube: KubeEmulator) -> AsyncIterator[ControllerHandle]:
     """The reconcilers `gha-controller` installs, on a manager in this event loop."""
@@ -505,22 +454,6 @@ def _load() -> tuple[float, float, float]:
     return os.getloadavg()
 
 
-def _setup_cluster(kube: KubeEmulator, gh: ActionsEmulator, *, pat: str, scale_set_id: int) -> None:
-    kube.apply_crds(project_crds())
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    kube.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "github-config", "namespace": NAMESPACE},
-            "data": {"github_token": base64.b64encode(pat.encode()).decode()},
-        }
-    )
-    for doc in _listener_rbac():
-        kube.apply(doc)
-    kube.apply(_runner_set(gh.config_url(), scale_set_id))
-
-
 async def run(
     *,
     runners: int,
@@ -534,16 +467,20 @@ async def run(
     phases: list[Phase] = []
     async with (
         ActionsEmulator(require_acquire=False) as gh,
-        # Bookmarks hourly, not every minute: on Python 3.11 the emulator's watch stops sending
-        # events when a bookmark falls due while events are queued, which at 600+ runners stalled
-        # the controller's runner watch; every run here is far shorter than an hour.
-        KubeEmulator(container_runtime=gh.runtime, bookmark_interval=3600.0) as kube,
+        KubeEmulator(container_runtime=gh.runtime) as kube,
     ):
         pat = gh.add_pat()
         scale_set = gh.state.create_scale_set(
             name=SCALE_SET, runner_group_id=1, labels=[], runner_setting={}
         )
-        _setup_cluster(kube, gh, pat=pat, scale_set_id=scale_set.id)
+        setup_cluster(
+            kube,
+            config_url=gh.config_url(),
+            pat=pat,
+            scale_set_id=scale_set.id,
+            namespace=NAMESPACE,
+            name=SCALE_SET,
+        )
         with tempfile.TemporaryDirectory() as tmp:
             workdir = logs or Path(tmp)
             controller = _subprocess(kube, workdir) if controller_process else _in_process(kube)

@@ -58,16 +58,16 @@ def _free_port() -> int:
         return port
 
 
-def _listener_rbac() -> list[dict[str, Any]]:
-    """manifests/listener/rbac.yaml, pointed at the demo's namespace and EphemeralRunnerSet."""
+def listener_rbac(*, namespace: str, name: str) -> list[dict[str, Any]]:
+    """manifests/listener/rbac.yaml, pointed at a namespace and the EphemeralRunnerSet `name`."""
     docs = [d for d in yaml.safe_load_all(LISTENER_RBAC.read_text()) if d]
     for doc in docs:
-        doc["metadata"]["namespace"] = NAMESPACE
+        doc["metadata"]["namespace"] = namespace
         for subject in doc.get("subjects", []):
-            subject["namespace"] = NAMESPACE
+            subject["namespace"] = namespace
         for rule in doc.get("rules", []):
             if "resourceNames" in rule:
-                rule["resourceNames"] = [SCALE_SET]
+                rule["resourceNames"] = [name]
     return docs
 
 
@@ -118,22 +118,28 @@ def runner_set(
     }
 
 
-def setup_cluster(kube: KubeEmulator, *, scale_set_id: int, config_url: str, pat: str) -> None:
+def setup_cluster(
+    kube: KubeEmulator,
+    *,
+    config_url: str,
+    pat: str,
+    scale_set_id: int,
+    namespace: str = NAMESPACE,
+    name: str = SCALE_SET,
+) -> None:
     """CRDs, the controller's and the listener's RBAC from manifests/, the runners' namespace,
-    the GitHub Secret and the set."""
+    the GitHub Secret and the EphemeralRunnerSet `name`."""
     kube.apply_crds(custom_resource_definition(kind) for kind in PRINTER_COLUMNS)
     for path in CONTROLLER_RBAC:
         for doc in yaml.safe_load_all(path.read_text()):
             if doc:
                 kube.apply(doc)
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    kube.apply(github_secret(namespace=NAMESPACE, pat=pat))
-    for doc in _listener_rbac():
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    kube.apply(github_secret(namespace=namespace, pat=pat))
+    for doc in listener_rbac(namespace=namespace, name=name):
         kube.apply(doc)
     kube.apply(
-        runner_set(
-            name=SCALE_SET, namespace=NAMESPACE, config_url=config_url, scale_set_id=scale_set_id
-        )
+        runner_set(name=name, namespace=namespace, config_url=config_url, scale_set_id=scale_set_id)
     )
 
 
