@@ -279,7 +279,7 @@ async def test_events_queued_when_a_bookmark_falls_due_are_all_delivered(namespa
             assert first["type"] == "BOOKMARK"
             for name in ("w0", "w1", "w2"):
                 kube.apply({**widget(name), "metadata": {"name": name, "namespace": namespace}})
-            added = []
+            added: list[str] = []
             while len(added) < 3:
                 event = json.loads(await resp.content.readline())
                 if event["type"] == "ADDED":
