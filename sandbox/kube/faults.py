@@ -27,6 +27,7 @@ class FaultRule:
     count: int | None = None
     latency: float = 0.0
     id: int = 0
+    message: str = ""
 
     def matches(self, verb: str, *, resource: str, subresource: str) -> bool:
         return (
@@ -62,11 +63,15 @@ class Faults:
         rate: float = 1.0,
         count: int | None = None,
         latency: float = 0.0,
+        message: str = "",
     ) -> FaultRule:
         """Add a rule: `status` (0 for none) with probability `rate`, at most `count` times,
-        and `latency` seconds before answering."""
+        and `latency` seconds before answering. `message` replaces the Status message, for
+        errors a client tells apart by it (a pod refused with `exceeded quota: ...`)."""
         self._next_id += 1
-        rule = FaultRule(verb, resource, subresource, status, rate, count, latency, self._next_id)
+        rule = FaultRule(
+            verb, resource, subresource, status, rate, count, latency, self._next_id, message
+        )
         self.rules.append(rule)
         return rule
 
@@ -127,20 +132,21 @@ class Faults:
         finally:
             self.held -= 1
 
-    def decide(self, verb: str, *, resource: str, subresource: str) -> tuple[int, float]:
-        """The (status, latency) to apply to one request; status 0 means answer normally."""
-        status, delay = 0, 0.0
+    def decide(self, verb: str, *, resource: str, subresource: str) -> tuple[int, float, str]:
+        """The (status, latency, message) to apply to one request; status 0 means answer
+        normally, an empty message the server's usual one."""
+        status, delay, message = 0, 0.0, ""
         for rule in list(self.rules):
             if not rule.matches(verb, resource=resource, subresource=subresource):
                 continue
             delay = max(delay, rule.latency)
             if rule.status and not status and self._random.random() < rule.rate:
-                status = rule.status
+                status, message = rule.status, rule.message
                 if rule.count is not None:
                     rule.count -= 1
                     if rule.count <= 0:
                         self.remove(rule)
-        return status, delay
+        return status, delay, message
 
 
 @dataclass(frozen=True, slots=True)

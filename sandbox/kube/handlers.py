@@ -200,13 +200,13 @@ class ApiServer:
             info = parse_path(request.method, request.path, query=request.query)
             if self.faults.paused or self.faults.rules:
                 await self.faults.wait_resumed()
-                status, delay = self.faults.decide(
+                status, delay, message = self.faults.decide(
                     info.verb, resource=info.resource, subresource=info.subresource
                 )
                 if delay:
                     await asyncio.sleep(delay)
                 if status:
-                    raise for_code(status, f"{info.verb} {info.resource}")
+                    raise for_code(status, f"{info.verb} {info.resource}", message=message)
             self._authorize(user, info)
             warnings: list[str] = []
             mode = request.query.get(

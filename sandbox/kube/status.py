@@ -218,8 +218,16 @@ def service_unavailable(message: str) -> ApiError:
     return ApiError(503, "ServiceUnavailable", message=message)
 
 
-def for_code(code: int, what: str) -> ApiError:
-    """An injected fault: the error a real server answers with this code."""
+def for_code(code: int, what: str, *, message: str = "") -> ApiError:
+    """An injected fault: the error a real server answers with this code, with `message` as
+    its Status message when one is given."""
+    error = _injected(code, what)
+    if message:
+        return ApiError(error.code, error.reason, message=message, headers=error.headers)
+    return error
+
+
+def _injected(code: int, what: str) -> ApiError:
     injected = f"injected fault on {what}"
     if code == 400:
         return bad_request(injected)

@@ -45,6 +45,19 @@ async def test_injected_status_is_a_real_status_object(
     assert listed["items"] == []
 
 
+async def test_injected_status_can_carry_the_message_a_client_tells_apart(
+    kube: KubeEmulator, core: client.CoreV1Api, ns: str
+) -> None:
+    quota = 'pods "runner-a" is forbidden: exceeded quota: compute, requested: cpu=2'
+    kube.faults.inject(verb="create", resource="pods", status=403, count=1, message=quota)
+    pod = {"metadata": {"name": "runner-a"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    with pytest.raises(client.ApiException) as exc:
+        await core.create_namespaced_pod(ns, pod)
+    assert exc.value.status == 403
+    assert status_of(exc.value)["reason"] == "Forbidden"
+    assert status_of(exc.value)["message"] == quota
+
+
 async def test_too_many_requests_carries_retry_after(
     kube: KubeEmulator, core: client.CoreV1Api, ns: str
 ) -> None:
