@@ -17,10 +17,9 @@ from urllib.parse import urlsplit
 import aiohttp
 from kubernetes_asyncio import client, config
 
+from shared.api.names import GROUP, VERSION
 from shared.kube.errors import kube_errors
 
-GROUP = "actions.github.com"
-VERSION = "v1alpha1"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 DEFAULT_TIMEOUT_SECONDS = 30.0

@@ -20,7 +20,8 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from shared.kube.client import DEFAULT_TIMEOUT_SECONDS, GROUP, MERGE_PATCH, VERSION, JSONDict
+from shared.api.names import GROUP, VERSION
+from shared.kube.client import DEFAULT_TIMEOUT_SECONDS, MERGE_PATCH, JSONDict
 from shared.kube.errors import KubeError, Timeout, from_api_exception, kube_errors
 
 log = logging.getLogger(__name__)
