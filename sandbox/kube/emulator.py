@@ -5,13 +5,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
-import datetime as dt
 import functools
-import ipaddress
 import json
 import os
-import ssl
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
@@ -19,11 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from sandbox.actions.tls import generate as generate_certificate
 from sandbox.kube.faults import Faults, Requests
 from sandbox.kube.gc import Controllers, cancel
 from sandbox.kube.handlers import ApiServer
@@ -56,36 +49,6 @@ CRD_DIR = PROJECT_ROOT / "manifests" / "crds"
 def project_crds() -> list[Path]:
     """The project's CRD files (manifests/crds/*.yaml), if that directory exists."""
     return sorted(CRD_DIR.glob("*.yaml")) if CRD_DIR.is_dir() else []
-
-
-def _self_signed() -> tuple[bytes, bytes]:
-    """A throwaway CA-signed-by-itself certificate for 127.0.0.1 (PEM cert, PEM key)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gha-sandbox-kube")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=7))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-            ),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -149,7 +112,8 @@ class KubeEmulator:
         self.authorizer = Authorizer(self.store)
         self.faults = Faults(seed=fault_seed)
         self.requests = Requests()
-        self._cert_pem, self._key_pem = _self_signed() if tls else (b"", b"")
+        self._certificate = generate_certificate() if tls else None
+        self._ca_pem = self._certificate.ca_pem if self._certificate else b""
         self.server = ApiServer(
             store=self.store,
             catalog=self.catalog,
@@ -165,7 +129,7 @@ class KubeEmulator:
         self.controllers = Controllers(
             registry=self.registry,
             store=self.store,
-            ca_pem=self._cert_pem.decode() or "sandbox-without-tls\n",
+            ca_pem=self._ca_pem.decode() or "sandbox-without-tls\n",
             gc=garbage_collection,
         )
         self.kubelet = (
@@ -209,7 +173,7 @@ class KubeEmulator:
             self._runner,
             self.host,
             self.port,
-            ssl_context=self._ssl_context(),
+            ssl_context=self._certificate.server_context() if self._certificate else None,
         )
         await site.start()
         addr = self._runner.addresses[0]
@@ -228,17 +192,6 @@ class KubeEmulator:
         for task in reversed(self._tasks):
             await cancel(task)
         self._tasks.clear()
-
-    def _ssl_context(self) -> ssl.SSLContext | None:
-        if not self.tls:
-            return None
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        with tempfile.TemporaryDirectory() as d:
-            cert, key = Path(d, "tls.crt"), Path(d, "tls.key")
-            cert.write_bytes(self._cert_pem)
-            key.write_bytes(self._key_pem)
-            ctx.load_cert_chain(cert, key)
-        return ctx
 
     def _seed(self) -> None:
         ns_type = self.catalog.preferred("", "namespaces")
@@ -263,7 +216,7 @@ class KubeEmulator:
         """A kubeconfig for the admin identity, or for the identity behind `token`."""
         cluster: Obj = {"server": self.url}
         if self.tls:
-            cluster["certificate-authority-data"] = base64.b64encode(self._cert_pem).decode()
+            cluster["certificate-authority-data"] = base64.b64encode(self._ca_pem).decode()
         return {
             "apiVersion": "v1",
             "kind": "Config",
