@@ -36,6 +36,7 @@ from controller.runner_objects import (
     jit_secret,
     runner_pod,
     runner_work_folder,
+    secret_runner_id,
     secret_value,
 )
 from controller.runner_rules import (
@@ -76,7 +77,6 @@ from shared.api.names import (
     LABEL_RUNNER_POD,
     MESSAGE_INVALID_POD_PREFIX,
     REASON_INVALID_POD,
-    SECRET_RUNNER_ID,
     SECRET_RUNNER_NAME,
 )
 from shared.kube.errors import AlreadyExists, Forbidden, Invalid, KubeError, NotFound
@@ -261,8 +261,7 @@ class EphemeralRunnerReconciler:
             secret = await self._objects.get(SECRET, meta["namespace"], meta["name"])
         except NotFound:
             return 0
-        value = secret_value(secret, SECRET_RUNNER_ID) or ""
-        return int(value) if value.isdigit() else 0
+        return secret_runner_id(secret)
 
     async def _delete_resources(self, runner: JSONDict) -> None:
         meta = runner["metadata"]
@@ -315,13 +314,13 @@ class EphemeralRunnerReconciler:
             if isinstance(created, Result):
                 return created
             secret = created
-        value = secret_value(secret, SECRET_RUNNER_ID) or ""
-        if not value.isdigit() or int(value) == 0:
+        rid = secret_runner_id(secret)
+        if rid == 0:
             await self._delete(SECRET, secret)
             return Result(requeue_after=REGISTRATION_RETRY_SECONDS)
         current = status_of(obj)
         desired: JSONDict = {
-            "runnerId": int(value),
+            "runnerId": rid,
             "runnerName": secret_value(secret, SECRET_RUNNER_NAME) or meta["name"],
         }
         if not current.get("phase"):

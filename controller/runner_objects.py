@@ -194,6 +194,12 @@ def secret_value(secret: JSONDict, key: str) -> str | None:
         return None
 
 
+def secret_runner_id(secret: JSONDict) -> int:
+    """The runner id a JIT Secret records; 0 when it records none."""
+    value = secret_value(secret, SECRET_RUNNER_ID) or ""
+    return int(value) if value.isdigit() else 0
+
+
 def _template_hash(spec: JSONDict) -> str:
     digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
     return fnv_hash_string(digest)
