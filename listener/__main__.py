@@ -15,8 +15,6 @@ import socket
 import sys
 from collections.abc import Callable
 
-from kubernetes_asyncio.client import ApiClient
-
 from listener.config import ConfigError, ListenerSettings, load_settings
 from listener.health import Progress, bound_port, start_server, telemetry_app
 from listener.kube import RunnerSetClient
@@ -26,7 +24,7 @@ from shared.actions.client import ActionsClient
 from shared.actions.credentials import Credentials, GitHubApp, PersonalAccessToken
 from shared.actions.errors import ActionsError, InvalidCredentials
 from shared.actions.transport import RetryPolicy, SystemInfo
-from shared.kube.client import CustomObjects, load_configuration
+from shared.kube.client import CustomObjects, load_configuration, new_api_client
 from shared.kube.errors import KubeError
 from shared.telemetry.logs import configure_logging
 from shared.telemetry.tracing import configure_tracing
@@ -106,7 +104,7 @@ async def serve(
             if on_listening is not None:
                 on_listening(bound)
         async with (
-            ApiClient(kube_config) as api,
+            new_api_client(kube_config) as api,
             ActionsClient(
                 config_url=settings.configure_url,
                 credentials=credentials,
