@@ -175,7 +175,12 @@ class KubeEmulator:
             self.port,
             ssl_context=self._certificate.server_context() if self._certificate else None,
         )
-        await site.start()
+        try:
+            await site.start()
+        except OSError:
+            # `async with` never reaches __aexit__ when __aenter__ raises: undo the start here.
+            await self.stop()
+            raise
         addr = self._runner.addresses[0]
         self.port = int(addr[1])
         scheme = "https" if self.tls else "http"

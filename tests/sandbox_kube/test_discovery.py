@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
 from typing import Any
 
 import aiohttp
@@ -181,6 +183,17 @@ async def test_tls_serves_the_api_to_the_client(namespace: str) -> None:
         async with client.ApiClient(await kube.configuration(token=token)) as api:
             review = await client.AuthenticationV1Api(api).create_self_subject_review({})
     assert review.status.user_info.username == "system:serviceaccount:default:default"
+
+
+async def test_a_port_in_use_fails_start_and_leaves_nothing_running() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        before = asyncio.all_tasks()
+        emulator = KubeEmulator(port=taken.getsockname()[1])
+        with pytest.raises(OSError, match=r"(?i)address already in use"):
+            await emulator.start()
+        leaked = asyncio.all_tasks() - before
+    assert [task.get_name() for task in leaked] == []
+    assert emulator.url == ""
 
 
 async def test_crd_can_be_recreated_under_the_same_name(
