@@ -28,7 +28,7 @@ import base64
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -98,6 +98,16 @@ def _spec_int(obj: JSONDict, key: str) -> int:
 def _status_int(obj: JSONDict, key: str) -> int:
     value = status_of(obj).get(key)
     return value if isinstance(value, int) else 0
+
+
+async def _gather_all(aws: Iterable[Awaitable[object]]) -> list[object]:
+    """Run all to the end, then raise the first failure: one failed request must not cancel
+    the others of the batch mid-flight."""
+    results = await asyncio.gather(*aws, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
 
 
 class Expectations:
@@ -293,10 +303,7 @@ class EphemeralRunnerSetReconciler:
                 created = await self._objects.create(EPHEMERAL_RUNNER, namespace, body)
             expected.created(created)
 
-        results = await asyncio.gather(*(create() for _ in range(count)), return_exceptions=True)
-        errors = [r for r in results if isinstance(r, BaseException)]
-        if errors:
-            raise errors[0]
+        await _gather_all(create() for _ in range(count))
 
     async def _ensure_proxy_secret(self, runner_set: JSONDict, proxy: JSONDict) -> None:
         """The Secret runner pods read their proxy variables from (arc-controllers.md 9.5),
@@ -405,13 +412,7 @@ class EphemeralRunnerSetReconciler:
         """Terminated runners go; idle ones are unregistered and go; busy ones finish."""
         for runner in children.terminated:
             await self._delete_runner(runner)
-        results = await asyncio.gather(
-            *(self._retire(runner) for runner in cleanup_candidates(children)),
-            return_exceptions=True,
-        )
-        errors = [r for r in results if isinstance(r, BaseException)]
-        if errors:
-            raise errors[0]
+        await _gather_all(self._retire(runner) for runner in cleanup_candidates(children))
 
     async def _finalize(self, runner_set: LazyObject, children: Children) -> Result:
         obj = runner_set.object
