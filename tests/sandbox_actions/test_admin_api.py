@@ -63,8 +63,7 @@ async def test_cancel_job(actions: ActionsEmulator, http: aiohttp.ClientSession)
 async def test_state_and_requests_show_what_happened(
     actions: ActionsEmulator, service: Service
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    _, session = await service.open_scale_set("arc")
     actions.enqueue_job(labels=["arc"])
 
     state = (await admin(actions, service.http, "GET", "state")).json
@@ -125,8 +124,7 @@ async def test_switches_bom_and_runner_crashes(
 
 
 async def test_expire_tokens_and_evict_sessions(actions: ActionsEmulator, service: Service) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    scale_set, session = await service.open_scale_set("arc")
 
     evicted = await admin(
         actions, service.http, "POST", "sessions/evict", {"runnerScaleSetId": scale_set["id"]}
@@ -173,8 +171,7 @@ async def test_admin_requests_stay_out_of_the_request_log(
 
 
 async def test_reoffer_job(actions: ActionsEmulator, service: Service) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    scale_set, session = await service.open_scale_set("arc")
     assigned = actions.enqueue_job(labels=["arc"])
     await service.acquire(session, scale_set["id"], [assigned])
     queued = actions.enqueue_job(labels=["nowhere"])

@@ -50,15 +50,14 @@ async def test_429_carries_retry_after(actions: ActionsEmulator, service: Servic
 async def test_injected_errors_have_the_service_shape(
     actions: ActionsEmulator, service: Service, endpoint: str, status: int, type_name: str
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    scale_set, session = await service.open_scale_set("arc")
     actions.faults.inject(endpoint, status=status)
     sid = scale_set["id"]
 
     if endpoint == "create_session":
         reply = await service.create_session(sid)
     elif endpoint == "refresh_session":
-        reply = await service.call("PATCH", f"{SCALE_SETS}/{sid}/sessions/{session['sessionId']}")
+        reply = await service.on_session("PATCH", session)
     elif endpoint == "get_message":
         reply = await service.get_message(session)
     else:
@@ -94,8 +93,7 @@ async def test_a_rate_hits_a_reproducible_share(actions: ActionsEmulator, servic
 async def test_an_empty_200_leaves_the_message_queued(
     actions: ActionsEmulator, service: Service
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    _, session = await service.open_scale_set("arc")
     actions.enqueue_job(labels=["arc"])
     actions.faults.inject("get_message", empty_body=True, count=1)
 
@@ -180,8 +178,8 @@ async def test_every_endpoint_is_named_in_the_request_log(
     await service.call("GET", "_apis/distributedtask/pools/0/agents", params={"agentName": "r"})
     await service.call("GET", f"_apis/distributedtask/pools/0/agents/{runner['id']}")
     await service.call("DELETE", f"_apis/distributedtask/pools/0/agents/{runner['id']}")
-    await service.call("PATCH", f"{SCALE_SETS}/{sid}/sessions/{session['sessionId']}")
-    await service.call("DELETE", f"{SCALE_SETS}/{sid}/sessions/{session['sessionId']}")
+    await service.on_session("PATCH", session)
+    await service.on_session("DELETE", session)
     await service.call("DELETE", f"{SCALE_SETS}/{sid}")
     app = actions.add_app()
     await send(

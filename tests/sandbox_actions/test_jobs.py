@@ -15,8 +15,7 @@ ZERO = "0001-01-01T00:00:00Z"
 async def test_job_available_carries_the_job_fields(
     actions: ActionsEmulator, service: Service
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    scale_set, session = await service.open_scale_set("arc")
     request_id = actions.enqueue_job(
         labels=["self-hosted", "arc"],
         repository="octo/app",
@@ -46,8 +45,7 @@ async def test_job_available_carries_the_job_fields(
 async def test_acquire_assigns_and_emits_job_assigned(
     actions: ActionsEmulator, service: Service
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    scale_set, session = await service.open_scale_set("arc")
     request_id = actions.enqueue_job(labels=["arc"])
     available = (await service.get_message(session)).json
     await service.delete_message(session, available["messageId"])
@@ -118,8 +116,7 @@ async def test_acquire_errors(
 async def test_direct_flow_assigns_without_job_available(http: aiohttp.ClientSession) -> None:
     async with ActionsEmulator(require_acquire=False, long_poll_timeout=0.2) as emulator:
         service = await authenticate(emulator, http)
-        scale_set = await service.create_scale_set("arc")
-        session = await service.open_session(scale_set["id"])
+        _, session = await service.open_scale_set("arc")
         emulator.enqueue_job(labels=["arc"])
 
         message = (await service.get_message(session)).json
@@ -162,8 +159,7 @@ async def test_a_queued_job_is_routed_when_its_scale_set_appears(
 ) -> None:
     request_id = actions.enqueue_job(labels=["late"])
 
-    scale_set = await service.create_scale_set("late")
-    session = await service.open_session(scale_set["id"])
+    _, session = await service.open_scale_set("late")
 
     (job,) = job_messages((await service.get_message(session)).json)
     assert (job["messageType"], job["runnerRequestId"]) == ("JobAvailable", request_id)
@@ -172,12 +168,11 @@ async def test_a_queued_job_is_routed_when_its_scale_set_appears(
 async def test_a_new_session_is_offered_jobs_left_available(
     actions: ActionsEmulator, service: Service
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    scale_set, session = await service.open_scale_set("arc")
     request_id = actions.enqueue_job(labels=["arc"])
     message = (await service.get_message(session)).json
     await service.delete_message(session, message["messageId"])
-    await service.call("DELETE", f"{SCALE_SETS}/{scale_set['id']}/sessions/{session['sessionId']}")
+    await service.on_session("DELETE", session)
 
     successor = await service.open_session(scale_set["id"])
     offered = (await service.get_message(successor)).json
@@ -209,8 +204,7 @@ async def test_acquirable_jobs_lists_available_jobs_or_answers_204(
 async def test_cancelling_an_assigned_job_completes_it_as_canceled(
     actions: ActionsEmulator, service: Service
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    scale_set, session = await service.open_scale_set("arc")
     request_id = actions.enqueue_job(labels=["arc"])
     await service.acquire(session, scale_set["id"], [request_id])
 
@@ -244,8 +238,7 @@ async def test_deleting_a_scale_set_requeues_its_jobs(
 async def test_a_reoffered_job_completes_canceled_then_is_offered_again(
     actions: ActionsEmulator, service: Service
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    scale_set, session = await service.open_scale_set("arc")
     request_id = actions.enqueue_job(labels=["arc"])
     await service.acquire(session, scale_set["id"], [request_id])
 
@@ -265,8 +258,7 @@ async def test_a_reoffered_job_completes_canceled_then_is_offered_again(
 async def test_the_fourth_reoffer_leaves_the_job_canceled(
     actions: ActionsEmulator, service: Service
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    scale_set, session = await service.open_scale_set("arc")
     request_id = actions.enqueue_job(labels=["arc"])
     for _ in range(4):
         await service.acquire(session, scale_set["id"], [request_id])

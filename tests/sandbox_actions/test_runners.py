@@ -87,8 +87,7 @@ async def test_remove_runner_answers_204_then_404(service: Service) -> None:
 async def test_removing_a_busy_runner_answers_job_still_running(
     actions: ActionsEmulator, service: Service
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    scale_set, session = await service.open_scale_set("arc")
     reply = await service.generate_jit(scale_set["id"], "r-1")
     runner_id = reply.json["runner"]["id"]
     request_id = actions.enqueue_job(labels=["arc"])

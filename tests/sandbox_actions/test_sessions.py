@@ -32,9 +32,7 @@ async def test_second_session_conflicts_until_the_first_is_deleted(service: Serv
     first = await service.open_session(scale_set["id"])
 
     conflict = await service.create_session(scale_set["id"])
-    deleted = await service.call(
-        "DELETE", f"{SCALE_SETS}/{scale_set['id']}/sessions/{first['sessionId']}"
-    )
+    deleted = await service.on_session("DELETE", first)
     again = await service.create_session(scale_set["id"])
 
     assert conflict.status == 409
@@ -54,9 +52,7 @@ async def test_an_expired_session_no_longer_conflicts(http: aiohttp.ClientSessio
         first = await service.open_session(scale_set["id"])
 
         second = await service.create_session(scale_set["id"])
-        stale = await service.call(
-            "DELETE", f"{SCALE_SETS}/{scale_set['id']}/sessions/{first['sessionId']}"
-        )
+        stale = await service.on_session("DELETE", first)
 
         assert second.status == 200
         assert stale.status == 404
@@ -65,12 +61,9 @@ async def test_an_expired_session_no_longer_conflicts(http: aiohttp.ClientSessio
 async def test_deleting_an_expired_session_answers_400(http: aiohttp.ClientSession) -> None:
     async with ActionsEmulator(session_timeout=0) as emulator:
         service = await authenticate(emulator, http)
-        scale_set = await service.create_scale_set("arc")
-        session = await service.open_session(scale_set["id"])
+        _, session = await service.open_scale_set("arc")
 
-        reply = await service.call(
-            "DELETE", f"{SCALE_SETS}/{scale_set['id']}/sessions/{session['sessionId']}"
-        )
+        reply = await service.on_session("DELETE", session)
 
         assert reply.status == 400
         assert reply.json["typeName"].endswith("RunnerScaleSetSessionExpiredException")
@@ -97,12 +90,9 @@ async def test_create_errors(
 
 
 async def test_refresh_replaces_the_queue_token(service: Service) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    _, session = await service.open_scale_set("arc")
 
-    reply = await service.call(
-        "PATCH", f"{SCALE_SETS}/{scale_set['id']}/sessions/{session['sessionId']}"
-    )
+    reply = await service.on_session("PATCH", session)
 
     assert reply.status == 200
     refreshed = reply.json
@@ -125,8 +115,7 @@ async def test_refresh_of_an_unknown_session_answers_404(service: Service) -> No
 async def test_get_message_answers_202_after_the_long_poll(
     actions: ActionsEmulator, service: Service
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    _, session = await service.open_scale_set("arc")
 
     reply = await service.get_message(session)
 
@@ -137,8 +126,7 @@ async def test_get_message_answers_202_after_the_long_poll(
 async def test_a_job_wakes_a_waiting_long_poll(http: aiohttp.ClientSession) -> None:
     async with ActionsEmulator(long_poll_timeout=60) as emulator:
         service = await authenticate(emulator, http)
-        scale_set = await service.create_scale_set("arc")
-        session = await service.open_session(scale_set["id"])
+        _, session = await service.open_scale_set("arc")
         poll = asyncio.create_task(service.get_message(session))
         await emulator.state.wait_for(
             lambda: emulator.state.sessions[session["sessionId"]].polls_in_flight == 1, within=5
@@ -158,8 +146,7 @@ async def test_stopping_the_emulator_ends_a_long_poll_with_202(
     emulator = ActionsEmulator(long_poll_timeout=60)
     await emulator.start()
     service = await authenticate(emulator, http)
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    _, session = await service.open_scale_set("arc")
     poll = asyncio.create_task(service.get_message(session))
     await emulator.state.wait_for(
         lambda: emulator.state.sessions[session["sessionId"]].polls_in_flight == 1, within=5
@@ -173,8 +160,7 @@ async def test_stopping_the_emulator_ends_a_long_poll_with_202(
 async def test_last_message_id_acknowledges_and_redelivery_repeats(
     actions: ActionsEmulator, service: Service
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    _, session = await service.open_scale_set("arc")
     actions.enqueue_job(labels=["arc"])
 
     first = (await service.get_message(session)).json
@@ -190,8 +176,7 @@ async def test_last_message_id_acknowledges_and_redelivery_repeats(
 
 
 async def test_delete_message_acknowledges_it(actions: ActionsEmulator, service: Service) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    _, session = await service.open_scale_set("arc")
     actions.enqueue_job(labels=["arc"])
     message = (await service.get_message(session)).json
 
@@ -209,11 +194,10 @@ async def test_delete_message_acknowledges_it(actions: ActionsEmulator, service:
 async def test_unacked_messages_survive_a_new_session(
     actions: ActionsEmulator, service: Service
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    scale_set, session = await service.open_scale_set("arc")
     actions.enqueue_job(labels=["arc"])
     message = (await service.get_message(session)).json
-    await service.call("DELETE", f"{SCALE_SETS}/{scale_set['id']}/sessions/{session['sessionId']}")
+    await service.on_session("DELETE", session)
 
     successor = await service.open_session(scale_set["id"])
     redelivered = (await service.get_message(successor)).json
@@ -224,8 +208,7 @@ async def test_unacked_messages_survive_a_new_session(
 async def test_messages_carry_at_most_50_job_messages(
     actions: ActionsEmulator, service: Service
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    _, session = await service.open_scale_set("arc")
     for _ in range(60):
         actions.enqueue_job(labels=["arc"])
 
@@ -243,8 +226,7 @@ async def test_messages_carry_at_most_50_job_messages(
 async def test_max_capacity_header_is_validated_and_recorded(
     actions: ActionsEmulator, service: Service, capacity: str, status: int
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    _, session = await service.open_scale_set("arc")
 
     async with service.http.get(
         session["messageQueueUrl"],
@@ -264,8 +246,7 @@ async def test_max_capacity_header_is_validated_and_recorded(
 async def test_queue_refuses_bad_tokens_with_401(
     actions: ActionsEmulator, service: Service, case: str
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    _, session = await service.open_scale_set("arc")
     token = session["messageQueueAccessToken"]
     url = session["messageQueueUrl"]
     if case == "no token":
@@ -287,14 +268,11 @@ async def test_queue_refuses_bad_tokens_with_401(
 async def test_eviction_makes_the_refresh_answer_404(
     actions: ActionsEmulator, service: Service
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    scale_set, session = await service.open_scale_set("arc")
     actions.faults.evict_sessions(scale_set["id"])
 
     polled = await service.get_message(session)
-    refreshed = await service.call(
-        "PATCH", f"{SCALE_SETS}/{scale_set['id']}/sessions/{session['sessionId']}"
-    )
+    refreshed = await service.on_session("PATCH", session)
 
     assert polled.status == 401
     assert refreshed.status == 404
@@ -303,15 +281,12 @@ async def test_eviction_makes_the_refresh_answer_404(
 async def test_expired_queue_token_is_recovered_by_refresh(
     actions: ActionsEmulator, service: Service
 ) -> None:
-    scale_set = await service.create_scale_set("arc")
-    session = await service.open_session(scale_set["id"])
+    _, session = await service.open_scale_set("arc")
     actions.enqueue_job(labels=["arc"])
     actions.faults.expire_tokens("message_queue")
 
     expired = await service.get_message(session)
-    refreshed = await service.call(
-        "PATCH", f"{SCALE_SETS}/{scale_set['id']}/sessions/{session['sessionId']}"
-    )
+    refreshed = await service.on_session("PATCH", session)
     retried = await service.get_message(refreshed.json)
 
     assert expired.status == 401
@@ -321,8 +296,7 @@ async def test_expired_queue_token_is_recovered_by_refresh(
 async def test_an_expired_session_refuses_its_queue_token(http: aiohttp.ClientSession) -> None:
     async with ActionsEmulator(session_timeout=0) as emulator:
         service = await authenticate(emulator, http)
-        scale_set = await service.create_scale_set("arc")
-        session = await service.open_session(scale_set["id"])
+        _, session = await service.open_scale_set("arc")
 
         reply = await service.get_message(session)
 

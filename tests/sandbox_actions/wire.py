@@ -97,6 +97,18 @@ class Service:
         session: dict[str, Any] = reply.json
         return session
 
+    async def open_scale_set(self, name: str = "arc") -> tuple[dict[str, Any], dict[str, Any]]:
+        """A new scale set and a session on it."""
+        scale_set = await self.create_scale_set(name)
+        return scale_set, await self.open_session(scale_set["id"])
+
+    async def on_session(self, method: str, session: dict[str, Any]) -> Reply:
+        """PATCH (refresh) or DELETE a session at the scale set it belongs to."""
+        scale_set_id = session["runnerScaleSet"]["id"]
+        return await self.call(
+            method, f"{SCALE_SETS}/{scale_set_id}/sessions/{session['sessionId']}"
+        )
+
     async def get_message(
         self, session: dict[str, Any], *, last_message_id: int = 0, capacity: int = 10
     ) -> Reply:
