@@ -20,12 +20,22 @@ from kubernetes_asyncio import client
 
 from sandbox.kube import KubeEmulator
 from sandbox.kube.testing import PROJECT_ROOT, project_crds
-from tests.sandbox_kube.conftest import FIXTURES, GROUP, TIMEOUT, VERSION, WIDGETS, wait_for
+from tests.sandbox_kube.conftest import (
+    FIXTURES,
+    GROUP,
+    MERGE,
+    TIMEOUT,
+    VERSION,
+    WIDGETS,
+    wait_for,
+    widget,
+)
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 SMOKE_NS = "bars-runners"
 ER = ("actions.github.com", "ephemeralrunners")
+RUNNER_A = ("ephemeralrunner", "bars-runner-a", "-n", SMOKE_NS)
 
 
 @dataclass
@@ -83,6 +93,14 @@ async def smoke(kubectl: Kubectl) -> Kubectl:
     return kubectl
 
 
+def resize(kube: KubeEmulator, name: str, size: int) -> None:
+    rt = kube.catalog.get(GROUP, version=VERSION, plural=WIDGETS)
+    assert rt is not None
+    kube.registry.patch(
+        rt, ns="default", name=name, content_type=MERGE, body={"spec": {"size": size}}
+    )
+
+
 def runner(kube: KubeEmulator) -> dict[str, Any]:
     obj = kube.store.get(ER, SMOKE_NS, "bars-runner-a")
     assert obj is not None
@@ -129,14 +147,7 @@ async def test_get_json(smoke: Kubectl) -> None:
 
 
 async def test_get_table_shows_printer_columns(kubectl: Kubectl) -> None:
-    kubectl.kube.apply(
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "Widget",
-            "metadata": {"name": "w1", "namespace": "default"},
-            "spec": {"size": 42},
-        }
-    )
+    kubectl.kube.apply(widget("w1", 42))
     out = await kubectl.ok("get", "widgets")
     header, row = out.splitlines()[:2]
     assert header.split() == ["NAME", "SIZE", "AGE"]
@@ -155,7 +166,7 @@ async def test_get_table_shows_printer_columns(kubectl: Kubectl) -> None:
     ],
 )
 async def test_patch_merge(smoke: Kubectl, args: list[str], field: str, value: int) -> None:
-    await smoke.ok("patch", "ephemeralrunner", "bars-runner-a", "-n", SMOKE_NS, *args)
+    await smoke.ok("patch", *RUNNER_A, *args)
     got = runner(smoke.kube)[field]
     assert value in got.values()
 
@@ -163,10 +174,7 @@ async def test_patch_merge(smoke: Kubectl, args: list[str], field: str, value: i
 async def test_status_patch_ignores_spec(smoke: Kubectl) -> None:
     await smoke.ok(
         "patch",
-        "ephemeralrunner",
-        "bars-runner-a",
-        "-n",
-        SMOKE_NS,
+        *RUNNER_A,
         "--subresource=status",
         "--type=merge",
         "-p",
@@ -176,29 +184,14 @@ async def test_status_patch_ignores_spec(smoke: Kubectl) -> None:
 
 
 async def test_strategic_patch_on_a_custom_resource_fails(smoke: Kubectl) -> None:
-    code, _, err = await smoke(
-        "patch",
-        "ephemeralrunner",
-        "bars-runner-a",
-        "-n",
-        SMOKE_NS,
-        "-p",
-        '{"spec":{"runnerScaleSetId":9}}',
-    )
+    code, _, err = await smoke("patch", *RUNNER_A, "-p", '{"spec":{"runnerScaleSetId":9}}')
     assert code != 0
     assert "application/strategic-merge-patch+json is not supported" in err
 
 
 async def test_get_watch_streams_changes(kubectl: Kubectl) -> None:
     kube = kubectl.kube
-    kube.apply(
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "Widget",
-            "metadata": {"name": "w1", "namespace": "default"},
-            "spec": {"size": 1},
-        }
-    )
+    kube.apply(widget("w1"))
     baseline = len(kube.store.subscriptions)
     proc = await kubectl.start("get", "widgets", "w1", "-w", "-o", 'jsonpath={.spec.size}{"\\n"}')
     try:
@@ -207,15 +200,7 @@ async def test_get_watch_streams_changes(kubectl: Kubectl) -> None:
             assert (await proc.stdout.readline()).strip() == b"1"
             # kubectl skips the watch's initial ADDED, so change the object only once it watches.
             await wait_for(lambda: len(kube.store.subscriptions) > baseline)
-            rt = kube.catalog.get(GROUP, version=VERSION, plural=WIDGETS)
-            assert rt is not None
-            kube.registry.patch(
-                rt,
-                ns="default",
-                name="w1",
-                content_type="application/merge-patch+json",
-                body={"spec": {"size": 5}},
-            )
+            resize(kube, "w1", 5)
             assert (await proc.stdout.readline()).strip() == b"5"
     finally:
         proc.kill()
@@ -223,21 +208,10 @@ async def test_get_watch_streams_changes(kubectl: Kubectl) -> None:
 
 
 async def test_delete_waits_for_finalizers(smoke: Kubectl) -> None:
-    proc = await smoke.start(
-        "delete", "ephemeralrunner", "bars-runner-a", "-n", SMOKE_NS, "--wait=true", "--timeout=20s"
-    )
+    proc = await smoke.start("delete", *RUNNER_A, "--wait=true", "--timeout=20s")
     await wait_for(lambda: runner(smoke.kube)["metadata"].get("deletionTimestamp"))
     assert proc.returncode is None
-    await smoke.ok(
-        "patch",
-        "ephemeralrunner",
-        "bars-runner-a",
-        "-n",
-        SMOKE_NS,
-        "--type=merge",
-        "-p",
-        '{"metadata":{"finalizers":null}}',
-    )
+    await smoke.ok("patch", *RUNNER_A, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
     async with asyncio.timeout(TIMEOUT):
         await proc.communicate()
     assert proc.returncode == 0
@@ -255,10 +229,7 @@ async def test_wait_for_jsonpath(smoke: Kubectl) -> None:
     )
     await smoke.ok(
         "patch",
-        "ephemeralrunner",
-        "bars-runner-a",
-        "-n",
-        SMOKE_NS,
+        *RUNNER_A,
         "--subresource=status",
         "--type=merge",
         "-p",
@@ -362,14 +333,7 @@ async def test_rbac_created_imperatively_is_enforced(kubectl: Kubectl) -> None:
 
 async def test_get_watch_prints_table_rows(kubectl: Kubectl) -> None:
     kube = kubectl.kube
-    kube.apply(
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "Widget",
-            "metadata": {"name": "w1", "namespace": "default"},
-            "spec": {"size": 1},
-        }
-    )
+    kube.apply(widget("w1"))
     baseline = len(kube.store.subscriptions)
     proc = await kubectl.start("get", "widgets", "-w")
     try:
@@ -378,15 +342,7 @@ async def test_get_watch_prints_table_rows(kubectl: Kubectl) -> None:
             assert (await proc.stdout.readline()).split() == [b"NAME", b"SIZE", b"AGE"]
             assert (await proc.stdout.readline()).split()[:2] == [b"w1", b"1"]
             await wait_for(lambda: len(kube.store.subscriptions) > baseline)
-            rt = kube.catalog.get(GROUP, version=VERSION, plural=WIDGETS)
-            assert rt is not None
-            kube.registry.patch(
-                rt,
-                ns="default",
-                name="w1",
-                content_type="application/merge-patch+json",
-                body={"spec": {"size": 5}},
-            )
+            resize(kube, "w1", 5)
             assert (await proc.stdout.readline()).split()[:2] == [b"w1", b"5"]
     finally:
         proc.kill()
