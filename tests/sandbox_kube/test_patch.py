@@ -13,6 +13,7 @@ from tests.sandbox_kube.conftest import (
     MERGE,
     VERSION,
     WIDGETS,
+    Obj,
     status_of,
     widget,
 )
@@ -20,81 +21,79 @@ from tests.sandbox_kube.conftest import (
 pytestmark = pytest.mark.usefixtures("widgets")
 
 
-async def test_merge_patch_null_deletes_a_key(co: client.CustomObjectsApi, ns: str) -> None:
-    await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("w1", color="red"))
-    obj = await co.patch_namespaced_custom_object(
-        GROUP, VERSION, ns, WIDGETS, "w1", {"spec": {"color": None}}, _content_type=MERGE
+async def patch_w1(co: client.CustomObjectsApi, ns: str, body: Any, **kwargs: Any) -> Any:
+    return await co.patch_namespaced_custom_object(
+        GROUP, VERSION, ns, WIDGETS, "w1", body, **kwargs
     )
-    assert "color" not in obj["spec"]
 
 
-async def test_merge_patch_replaces_lists(co: client.CustomObjectsApi, ns: str) -> None:
-    await co.create_namespaced_custom_object(
-        GROUP, VERSION, ns, WIDGETS, widget("w1", tags=["a", "b"])
-    )
-    obj = await co.patch_namespaced_custom_object(
-        GROUP, VERSION, ns, WIDGETS, "w1", {"spec": {"tags": ["c"]}}, _content_type=MERGE
-    )
-    assert obj["spec"]["tags"] == ["c"]
+@pytest.mark.parametrize(
+    ("created", "body", "want"),
+    [
+        pytest.param(
+            widget("w1", color="red"),
+            {"spec": {"color": None}},
+            {"size": 1, "mode": "fast"},
+            id="null-deletes",
+        ),
+        pytest.param(
+            widget("w1", tags=["a", "b"]),
+            {"spec": {"tags": ["c"]}},
+            {"size": 1, "mode": "fast", "tags": ["c"]},
+            id="lists-replaced",
+        ),
+    ],
+)
+async def test_merge_patch_of_the_spec(
+    co: client.CustomObjectsApi, ns: str, created: Obj, body: Obj, want: Obj
+) -> None:
+    await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, created)
+    obj = await patch_w1(co, ns, body, _content_type=MERGE)
+    assert obj["spec"] == want
 
 
 async def test_merge_patch_replaces_finalizers(co: client.CustomObjectsApi, ns: str) -> None:
     body = widget("w1")
     body["metadata"]["finalizers"] = ["a.io/x", "b.io/y"]
     await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, body)
-    obj = await co.patch_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        ns,
-        WIDGETS,
-        "w1",
-        {"metadata": {"finalizers": ["b.io/y"]}},
-        _content_type=MERGE,
-    )
+    obj = await patch_w1(co, ns, {"metadata": {"finalizers": ["b.io/y"]}}, _content_type=MERGE)
     assert obj["metadata"]["finalizers"] == ["b.io/y"]
 
 
-async def test_json_patch_failing_test_is_422(co: client.CustomObjectsApi, ns: str) -> None:
-    await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("w1"))
-    with pytest.raises(client.ApiException) as exc:
-        await co.patch_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            ns,
-            WIDGETS,
-            "w1",
+@pytest.mark.parametrize(
+    ("body", "kwargs", "status", "reason"),
+    [
+        pytest.param(
             [{"op": "test", "path": "/spec/size", "value": 2}],
-            _content_type=JSON_PATCH,
-        )
-    assert exc.value.status == 422
-    assert status_of(exc.value)["reason"] == "Invalid"
-
-
-async def test_object_body_sent_as_json_patch_is_400(co: client.CustomObjectsApi, ns: str) -> None:
-    """kubernetes-asyncio's default for a dict body on a CR patch (python-stack.md 1.3)."""
-    await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("w1"))
-    with pytest.raises(client.ApiException) as exc:
-        await co.patch_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, "w1", {"spec": {}})
-    assert exc.value.status == 400
-    assert status_of(exc.value)["reason"] == "BadRequest"
-
-
-async def test_strategic_merge_patch_on_a_custom_resource_is_415(
-    co: client.CustomObjectsApi, ns: str
+            {"_content_type": JSON_PATCH},
+            422,
+            "Invalid",
+            id="json-patch-failing-test",
+        ),
+        # kubernetes-asyncio's default for a dict body on a CR patch (python-stack.md 1.3).
+        pytest.param({"spec": {}}, {}, 400, "BadRequest", id="object-body-as-json-patch"),
+        pytest.param(
+            {"spec": {"size": 2}},
+            {"_content_type": "application/strategic-merge-patch+json"},
+            415,
+            "UnsupportedMediaType",
+            id="strategic-merge-on-a-custom-resource",
+        ),
+    ],
+)
+async def test_refused_patches(
+    co: client.CustomObjectsApi,
+    ns: str,
+    body: Any,
+    kwargs: dict[str, Any],
+    status: int,
+    reason: str,
 ) -> None:
     await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("w1"))
     with pytest.raises(client.ApiException) as exc:
-        await co.patch_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            ns,
-            WIDGETS,
-            "w1",
-            {"spec": {"size": 2}},
-            _content_type="application/strategic-merge-patch+json",
-        )
-    assert exc.value.status == 415
-    assert status_of(exc.value)["reason"] == "UnsupportedMediaType"
+        await patch_w1(co, ns, body, **kwargs)
+    assert exc.value.status == status
+    assert status_of(exc.value)["reason"] == reason
 
 
 async def test_strategic_merge_patch_merges_containers_by_name(
@@ -169,29 +168,13 @@ async def test_pod_spec_is_immutable_but_for_images(core: client.CoreV1Api, ns: 
 async def test_apply_patch_creates_then_merges(co: client.CustomObjectsApi, ns: str) -> None:
     """The create answers 201, which this client's patch method does not deserialize."""
     apply = "application/apply-patch+yaml"
-    await co.patch_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        ns,
-        WIDGETS,
-        "w1",
-        widget("w1", size=2),
-        _content_type=apply,
-        field_manager="test",
-        force=True,
+    await patch_w1(
+        co, ns, widget("w1", size=2), _content_type=apply, field_manager="test", force=True
     )
     first = await co.get_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, "w1")
     assert first["spec"]["size"] == 2
-    second = await co.patch_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        ns,
-        WIDGETS,
-        "w1",
-        widget("w1", size=3),
-        _content_type=apply,
-        field_manager="test",
-        force=True,
+    second = await patch_w1(
+        co, ns, widget("w1", size=3), _content_type=apply, field_manager="test", force=True
     )
     assert second["spec"]["size"] == 3
 
@@ -208,18 +191,15 @@ async def test_patch_options_are_validated(
 ) -> None:
     await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("w1"))
     with pytest.raises(client.ApiException) as exc:
-        await co.patch_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, "w1", {}, **kwargs)
+        await patch_w1(co, ns, {}, **kwargs)
     assert exc.value.status == 422
     assert status_of(exc.value)["details"]["causes"][0]["field"] == field
 
 
 async def apply(co: client.CustomObjectsApi, ns: str, manager: str, **spec: Any) -> Any:
-    await co.patch_namespaced_custom_object(
-        GROUP,
-        VERSION,
+    await patch_w1(
+        co,
         ns,
-        WIDGETS,
-        "w1",
         widget("w1", **spec),
         _content_type="application/apply-patch+yaml",
         field_manager=manager,
@@ -248,8 +228,6 @@ async def test_apply_keeps_fields_written_by_other_means(
     co: client.CustomObjectsApi, ns: str
 ) -> None:
     await apply(co, ns, "a", size=1)
-    await co.patch_namespaced_custom_object(
-        GROUP, VERSION, ns, WIDGETS, "w1", {"spec": {"color": "blue"}}, _content_type=MERGE
-    )
+    await patch_w1(co, ns, {"spec": {"color": "blue"}}, _content_type=MERGE)
     obj = await apply(co, ns, "a", size=3)
     assert obj["spec"]["color"] == "blue"
