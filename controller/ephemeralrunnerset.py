@@ -185,6 +185,13 @@ class EphemeralRunnerSetReconciler:
         # Bounds the Actions removals and deletes one pass runs at once.
         self._removals = asyncio.Semaphore(CREATE_CONCURRENCY)
 
+    def _expected(self, uid: str) -> Expectations:
+        """The set's expectations, created on first use."""
+        expected = self._expectations.get(uid)
+        if expected is None:
+            expected = self._expectations[uid] = Expectations(clock=self._clock)
+        return expected
+
     async def reconcile(self, request: Request) -> Result:
         cached = self._sets.get(request.namespace, request.name)
         if cached is None:
@@ -193,7 +200,7 @@ class EphemeralRunnerSetReconciler:
         runner_set = LazyObject(cached, kind=EPHEMERAL_RUNNER_SET)
         uid = str(cached["metadata"]["uid"])
         self._uids[request] = uid
-        expected = self._expectations.setdefault(uid, Expectations(clock=self._clock))
+        expected = self._expected(uid)
         runners = expected.apply(self._runners.owned_by(uid))
         applied = _status_int(cached, "appliedActionableRevision")
         children = classify(runners, applied_revision=applied)
@@ -290,9 +297,7 @@ class EphemeralRunnerSetReconciler:
             excluded_prefixes=self._settings.exclude_label_propagation_prefixes,
         )
         namespace = runner_set["metadata"]["namespace"]
-        expected = self._expectations.setdefault(
-            str(runner_set["metadata"]["uid"]), Expectations(clock=self._clock)
-        )
+        expected = self._expected(str(runner_set["metadata"]["uid"]))
         spec = (runner_set.get("spec") or {}).get("ephemeralRunnerSpec") or {}
         if spec.get("proxy"):
             await self._ensure_proxy_secret(runner_set, spec["proxy"])
@@ -400,7 +405,7 @@ class EphemeralRunnerSetReconciler:
         meta = runner["metadata"]
         owner = controller_owner_uid(runner)
         if owner is not None:
-            self._expectations.setdefault(owner, Expectations(clock=self._clock)).deleted(runner)
+            self._expected(owner).deleted(runner)
         with contextlib.suppress(NotFound):
             await self._objects.delete(
                 EPHEMERAL_RUNNER, meta["namespace"], meta["name"], uid=meta.get("uid")
