@@ -690,21 +690,7 @@ class ApiServer:
                             )
                         )
                 if send_initial and bookmarks:
-                    await resp.write(
-                        dumps(
-                            {
-                                "type": "BOOKMARK",
-                                "object": {
-                                    "kind": rt.kind,
-                                    "apiVersion": rt.api_version,
-                                    "metadata": {
-                                        "resourceVersion": str(sent_rv),
-                                        "annotations": {"k8s.io/initial-events-end": "true"},
-                                    },
-                                },
-                            }
-                        )
-                    )
+                    await resp.write(_bookmark(rt, sent_rv, initial_events_end=True))
             else:
                 backlog = self.store.events_since(rt.key, start)
                 if backlog is None:
@@ -735,18 +721,7 @@ class ApiServer:
                         item = sub.queue.get_nowait()
                 except TimeoutError:
                     if bookmarks and time.monotonic() >= next_bookmark and sub.queue.empty():
-                        await resp.write(
-                            dumps(
-                                {
-                                    "type": "BOOKMARK",
-                                    "object": {
-                                        "kind": rt.kind,
-                                        "apiVersion": rt.api_version,
-                                        "metadata": {"resourceVersion": str(self.store.rv)},
-                                    },
-                                }
-                            )
-                        )
+                        await resp.write(_bookmark(rt, self.store.rv))
                         next_bookmark = time.monotonic() + self.bookmark_interval
                     continue
                 if isinstance(item, ApiError):
@@ -889,6 +864,18 @@ class ApiServer:
         else:
             return error_response(unknown_path())
         return json_response(result)
+
+
+def _bookmark(rt: ResourceType, rv: int, *, initial_events_end: bool = False) -> bytes:
+    meta: Obj = {"resourceVersion": str(rv)}
+    if initial_events_end:
+        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    return dumps(
+        {
+            "type": "BOOKMARK",
+            "object": {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta},
+        }
+    )
 
 
 def _typed(obj: Obj, content_type: str) -> web.Response:
