@@ -44,7 +44,7 @@ from controller.runner_objects import (
     new_ephemeral_runner,
     proxy_secret_name,
 )
-from controller.runner_rules import is_deleting, runner_id, status_of
+from controller.runner_rules import is_deleting, runner_id, status_int, status_of
 from controller.runner_settings import RunnerSettings
 from controller.runnerset_rules import (
     Children,
@@ -92,11 +92,6 @@ CREATE_CONCURRENCY = 8
 
 def _spec_int(obj: JSONDict, key: str) -> int:
     value = (obj.get("spec") or {}).get(key)
-    return value if isinstance(value, int) else 0
-
-
-def _status_int(obj: JSONDict, key: str) -> int:
-    value = status_of(obj).get(key)
     return value if isinstance(value, int) else 0
 
 
@@ -202,7 +197,7 @@ class EphemeralRunnerSetReconciler:
         self._uids[request] = uid
         expected = self._expected(uid)
         runners = expected.apply(self._runners.owned_by(uid))
-        applied = _status_int(cached, "appliedActionableRevision")
+        applied = status_int(cached, "appliedActionableRevision")
         children = classify(runners, applied_revision=applied)
         if is_deleting(cached):
             return await self._finalize(runner_set, children)
@@ -262,7 +257,7 @@ class EphemeralRunnerSetReconciler:
             replicas=replicas,
             patch_id=patch_id,
             children=children,
-            cleanup_marker=self._markers.get(uid, _status_int(obj, "finishedRunnerCleanupPatchID")),
+            cleanup_marker=self._markers.get(uid, status_int(obj, "finishedRunnerCleanupPatchID")),
             retired_failed=len(due),
             replacements=replacements,
         )
@@ -292,7 +287,7 @@ class EphemeralRunnerSetReconciler:
         body = new_ephemeral_runner(
             runner_set,
             patch_id=patch_id,
-            revision=_status_int(runner_set, "appliedActionableRevision"),
+            revision=status_int(runner_set, "appliedActionableRevision"),
             lineage=lineage_of,
             excluded_prefixes=self._settings.exclude_label_propagation_prefixes,
         )

@@ -81,9 +81,14 @@ def has_job(runner: JSONDict) -> bool:
     return bool(status_of(runner).get("jobId"))
 
 
-def runner_id(runner: JSONDict) -> int:
-    value = status_of(runner).get("runnerId")
+def status_int(obj: JSONDict, key: str) -> int:
+    """An integer status field; 0 when it is absent or not an integer."""
+    value = status_of(obj).get(key)
     return value if isinstance(value, int) else 0
+
+
+def runner_id(runner: JSONDict) -> int:
+    return status_int(runner, "runnerId")
 
 
 def is_deleting(obj: JSONDict) -> bool:
