@@ -80,7 +80,7 @@ from shared.api.names import (
     SECRET_RUNNER_NAME,
 )
 from shared.kube.errors import AlreadyExists, Forbidden, Invalid, KubeError, NotFound
-from shared.kube.objects import EPHEMERAL_RUNNER, POD, SECRET, Objects
+from shared.kube.objects import EPHEMERAL_RUNNER, POD, SECRET, Kind, Objects
 
 JSONDict = dict[str, Any]
 
@@ -289,7 +289,7 @@ class EphemeralRunnerReconciler:
             if not is_deleting(secret):
                 await self._delete(SECRET, secret)
 
-    async def _delete(self, kind: Any, obj: JSONDict) -> None:
+    async def _delete(self, kind: Kind, obj: JSONDict) -> None:
         meta = obj["metadata"]
         with contextlib.suppress(NotFound):
             await self._objects.delete(kind, meta["namespace"], meta["name"], uid=meta.get("uid"))
