@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -178,8 +179,12 @@ async def test_a_service_account_without_the_listener_role_is_refused(
 
 
 async def test_redelivered_job_started_patches_nothing(
-    cluster: Cluster, github: GitHub, start_listener: StartListener
+    cluster: Cluster,
+    github: GitHub,
+    start_listener: StartListener,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="listener.service")
     await cluster.create_runner("runner-a", phase="Pending")
     running = await start_listener()
     [request_id] = github.enqueue(duration=60.0)
@@ -199,16 +204,23 @@ async def test_redelivered_job_started_patches_nothing(
     await github.start_runner("runner-a")
     await recorded(cluster, "runner-a")
 
-    async def read_twice() -> bool:
-        return (
-            cluster.kube.requests.count(
-                verb="get", resource="ephemeralrunners", user=cluster.listener_user
-            )
-            >= 2
-        )
+    # Wait for the listener's report of each handled JobStarted, not for its second GET: that
+    # GET comes before the decision, so a wrong second patch could follow the count below.
+    async def handled_twice() -> bool:
+        handled = [
+            record
+            for record in caplog.records
+            if record.name == "listener.service"
+            and record.getMessage().startswith("JobStarted job ")
+        ]
+        return len(handled) >= 2
 
-    await eventually(read_twice, what="the redelivered JobStarted handled")
+    await eventually(handled_twice, what="the redelivered JobStarted handled")
     assert state.count("create_session", status=200) == 2
+    gets = cluster.kube.requests.count(
+        verb="get", resource="ephemeralrunners", user=cluster.listener_user
+    )
+    assert gets >= 2
     patches = cluster.kube.requests.count(
         verb="patch", subresource="status", user=cluster.listener_user
     )
