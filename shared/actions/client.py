@@ -212,13 +212,7 @@ class ActionsClient:
         return response
 
     def _field(self, response: Response, name: str, *, secret: bool = True) -> str:
-        try:
-            payload = response.json()
-        except ValueError as exc:
-            raise UnexpectedResponse(
-                f"{response.method} {response.url} answered {response.status} with a body that "
-                "is not JSON"
-            ) from exc
+        payload = response.json()
         value = payload.get(name) if isinstance(payload, dict) else None
         if not isinstance(value, str) or not value:
             raise UnexpectedResponse(
@@ -348,13 +342,7 @@ class ActionsClient:
         """The body as `model`; None for an empty body or JSON null."""
         if response.empty:
             return None
-        try:
-            payload = response.json()
-        except ValueError as exc:
-            raise UnexpectedResponse(
-                f"{response.method} {response.url} answered {response.status} with a body that "
-                "is not JSON"
-            ) from exc
+        payload = response.json()
         if payload is None:
             return None
         try:
@@ -370,13 +358,7 @@ class ActionsClient:
         does; an empty body or null is an empty list."""
         if response.empty:
             return []
-        try:
-            payload = response.json()
-        except ValueError as exc:
-            raise UnexpectedResponse(
-                f"{response.method} {response.url} answered {response.status} with a body that "
-                "is not JSON"
-            ) from exc
+        payload = response.json()
         if payload is None:
             return []
         if not isinstance(payload, dict):

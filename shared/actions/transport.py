@@ -19,7 +19,12 @@ import tenacity
 import yarl
 from multidict import CIMultiDictProxy
 
-from shared.actions.errors import ActionsConnectionError, InvalidArgument, scrub
+from shared.actions.errors import (
+    ActionsConnectionError,
+    InvalidArgument,
+    UnexpectedResponse,
+    scrub,
+)
 
 log = logging.getLogger("shared.actions")
 
@@ -205,8 +210,13 @@ class Response:
         return not self.body.strip()
 
     def json(self) -> Any:
-        """The decoded body; raises ValueError when it is not JSON."""
-        return json.loads(self.body)
+        """The decoded body; raises UnexpectedResponse when it is not JSON."""
+        try:
+            return json.loads(self.body)
+        except ValueError as exc:
+            raise UnexpectedResponse(
+                f"{self.method} {self.url} answered {self.status} with a body that is not JSON"
+            ) from exc
 
 
 def _retryable_exception(exc: BaseException) -> bool:
