@@ -30,19 +30,18 @@ JSONDict = dict[str, Any]
 log = logging.getLogger(__name__)
 
 
-def controller_owner_uid(obj: JSONDict) -> str | None:
-    """The uid of the ownerReference marked `controller: true`, if any."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(ref, dict) and ref.get("controller") is True and ref.get("uid"):
-            return str(ref["uid"])
-    return None
-
-
 def controller_owner(obj: JSONDict) -> JSONDict | None:
+    """The ownerReference marked `controller: true` (the API server allows at most one)."""
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
         if isinstance(ref, dict) and ref.get("controller") is True:
             return ref
     return None
+
+
+def controller_owner_uid(obj: JSONDict) -> str | None:
+    """The uid of the controller ownerReference, if any."""
+    ref = controller_owner(obj)
+    return str(ref["uid"]) if ref is not None and ref.get("uid") else None
 
 
 class Store:
