@@ -71,9 +71,14 @@ class Store:
         return self.bucket(key).objects.get((ns, name))
 
     def items(self, key: TypeKey, ns: str | None = None) -> Iterator[Obj]:
-        for (ons, _), obj in sorted(self.bucket(key).objects.items()):
-            if ns is None or ons == ns:
-                yield obj
+        """Objects in (namespace, name) order, as etcd's key order lists them."""
+        objects = self.bucket(key).objects
+        # Filter before sorting: the authorizer asks for one namespace's bindings per request.
+        selected = (
+            objects.items() if ns is None else ((k, o) for k, o in objects.items() if k[0] == ns)
+        )
+        for _, obj in sorted(selected):
+            yield obj
 
     def by_uid(self, uid: str) -> Obj | None:
         where = self.uids.get(uid)
