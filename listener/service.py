@@ -100,10 +100,16 @@ class Listener:
         operation: Callable[[], Awaitable[T]],
         what: str,
         *,
+        retry_on: Callable[[BaseException], bool] = is_transient,
         give_up: Callable[[BaseException, float], bool] | None = None,
     ) -> T:
         return await retry_transient(
-            operation, what=what, backoff=self.backoff, stop=self.stop, give_up=give_up
+            operation,
+            what=what,
+            backoff=self.backoff,
+            stop=self.stop,
+            retry_on=retry_on,
+            give_up=give_up,
         )
 
     async def run(self) -> None:
@@ -184,11 +190,9 @@ class Listener:
                 await self._find_or_register_scale_set()
                 return await self.actions.open_message_session(self.scale_set_id, owner=self.owner)
 
-        session = await retry_transient(
+        session = await self._retry(
             create,
-            what="message session creation",
-            backoff=self.backoff,
-            stop=self.stop,
+            "message session creation",
             retry_on=lambda exc: is_transient(exc) or isinstance(exc, SessionConflict),
             give_up=give_up,
         )
@@ -243,11 +247,9 @@ class Listener:
             return poll.result()
 
         try:
-            return await retry_transient(
+            return await self._retry(
                 get,
-                what="GET message",
-                backoff=self.backoff,
-                stop=self.stop,
+                "GET message",
                 # An undecodable message cannot be acknowledged or skipped: poll again, and
                 # let /readyz report the lack of progress if it keeps coming.
                 retry_on=lambda exc: is_transient(exc) or isinstance(exc, UnexpectedResponse),
