@@ -52,16 +52,24 @@ async def _serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with KubeEmulator(
+    kube = KubeEmulator(
         tls=args.tls,
         port=args.port,
         pod_start_latency=args.pod_start_latency,
         insecure_admin=not args.tls,
-    ) as kube:
+    )
+    try:
+        await kube.start()
+    except OSError as exc:
+        print(f"cannot listen on {kube.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    try:
         kube.apply_crds(_crd_files(args))
         kube.write_kubeconfig(args.kubeconfig)
         print(kube.url, flush=True)
         await stop.wait()
+    finally:
+        await kube.stop()
     return 0
 
 

@@ -7,6 +7,7 @@ import asyncio
 import os
 import shutil
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -103,21 +104,43 @@ async def test_exits_cleanly_on_signal(tmp_path: Path, sig: signal.Signals) -> N
     assert proc.returncode == 0, err.decode()
 
 
-async def test_missing_crd_file_is_a_one_line_error_with_exit_2(tmp_path: Path) -> None:
+async def exit_of(*args: str) -> tuple[int | None, bytes, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "sandbox.kube",
-        "--kubeconfig",
-        str(tmp_path / "k"),
-        "--crds",
-        str(tmp_path / "absent.yaml"),
+        *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
     async with asyncio.timeout(TIMEOUT * 3):
         out, err = await proc.communicate()
-    assert proc.returncode == 2
+    return proc.returncode, out, err.decode()
+
+
+async def test_missing_crd_file_is_a_one_line_error_with_exit_2(tmp_path: Path) -> None:
+    code, out, err = await exit_of(
+        "--kubeconfig", str(tmp_path / "k"), "--crds", str(tmp_path / "absent.yaml")
+    )
+    assert code == 2
     assert out == b""
-    assert len(err.decode().strip().splitlines()) == 1
-    assert "absent.yaml" in err.decode()
+    assert len(err.strip().splitlines()) == 1
+    assert "absent.yaml" in err
+
+
+async def test_a_taken_port_is_a_one_line_error_with_exit_2(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        code, out, err = await exit_of(
+            "--port",
+            port,
+            "--kubeconfig",
+            str(tmp_path / "k"),
+            "--crds",
+            str(FIXTURES / "widgets-crd.yaml"),
+        )
+    assert code == 2
+    assert out == b""
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith(f"cannot listen on 127.0.0.1:{port}:")
+    assert not (tmp_path / "k").exists()
