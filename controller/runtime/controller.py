@@ -117,7 +117,7 @@ def _owner_key(owner: Kind) -> Callable[[JSONDict], Iterable[Request]]:
         if (
             ref is None
             or ref.get("kind") != owner.kind
-            or ref.get("apiVersion") != (owner.api_version)
+            or ref.get("apiVersion") != owner.api_version
         ):
             return ()
         return (Request((obj.get("metadata") or {}).get("namespace", ""), str(ref["name"])),)
@@ -127,29 +127,15 @@ def _owner_key(owner: Kind) -> Callable[[JSONDict], Iterable[Request]]:
 
 def handlers(ctrl: Controller, metrics: RuntimeMetrics) -> list[tuple[Kind, _Enqueue]]:
     """The event handlers to register on each informer for this controller."""
-    out = [(ctrl.for_, _Enqueue(queue=ctrl.queue, map=_own_key, predicate=None, metrics=metrics))]
-    for owned in ctrl.owns:
-        out.append(
-            (
-                owned.kind,
-                _Enqueue(
-                    queue=ctrl.queue,
-                    map=_owner_key(ctrl.for_),
-                    predicate=owned.predicate,
-                    metrics=metrics,
-                ),
-            )
-        )
-    for watch in ctrl.watches:
-        out.append(
-            (
-                watch.kind,
-                _Enqueue(
-                    queue=ctrl.queue, map=watch.map, predicate=watch.predicate, metrics=metrics
-                ),
-            )
-        )
-    return out
+    sources: list[tuple[Kind, Callable[[JSONDict], Iterable[Request]], UpdatePredicate | None]] = [
+        (ctrl.for_, _own_key, None),
+        *((owned.kind, _owner_key(ctrl.for_), owned.predicate) for owned in ctrl.owns),
+        *((watch.kind, watch.map, watch.predicate) for watch in ctrl.watches),
+    ]
+    return [
+        (kind, _Enqueue(queue=ctrl.queue, map=keys, predicate=predicate, metrics=metrics))
+        for kind, keys, predicate in sources
+    ]
 
 
 async def worker(ctrl: Controller, metrics: RuntimeMetrics) -> None:
