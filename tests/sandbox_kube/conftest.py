@@ -73,6 +73,15 @@ async def events(list_call: Callable[..., Any], *args: Any, count: int, **kwargs
     return out
 
 
+async def widget_events(
+    co: client.CustomObjectsApi, namespace: str, *, count: int, **kwargs: Any
+) -> list[Obj]:
+    """The first `count` events of a watch on the widgets of `namespace`."""
+    return await events(
+        co.list_namespaced_custom_object, GROUP, VERSION, namespace, WIDGETS, count=count, **kwargs
+    )
+
+
 async def wait_for(predicate: Callable[[], Any]) -> Any:
     """Poll an in-process condition (the emulator runs in this loop) until truthy."""
     async with asyncio.timeout(TIMEOUT):

@@ -15,9 +15,9 @@ from tests.sandbox_kube.conftest import (
     MERGE,
     VERSION,
     WIDGETS,
-    events,
     status_of,
     widget,
+    widget_events,
 )
 
 pytestmark = pytest.mark.usefixtures("widgets")
@@ -178,9 +178,7 @@ async def test_no_op_patch_keeps_resource_version_and_emits_no_event(
     )
     assert same["metadata"]["resourceVersion"] == rv
     await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("marker"))
-    seen = await events(
-        co.list_namespaced_custom_object, GROUP, VERSION, ns, WIDGETS, resource_version=rv, count=1
-    )
+    seen = await widget_events(co, ns, resource_version=rv, count=1)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in seen] == [("ADDED", "marker")]
 
 

@@ -19,6 +19,7 @@ from tests.sandbox_kube.conftest import (
     status_of,
     wait_for,
     widget,
+    widget_events,
 )
 
 pytestmark = pytest.mark.usefixtures("widgets")
@@ -38,9 +39,7 @@ async def test_delete_with_finalizer_marks_the_object(co: client.CustomObjectsAp
     assert deleted["metadata"]["generation"] == 2
     still = await co.get_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, "w")
     assert still["metadata"]["deletionTimestamp"] == deleted["metadata"]["deletionTimestamp"]
-    seen = await events(
-        co.list_namespaced_custom_object, GROUP, VERSION, ns, WIDGETS, resource_version=rv, count=1
-    )
+    seen = await widget_events(co, ns, resource_version=rv, count=1)
     assert seen[0]["type"] == "MODIFIED"
     assert seen[0]["object"]["metadata"]["deletionTimestamp"]
 
@@ -69,9 +68,7 @@ async def test_removing_last_finalizer_deletes_with_only_a_deleted_event(
         GROUP, VERSION, ns, WIDGETS, "w", patch, _content_type=content_type
     )
     await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("marker"))
-    seen = await events(
-        co.list_namespaced_custom_object, GROUP, VERSION, ns, WIDGETS, resource_version=rv, count=2
-    )
+    seen = await widget_events(co, ns, resource_version=rv, count=2)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in seen] == [
         ("DELETED", "w"),
         ("ADDED", "marker"),
@@ -194,14 +191,8 @@ async def test_foreground_deletion_removes_dependents_first(
         GROUP, VERSION, ns, WIDGETS, "o", propagation_policy="Foreground"
     )
     assert marked["metadata"]["finalizers"] == ["foregroundDeletion"]
-    seen = await events(
-        co.list_namespaced_custom_object,
-        GROUP,
-        VERSION,
-        ns,
-        WIDGETS,
-        resource_version=marked["metadata"]["resourceVersion"],
-        count=1,
+    seen = await widget_events(
+        co, ns, resource_version=marked["metadata"]["resourceVersion"], count=1
     )
     assert seen[0]["type"] == "DELETED"
     assert kube.store.get(("", "configmaps"), ns, "dep") is None

@@ -15,9 +15,9 @@ from tests.sandbox_kube.conftest import (
     TIMEOUT,
     VERSION,
     WIDGETS,
-    events,
     status_of,
     wait_for,
+    widget_events,
 )
 
 pytestmark = pytest.mark.usefixtures("widgets")
@@ -201,9 +201,7 @@ async def test_an_open_watch_is_accounted_once_established(
     kube: KubeEmulator, co: client.CustomObjectsApi, ns: str
 ) -> None:
     kube.requests.reset()
-    watching = asyncio.create_task(
-        events(co.list_namespaced_custom_object, GROUP, VERSION, ns, WIDGETS, count=1)
-    )
+    watching = asyncio.create_task(widget_events(co, ns, count=1))
     await wait_for(lambda: kube.requests.count(verb="watch", resource=WIDGETS) == 1)
     assert not watching.done()
     kube.apply(

@@ -18,10 +18,10 @@ from tests.sandbox_kube.conftest import (
     TIMEOUT,
     VERSION,
     WIDGETS,
-    events,
     status_of,
     wait_for,
     widget,
+    widget_events,
 )
 
 pytestmark = pytest.mark.usefixtures("widgets")
@@ -32,7 +32,7 @@ async def test_watch_without_resource_version_replays_existing_objects(
 ) -> None:
     for name in ("a", "b"):
         await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget(name))
-    seen = await events(co.list_namespaced_custom_object, GROUP, VERSION, ns, WIDGETS, count=2)
+    seen = await widget_events(co, ns, count=2)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in seen] == [
         ("ADDED", "a"),
         ("ADDED", "b"),
@@ -48,14 +48,8 @@ async def test_watch_from_resource_version_sends_only_newer_events(
         GROUP, VERSION, ns, WIDGETS, "old", {"spec": {"size": 2}}, _content_type=MERGE
     )
     await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("new"))
-    seen = await events(
-        co.list_namespaced_custom_object,
-        GROUP,
-        VERSION,
-        ns,
-        WIDGETS,
-        resource_version=listed["metadata"]["resourceVersion"],
-        count=2,
+    seen = await widget_events(
+        co, ns, resource_version=listed["metadata"]["resourceVersion"], count=2
     )
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in seen] == [
         ("MODIFIED", "old"),
@@ -87,14 +81,8 @@ async def test_watch_from_compacted_version_is_410_expired(
             GROUP, VERSION, namespace, WIDGETS, "a", {"spec": {"size": size}}, _content_type=MERGE
         )
     with pytest.raises(client.ApiException) as exc:
-        await events(
-            co.list_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            namespace,
-            WIDGETS,
-            resource_version=first["metadata"]["resourceVersion"],
-            count=1,
+        await widget_events(
+            co, namespace, resource_version=first["metadata"]["resourceVersion"], count=1
         )
     assert exc.value.status == 410
     assert "Expired" in exc.value.reason
@@ -105,12 +93,9 @@ async def test_bookmarks_carry_the_current_resource_version(
 ) -> None:
     kube, api = small_history
     co = client.CustomObjectsApi(api)
-    seen = await events(
-        co.list_namespaced_custom_object,
-        GROUP,
-        VERSION,
+    seen = await widget_events(
+        co,
         namespace,
-        WIDGETS,
         allow_watch_bookmarks=True,
         resource_version=str(kube.store.rv),
         count=1,
@@ -121,9 +106,7 @@ async def test_bookmarks_carry_the_current_resource_version(
 
 
 async def test_timeout_seconds_closes_the_stream(co: client.CustomObjectsApi, ns: str) -> None:
-    seen = await events(
-        co.list_namespaced_custom_object, GROUP, VERSION, ns, WIDGETS, timeout_seconds=1, count=1
-    )
+    seen = await widget_events(co, ns, timeout_seconds=1, count=1)
     assert seen == []
 
 
@@ -141,12 +124,9 @@ async def test_label_selector_watch_reports_transitions(
             {"metadata": {"labels": labels}},
             _content_type=MERGE,
         )
-    seen = await events(
-        co.list_namespaced_custom_object,
-        GROUP,
-        VERSION,
+    seen = await widget_events(
+        co,
         ns,
-        WIDGETS,
         label_selector="team=a",
         resource_version=start["metadata"]["resourceVersion"],
         count=3,
@@ -163,15 +143,7 @@ async def test_field_selector_on_metadata_name_filters_a_watch(
 ) -> None:
     for name in ("a", "b"):
         await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget(name))
-    seen = await events(
-        co.list_namespaced_custom_object,
-        GROUP,
-        VERSION,
-        ns,
-        WIDGETS,
-        field_selector="metadata.name=b",
-        count=1,
-    )
+    seen = await widget_events(co, ns, field_selector="metadata.name=b", count=1)
     assert seen[0]["object"]["metadata"]["name"] == "b"
 
 
@@ -209,15 +181,7 @@ async def test_force_gone_ends_open_watches_with_410(
     start = await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("w"))
     baseline = len(kube.store.subscriptions)
     watching = asyncio.create_task(
-        events(
-            co.list_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            ns,
-            WIDGETS,
-            resource_version=start["metadata"]["resourceVersion"],
-            count=1,
-        )
+        widget_events(co, ns, resource_version=start["metadata"]["resourceVersion"], count=1)
     )
     await wait_for(lambda: len(kube.store.subscriptions) > baseline)
     kube.faults.force_gone()
@@ -233,15 +197,7 @@ async def test_force_gone_expires_older_resource_versions(
     await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("v"))
     kube.faults.force_gone()
     with pytest.raises(client.ApiException) as exc:
-        await events(
-            co.list_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            ns,
-            WIDGETS,
-            resource_version=start["metadata"]["resourceVersion"],
-            count=1,
-        )
+        await widget_events(co, ns, resource_version=start["metadata"]["resourceVersion"], count=1)
     assert exc.value.status == 410
 
 
@@ -249,9 +205,7 @@ async def test_drop_watches_cuts_the_connection(
     kube: KubeEmulator, co: client.CustomObjectsApi, ns: str
 ) -> None:
     baseline = len(kube.store.subscriptions)
-    watching = asyncio.create_task(
-        events(co.list_namespaced_custom_object, GROUP, VERSION, ns, WIDGETS, count=1)
-    )
+    watching = asyncio.create_task(widget_events(co, ns, count=1))
     await wait_for(lambda: len(kube.store.subscriptions) > baseline)
     kube.faults.drop_watches()
     with pytest.raises(aiohttp.ClientPayloadError):
