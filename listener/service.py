@@ -112,6 +112,10 @@ class Listener:
             give_up=give_up,
         )
 
+    def _past_two_backoff_caps(self, _exc: BaseException, elapsed: float) -> bool:
+        """Whether a Kubernetes write stops retrying in place; the next turn tries it again."""
+        return elapsed >= 2 * self.settings.retry_max_seconds
+
     async def run(self) -> None:
         """Serve until `stop` is set (returns) or an unrecoverable error (raises)."""
         try:
@@ -303,7 +307,6 @@ class Listener:
     async def _record_unrecorded(self) -> None:
         """Write every pending JobStarted, in order; what still fails waits for the next turn."""
         pending, self.unrecorded = self.unrecorded, []
-        bound = 2 * self.settings.retry_max_seconds
         for index, job in enumerate(pending):
             if not job.runner_name:
                 log.warning("JobStarted for job %s names no runner; skipped", job.job_id)
@@ -317,7 +320,7 @@ class Listener:
                         conflict_retries=self.settings.job_started_conflict_retries,
                     ),
                     f"JobStarted for runner {job.runner_name}",
-                    give_up=lambda _exc, elapsed: elapsed >= bound,
+                    give_up=self._past_two_backoff_caps,
                 )
             except Stopping:
                 self.unrecorded = pending[index:] + self.unrecorded
@@ -336,12 +339,11 @@ class Listener:
     async def _publish(self, *, record: bool = True) -> None:
         """Patch the EphemeralRunnerSet with the desired count for `self.latest`."""
         desired = self.scaler.desired(self.latest.total_assigned_jobs)
-        bound = 2 * self.settings.retry_max_seconds
         try:
             await self._retry(
                 lambda: self.kube.patch_runner_set(desired.ers_patch()),
                 "EphemeralRunnerSet patch",
-                give_up=lambda _exc, elapsed: elapsed >= bound,
+                give_up=self._past_two_backoff_caps,
             )
         except KubeError as exc:
             self.scaler.publication_failed()
