@@ -285,3 +285,57 @@ async def test_impersonating_groups_needs_its_own_grant(
         got, user = exc.status, ""
     assert got == code
     assert user == ("bob" if code == 200 else "")
+
+
+@pytest.mark.usefixtures("listener_role")
+async def test_self_subject_rules_review_lists_each_bound_rule_once(
+    kube: KubeEmulator, sa_api: Callable[[str, str], Any], ns: str
+) -> None:
+    kube.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "node-lister"},
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}],
+        }
+    )
+    kube.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "node-lister"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "node-lister",
+            },
+            # Both subjects name the caller: the binding still grants its rules once.
+            "subjects": [
+                {"kind": "ServiceAccount", "name": SA, "namespace": ns},
+                {"kind": "Group", "name": f"system:serviceaccounts:{ns}"},
+            ],
+        }
+    )
+    api = await sa_api(ns, SA)
+    review = await client.AuthorizationV1Api(api).create_self_subject_rules_review(
+        {"spec": {"namespace": ns}}
+    )
+    resource = [api.sanitize_for_serialization(r) for r in review.status.resource_rules]
+    non_resource = [api.sanitize_for_serialization(r) for r in review.status.non_resource_rules]
+    assert resource == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
+        {
+            "apiGroups": ["authorization.k8s.io"],
+            "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+            "verbs": ["create"],
+        },
+        {
+            "apiGroups": ["authentication.k8s.io"],
+            "resources": ["selfsubjectreviews"],
+            "verbs": ["create"],
+        },
+        {"apiGroups": [GROUP], "resources": [WIDGETS], "verbs": ["get"]},
+        {"apiGroups": [GROUP], "resources": [WIDGETS], "verbs": ["patch"], "resourceNames": ["r1"]},
+    ]
+    assert [rule["verbs"] for rule in non_resource] == [["get"]]
+    assert "/version" in non_resource[0]["nonResourceURLs"]
