@@ -94,12 +94,6 @@ SECRET_DELETED = "secret deleted"
 QUOTA_MESSAGE = "exceeded quota:"
 
 
-def server_message(exc: KubeError) -> str:
-    """The API server's own message, as ARC quotes it (without our code and reason prefix)."""
-    prefix = f"{exc.code} {exc.reason}: " if exc.reason else f"{exc.code}: "
-    return exc.message.removeprefix(prefix)
-
-
 def deep_merge(target: JSONDict, patch: JSONDict) -> None:
     for key, value in patch.items():
         if isinstance(value, dict) and isinstance(target.get(key), dict):
@@ -415,7 +409,7 @@ class EphemeralRunnerReconciler:
         await self._mark_failed(
             runner,
             reason=REASON_INVALID_POD,
-            message=MESSAGE_INVALID_POD_PREFIX + server_message(exc),
+            message=MESSAGE_INVALID_POD_PREFIX + exc.status_message,
         )
 
     async def _mark_failed(self, runner: LazyObject, *, reason: str, message: str) -> None:

@@ -22,11 +22,16 @@ class KubeError(Exception):
 
     retryable = False
 
-    def __init__(self, message: str, *, code: int = 0, reason: str = "") -> None:
+    def __init__(
+        self, message: str, *, code: int = 0, reason: str = "", status_message: str = ""
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
         self.reason = reason
+        # The server's own words without the code and reason that start `message`: ARC quotes
+        # them so in a runner's status.
+        self.status_message = status_message or message
 
 
 class NotFound(KubeError):
@@ -107,7 +112,10 @@ def from_api_exception(exc: ApiException) -> KubeError:
     else:
         cls = _BY_CODE.get(code, KubeError)
     return cls(
-        f"{code} {reason}: {text}" if reason else f"{code}: {text}", code=code, reason=reason
+        f"{code} {reason}: {text}" if reason else f"{code}: {text}",
+        code=code,
+        reason=reason,
+        status_message=text,
     )
 
 
