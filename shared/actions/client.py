@@ -379,6 +379,15 @@ class ActionsClient:
                 f"({exc.error_count()} validation errors)"
             ) from None
 
+    def _named(
+        self, response: Response, model: type[ModelT], *, kind: str, name: str
+    ) -> ModelT | None:
+        """The one item of a list looked up by `name`, or None; more than one is ambiguous."""
+        found = self._list(response, model)
+        if len(found) > 1:
+            raise AmbiguousName(f"multiple {kind} found with name {name!r}" + _activity(response))
+        return found[0] if found else None
+
     def _required(self, response: Response, model: type[ModelT]) -> ModelT:
         value = self.decode(response, model)
         if value is None:
@@ -397,12 +406,7 @@ class ActionsClient:
         response = await self.service_request(
             "GET", SCALE_SETS, query={"runnerGroupId": str(runner_group_id), "name": name}
         )
-        found = self._list(response, RunnerScaleSet)
-        if len(found) > 1:
-            raise AmbiguousName(
-                f"multiple runner scale sets found with name {name!r}" + _activity(response)
-            )
-        return found[0] if found else None
+        return self._named(response, RunnerScaleSet, kind="runner scale sets", name=name)
 
     async def get_runner_scale_set_by_id(self, scale_set_id: int) -> RunnerScaleSet:
         """Raises ScaleSetNotFound when it does not exist."""
@@ -494,10 +498,7 @@ class ActionsClient:
 
     async def get_runner_by_name(self, name: str) -> RunnerReference | None:
         response = await self.service_request("GET", RUNNERS, query={"agentName": name})
-        found = self._list(response, RunnerReference)
-        if len(found) > 1:
-            raise AmbiguousName(f"multiple runners found with name {name!r}" + _activity(response))
-        return found[0] if found else None
+        return self._named(response, RunnerReference, kind="runners", name=name)
 
     async def remove_runner(self, runner_id: int) -> None:
         """Unregister a runner. Raises JobStillRunning when busy, RunnerNotFound when gone."""
