@@ -105,9 +105,11 @@ async def test_terminal_phase_written_between_get_and_patch_survives(
 ) -> None:
     await cluster.create_runner("runner-a", phase="Pending")
     # Hold the listener's status patch on the server after its GET, long enough for the
-    # controller's write (an update, so the hold does not apply to it) to land first.
-    hold = cluster.kube.faults.latency(2.0, verb="patch", resource="ephemeralrunners")
-    await start_listener()
+    # controller's write (an update, so the hold does not apply to it) to land first, and
+    # shorter than the listener's request timeout, so the held patch is answered (409), not
+    # abandoned and sent again.
+    hold = cluster.kube.faults.latency(3.0, verb="patch", resource="ephemeralrunners")
+    await start_listener(kube_request_timeout_seconds=10)
     await start_job_on(github, "runner-a")
 
     async def runner_read() -> bool:
