@@ -7,7 +7,9 @@ identity discover the API and review its own access are seeded at start.
 
 from __future__ import annotations
 
+import itertools
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,32 +157,38 @@ class Authorizer:
             role = None
         return list((role or {}).get("rules") or [])
 
+    def _grants(self, user: User, namespace: str) -> Iterator[tuple[str, Obj, Obj, str]]:
+        """(binding description, roleRef, first subject naming `user`, binding namespace) of
+        every binding that names the user: ClusterRoleBindings, then RoleBindings of
+        `namespace`. A binding's rules are the same whichever subject matched, so one is enough."""
+        cluster = self.store.items((RBAC, "clusterrolebindings"))
+        local = self.store.items((RBAC, "rolebindings"), namespace) if namespace else iter(())
+        for binding in itertools.chain(cluster, local):
+            ns = binding["metadata"].get("namespace", "")
+            subject = next(
+                (
+                    s
+                    for s in binding.get("subjects") or []
+                    if _subject_matches(s, user, binding_ns=ns)
+                ),
+                None,
+            )
+            if subject is None:
+                continue
+            name = binding["metadata"]["name"]
+            label = f'RoleBinding "{name}/{ns}"' if ns else f'ClusterRoleBinding "{name}"'
+            yield label, binding.get("roleRef") or {}, subject, ns
+
     def authorize(self, attrs: Attributes) -> tuple[bool, str]:
         """Whether RBAC allows it, and the reason string a SubjectAccessReview reports."""
         if MASTERS in attrs.user.groups:
             return True, ""
-        for crb in self.store.items((RBAC, "clusterrolebindings")):
-            for subject in crb.get("subjects") or []:
-                if _subject_matches(subject, attrs.user, binding_ns=""):
-                    ref = crb.get("roleRef") or {}
-                    if any(_rule_allows(r, attrs) for r in self._role_rules(ref, "")):
-                        return True, (
-                            f'RBAC: allowed by ClusterRoleBinding "{crb["metadata"]["name"]}" of '
-                            f'{ref.get("kind")} "{ref.get("name")}" to '
-                            f"{_describe_subject(subject, '')}"
-                        )
-        if attrs.namespace:
-            for rb in self.store.items((RBAC, "rolebindings"), attrs.namespace):
-                ns = rb["metadata"]["namespace"]
-                for subject in rb.get("subjects") or []:
-                    if _subject_matches(subject, attrs.user, binding_ns=ns):
-                        ref = rb.get("roleRef") or {}
-                        if any(_rule_allows(r, attrs) for r in self._role_rules(ref, ns)):
-                            return True, (
-                                f'RBAC: allowed by RoleBinding "{rb["metadata"]["name"]}/{ns}" of '
-                                f'{ref.get("kind")} "{ref.get("name")}" to '
-                                f"{_describe_subject(subject, ns)}"
-                            )
+        for label, ref, subject, ns in self._grants(attrs.user, attrs.namespace):
+            if any(_rule_allows(r, attrs) for r in self._role_rules(ref, ns)):
+                return True, (
+                    f'RBAC: allowed by {label} of {ref.get("kind")} "{ref.get("name")}" to '
+                    f"{_describe_subject(subject, ns)}"
+                )
         return False, ""
 
     def rules_for(self, user: User, namespace: str) -> tuple[list[Obj], list[Obj]]:
@@ -190,14 +198,11 @@ class Authorizer:
                 [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
                 [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
             )
-        rules: list[Obj] = []
-        for crb in self.store.items((RBAC, "clusterrolebindings")):
-            if any(_subject_matches(s, user, binding_ns="") for s in crb.get("subjects") or []):
-                rules.extend(self._role_rules(crb.get("roleRef") or {}, ""))
-        for rb in self.store.items((RBAC, "rolebindings"), namespace):
-            ns = rb["metadata"]["namespace"]
-            if any(_subject_matches(s, user, binding_ns=ns) for s in rb.get("subjects") or []):
-                rules.extend(self._role_rules(rb.get("roleRef") or {}, ns))
+        rules = [
+            rule
+            for _, ref, _, ns in self._grants(user, namespace)
+            for rule in self._role_rules(ref, ns)
+        ]
         resource = [
             {k: r[k] for k in ("verbs", "apiGroups", "resources", "resourceNames") if r.get(k)}
             for r in rules
