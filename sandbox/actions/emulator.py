@@ -8,7 +8,7 @@ from typing import Self
 
 from aiohttp import web
 
-from sandbox.actions import tls
+from sandbox import tls
 from sandbox.actions.credentials import AppCredentials, CredentialStore
 from sandbox.actions.faults import Faults
 from sandbox.actions.model import ServiceState

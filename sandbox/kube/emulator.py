@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from aiohttp import web
 
-from sandbox.actions.tls import generate as generate_certificate
 from sandbox.kube.faults import Faults, Requests
 from sandbox.kube.gc import Controllers, cancel
 from sandbox.kube.handlers import ApiServer
@@ -34,6 +33,7 @@ from sandbox.kube.registry import Clock, Registry, utcnow
 from sandbox.kube.resources import BUILTINS, SEEDED_NAMESPACES, Catalog
 from sandbox.kube.status import ApiError
 from sandbox.kube.store import Store
+from sandbox.tls import generate as generate_certificate
 
 if TYPE_CHECKING:
     from kubernetes_asyncio import client
