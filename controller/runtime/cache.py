@@ -231,8 +231,10 @@ class Informer:
             seen.add(Request.of(item))
             self._upsert(item)
         for key in self.store.keys_in(namespace):
+            if key in seen:
+                continue
             gone = self.store.get(key.namespace, key.name)
-            if key not in seen and gone is not None:
+            if gone is not None:
                 self._delete(gone)
         self._listed.add(namespace)
         if len(self._listed) == len(self.namespaces):
