@@ -1,12 +1,16 @@
-"""`MessageSession`: the listener's side of one message session (long poll, ack, acquire)."""
+"""`MessageSession`: the listener's side of one message session (long poll, ack, acquire).
+
+A session needs eight things of the client that opened it, named by `SessionHost`;
+`ActionsClient` is one, and this module never imports it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import Any, Protocol, Self
 
 from pydantic import ValidationError
 
@@ -19,15 +23,46 @@ from shared.actions.errors import (
     UnexpectedResponse,
 )
 from shared.actions.models import RunnerScaleSetMessage, RunnerScaleSetSession
+from shared.actions.transport import Response, Transport
 from shared.actions.urls import API_VERSION, SCALE_SETS, join_url, with_query
-
-if TYPE_CHECKING:
-    from shared.actions.client import ActionsClient
-    from shared.actions.transport import Response
 
 log = logging.getLogger("shared.actions")
 
 _MQ_ERRORS: dict[int, type[ActionsError]] = {401: MessageQueueTokenExpired}
+
+
+class SessionHost(Protocol):
+    """What a `MessageSession` uses of the client that opened it, and nothing more.
+
+    The message-queue calls go straight through `transport` (with `long_poll_timeout` for the
+    long poll and `secrets` kept out of errors); acquiring jobs is a service call authorised by
+    the message-queue token; the session itself is renewed and deleted through the admin side.
+    """
+
+    @property
+    def transport(self) -> Transport: ...
+
+    @property
+    def long_poll_timeout(self) -> float: ...
+
+    @property
+    def secrets(self) -> frozenset[str]: ...
+
+    async def refresh_session(
+        self, scale_set_id: int, session_id: str
+    ) -> RunnerScaleSetSession: ...
+
+    async def delete_session(self, scale_set_id: int, session_id: str) -> None: ...
+
+    async def service_response(
+        self, method: str, path: str, *, json_body: Any, token: str
+    ) -> Response: ...
+
+    def error_for(
+        self, response: Response, *, by_status: Mapping[int, type[ActionsError]]
+    ) -> ActionsError: ...
+
+    def envelope(self, response: Response) -> list[Any]: ...
 
 
 class MessageSession:
@@ -39,7 +74,7 @@ class MessageSession:
     """
 
     def __init__(
-        self, client: ActionsClient, *, scale_set_id: int, session: RunnerScaleSetSession
+        self, client: SessionHost, *, scale_set_id: int, session: RunnerScaleSetSession
     ) -> None:
         self._client = client
         self.scale_set_id = scale_set_id
