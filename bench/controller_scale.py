@@ -48,7 +48,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controller.__main__ import INSTALLED
 from controller.runtime import REGISTRY, Manager, RuntimeSettings
-from listener.__main__ import credentials_of, serve
+from listener.app import credentials_of, serve
 from listener.config import ListenerSettings
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.demo import setup_cluster

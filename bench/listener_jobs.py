@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from listener.__main__ import credentials_of, serve
+from listener.app import credentials_of, serve
 from listener.config import ListenerSettings
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.kube.emulator import KubeEmulator

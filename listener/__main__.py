@@ -1,154 +1,15 @@
 """`gha-listener`: one listener process per runner scale set.
 
-Exit codes: 0 after SIGTERM/SIGINT (session deleted), 1 on an error retrying cannot fix
-(credentials refused, scale set gone, a session conflict that outlived its wait), 2 on a
-configuration that cannot work (one line on stderr says what to fix).
+Only the command line lives here; `listener.app` builds and runs the process and documents its
+exit codes.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
-import signal
-import socket
 import sys
-from collections.abc import Callable
 
-from listener.config import ConfigError, ListenerSettings, load_settings
-from listener.health import Progress, bound_port, start_server, telemetry_app
-from listener.kube import RunnerSetClient
-from listener.metrics import ListenerMetrics
-from listener.service import Listener
-from shared.actions.client import ActionsClient
-from shared.actions.credentials import Credentials, GitHubApp, PersonalAccessToken
-from shared.actions.errors import ActionsError, InvalidCredentials
-from shared.actions.transport import RetryPolicy, SystemInfo
-from shared.kube.client import CustomObjects, load_configuration, new_api_client
-from shared.kube.errors import KubeError
-from shared.telemetry.logs import configure_logging
-from shared.telemetry.tracing import configure_tracing
-
-log = logging.getLogger("listener")
-
-EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
-_LEVELS = {"debug": "DEBUG", "info": "INFO", "warn": "WARNING", "error": "ERROR"}
-
-
-def credentials_of(settings: ListenerSettings) -> Credentials:
-    """The PAT or App credentials; a key that does not parse is a configuration error."""
-    try:
-        token = settings.github_token.get_secret_value()
-        if token:
-            return PersonalAccessToken(token)
-        return GitHubApp(
-            client_id=settings.github_app_id,
-            installation_id=settings.github_app_installation_id,
-            private_key=settings.github_app_private_key.get_secret_value(),
-        )
-    except InvalidCredentials as exc:
-        raise ConfigError(str(exc)) from None
-
-
-async def serve(
-    settings: ListenerSettings,
-    credentials: Credentials,
-    *,
-    stop: asyncio.Event,
-    on_listening: Callable[[int], None] | None = None,
-) -> int:
-    """Run the listener until `stop` is set; returns the exit code.
-
-    `on_listening` receives the telemetry server's port once it is bound (port 0 picks one).
-    """
-    try:
-        kube_config = await load_configuration()
-    except Exception as exc:
-        log.error(
-            "cannot load the Kubernetes configuration (%s): set KUBECONFIG or run in a pod", exc
-        )
-        return EXIT_CONFIG
-    log.info("Kubernetes API at %s", kube_config.host)
-    github = settings.github_config
-    metrics = ListenerMetrics(
-        settings.metrics,
-        scale_set_labels={
-            "name": settings.ephemeral_runner_set_name,
-            "namespace": settings.ephemeral_runner_set_namespace,
-            "enterprise": github.enterprise,
-            "organization": github.organization,
-            "repository": github.repository,
-        },
-    )
-    progress = Progress(poll_timeout=settings.long_poll_timeout_seconds)
-    tracing = configure_tracing("gha-listener")
-    tracer = tracing.get_tracer("gha-listener")
-    server = None
-    try:
-        if settings.metrics_listen is not None:
-            host, port = settings.metrics_listen
-            app = telemetry_app(
-                progress=progress,
-                render_metrics=metrics.render,
-                metrics_path=settings.metrics_endpoint,
-            )
-            try:
-                server = await start_server(app, host=host, port=port)
-            except OSError as exc:
-                log.error("cannot listen on metrics_addr %s: %s", settings.metrics_addr, exc)
-                return EXIT_CONFIG
-            bound = bound_port(server)
-            log.info(
-                "serving /healthz, /readyz and %s on port %d", settings.metrics_endpoint, bound
-            )
-            if on_listening is not None:
-                on_listening(bound)
-        async with (
-            new_api_client(kube_config) as api,
-            ActionsClient(
-                config_url=settings.configure_url,
-                credentials=credentials,
-                system_info=SystemInfo(
-                    scale_set_id=settings.runner_scale_set_id, subsystem="ghalistener"
-                ),
-                root_ca_pem=settings.server_root_ca or None,
-                retry=RetryPolicy(
-                    wait_min=settings.retry_initial_seconds, wait_max=settings.retry_max_seconds
-                ),
-                long_poll_timeout=settings.long_poll_timeout_seconds,
-            ) as actions,
-        ):
-            listener = Listener(
-                settings=settings,
-                actions=actions,
-                kube=RunnerSetClient(
-                    CustomObjects(api, timeout=settings.kube_request_timeout_seconds),
-                    namespace=settings.ephemeral_runner_set_namespace,
-                    runner_set=settings.ephemeral_runner_set_name,
-                    tracer=tracer,
-                ),
-                metrics=metrics,
-                progress=progress,
-                tracer=tracer,
-                owner=socket.gethostname(),
-                stop=stop,
-            )
-            try:
-                await listener.run()
-            except (ActionsError, KubeError) as exc:
-                log.error("listener stopped: %s", exc)
-                return EXIT_FAILED
-            except Exception:
-                log.exception("listener failed")
-                return EXIT_FAILED
-        log.info("stopped")
-        return EXIT_OK
-    finally:
-        if server is not None:
-            await server.cleanup()
-        metrics.shutdown()
-        # The OTLP exporter flushes synchronously; keep the loop free while it does.
-        await asyncio.to_thread(tracing.shutdown)
+from listener import app
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,25 +20,7 @@ def main(argv: list[str] | None = None) -> int:
         "and LISTENER_<KEY> environment variables; see docs/listener.md.",
     )
     parser.parse_args(argv)
-    try:
-        loaded = load_settings()
-        credentials = credentials_of(loaded.settings)
-    except ConfigError as exc:
-        print(f"gha-listener: invalid configuration: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    settings = loaded.settings
-    configure_logging(fmt=settings.log_format, level=_LEVELS[settings.log_level])
-    if loaded.ignored_keys:
-        log.warning("ignoring unknown config keys: %s", ", ".join(loaded.ignored_keys))
-    return asyncio.run(_until_signalled(settings, credentials))
-
-
-async def _until_signalled(settings: ListenerSettings, credentials: Credentials) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    return await serve(settings, credentials, stop=stop)
+    return app.run()
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ import enum
 from listener.kube import RunnerSetClient
 from shared.actions.models import JobStarted
 from shared.api import EphemeralRunnerPhase, is_terminal_phase
-from shared.kube.client import JSONDict
 from shared.kube.errors import Conflict, KubeError, NotFound
+from shared.typedefs import JSONDict
 
 RUNNING = EphemeralRunnerPhase.RUNNING.value
 

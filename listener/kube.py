@@ -1,7 +1,7 @@
 """The listener's Kubernetes calls: one EphemeralRunnerSet and the EphemeralRunners it owns.
 
 Exactly what the listener Role allows (manifests/listener/): patch of the one set, get and
-patch(/status) of runners. Every call gets a timeout (CustomObjects) and a trace span.
+patch(/status) of runners. Every call gets a timeout (`Objects`) and a trace span.
 """
 
 from __future__ import annotations
@@ -11,18 +11,14 @@ from contextlib import contextmanager
 
 from opentelemetry.trace import SpanKind, Tracer
 
-from shared.kube.client import (
-    EPHEMERAL_RUNNER_SETS,
-    EPHEMERAL_RUNNERS,
-    CustomObjects,
-    JSONDict,
-    Resource,
-)
+from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from shared.kube.objects import Kind, Objects
+from shared.typedefs import JSONDict
 
 
 class RunnerSetClient:
     def __init__(
-        self, objects: CustomObjects, *, namespace: str, runner_set: str, tracer: Tracer
+        self, objects: Objects, *, namespace: str, runner_set: str, tracer: Tracer
     ) -> None:
         self._objects = objects
         self.namespace = namespace
@@ -30,30 +26,30 @@ class RunnerSetClient:
         self._tracer = tracer
 
     @contextmanager
-    def _span(self, verb: str, res: Resource, *, name: str) -> Iterator[None]:
+    def _span(self, verb: str, kind: Kind, *, name: str) -> Iterator[None]:
         with self._tracer.start_as_current_span(
-            f"kube {verb} {res.plural}",
+            f"kube {verb} {kind.plural}",
             kind=SpanKind.CLIENT,
             attributes={
                 "k8s.namespace.name": self.namespace,
-                "k8s.resource": res.plural,
+                "k8s.resource": kind.plural,
                 "k8s.object.name": name,
             },
         ):
             yield
 
     async def patch_runner_set(self, patch: JSONDict) -> JSONDict:
-        with self._span("patch", EPHEMERAL_RUNNER_SETS, name=self.runner_set):
+        with self._span("patch", EPHEMERAL_RUNNER_SET, name=self.runner_set):
             return await self._objects.patch(
-                EPHEMERAL_RUNNER_SETS, self.namespace, self.runner_set, patch
+                EPHEMERAL_RUNNER_SET, self.namespace, self.runner_set, patch
             )
 
     async def get_runner(self, name: str) -> JSONDict:
-        with self._span("get", EPHEMERAL_RUNNERS, name=name):
-            return await self._objects.get(EPHEMERAL_RUNNERS, self.namespace, name)
+        with self._span("get", EPHEMERAL_RUNNER, name=name):
+            return await self._objects.get(EPHEMERAL_RUNNER, self.namespace, name)
 
     async def patch_runner_status(self, name: str, patch: JSONDict) -> JSONDict:
-        with self._span("patch status", EPHEMERAL_RUNNERS, name=name):
+        with self._span("patch status", EPHEMERAL_RUNNER, name=name):
             return await self._objects.patch(
-                EPHEMERAL_RUNNERS, self.namespace, name, patch, status=True
+                EPHEMERAL_RUNNER, self.namespace, name, patch, status=True
             )

@@ -13,8 +13,14 @@ import pytest
 from kubernetes_asyncio import client
 
 from shared.api import EphemeralRunner, EphemeralRunnerPhase, EphemeralRunnerStatus, parse_resource
-from shared.kube.client import CustomObjects, Resource
+from shared.api.kinds import (
+    AUTOSCALING_LISTENER,
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER,
+    EPHEMERAL_RUNNER_SET,
+)
 from shared.kube.errors import Invalid
+from shared.kube.objects import Kind, Objects
 from tests.api.conftest import load_fixture
 
 FIXTURES = [
@@ -27,18 +33,19 @@ SERVER_OWNED = ("uid", "resourceVersion", "generation", "creationTimestamp", "ma
 
 
 @pytest.fixture
-async def objects(kube_api: client.ApiClient, namespace: str) -> CustomObjects:
+async def objects(kube_api: client.ApiClient, namespace: str) -> Objects:
     await client.CoreV1Api(kube_api).create_namespace(
         {"metadata": {"name": namespace}}, _request_timeout=10
     )
-    return CustomObjects(kube_api, timeout=10)
+    return Objects(kube_api, timeout=10)
 
 
-def _resource(obj: dict[str, Any]) -> Resource:
-    return Resource(f"{obj['kind'].lower()}s")
+def _resource(obj: dict[str, Any]) -> Kind:
+    kinds = (AUTOSCALING_RUNNER_SET, AUTOSCALING_LISTENER, EPHEMERAL_RUNNER_SET, EPHEMERAL_RUNNER)
+    return next(k for k in kinds if k.kind == obj["kind"])
 
 
-async def _create(objects: CustomObjects, raw: dict[str, Any], namespace: str) -> dict[str, Any]:
+async def _create(objects: Objects, raw: dict[str, Any], namespace: str) -> dict[str, Any]:
     """Create raw in namespace as a client would (no server-owned metadata), then its status."""
     body = copy.deepcopy(raw)
     status = body.pop("status", None)
@@ -55,7 +62,7 @@ async def _create(objects: CustomObjects, raw: dict[str, Any], namespace: str) -
 
 @pytest.mark.parametrize("fixture", FIXTURES)
 async def test_arc_object_survives_the_api_server(
-    objects: CustomObjects, namespace: str, fixture: str
+    objects: Objects, namespace: str, fixture: str
 ) -> None:
     raw = load_fixture(fixture)
     stored = await _create(objects, raw, namespace)
@@ -68,7 +75,7 @@ async def test_arc_object_survives_the_api_server(
 
 
 async def test_model_written_status_is_accepted_and_read_back(
-    objects: CustomObjects, namespace: str
+    objects: Objects, namespace: str
 ) -> None:
     raw = load_fixture("arc-ephemeralrunner.yaml")
     del raw["status"]
@@ -97,7 +104,7 @@ async def test_model_written_status_is_accepted_and_read_back(
     ],
 )
 async def test_api_server_rejects_what_the_models_reject(
-    objects: CustomObjects,
+    objects: Objects,
     namespace: str,
     fixture: str,
     path: tuple[str, str],

@@ -22,7 +22,7 @@ from kubernetes_asyncio import client
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from listener.__main__ import credentials_of, serve
+from listener.app import credentials_of, serve
 from listener.config import ListenerSettings
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.kube.emulator import KubeEmulator
@@ -31,7 +31,9 @@ from shared.actions.client import ActionsClient
 from shared.actions.credentials import PersonalAccessToken
 from shared.actions.models import RunnerScaleSet
 from shared.actions.transport import RetryPolicy
-from shared.kube.client import EPHEMERAL_RUNNER_SETS, EPHEMERAL_RUNNERS, CustomObjects, Resource
+from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from shared.kube.objects import Kind, Objects
+from shared.typedefs import JSONDict
 
 PROJECT = Path(__file__).resolve().parents[2]
 LISTENER_RBAC = PROJECT / "manifests" / "listener" / "rbac.yaml"
@@ -40,8 +42,6 @@ LISTENER_SA = "gha-listener"
 RUNNER_SET = "my-runners"
 SCALE_SET = "my-runners"
 DEADLINE = 15.0
-
-JSONDict = dict[str, Any]
 
 
 async def eventually(
@@ -59,7 +59,7 @@ async def eventually(
 class Cluster:
     kube: KubeEmulator
     api: client.ApiClient
-    objects: CustomObjects
+    objects: Objects
     namespace: str
     listener_token: str
 
@@ -67,21 +67,21 @@ class Cluster:
     def listener_user(self) -> str:
         return f"system:serviceaccount:{self.namespace}:{LISTENER_SA}"
 
-    def _stored(self, res: Resource, name: str) -> JSONDict:
+    def _stored(self, res: Kind, name: str) -> JSONDict:
         # Read past the API (and its injected faults): assertions must not depend on them.
         obj = self.kube.store.get((res.group, res.plural), self.namespace, name)
         assert obj is not None, f"{res.plural}/{name} does not exist"
         return copy.deepcopy(obj)
 
     async def runner_set_spec(self) -> JSONDict:
-        spec: JSONDict = self._stored(EPHEMERAL_RUNNER_SETS, RUNNER_SET)["spec"]
+        spec: JSONDict = self._stored(EPHEMERAL_RUNNER_SET, RUNNER_SET)["spec"]
         return spec
 
     async def runner(self, name: str) -> JSONDict:
-        return self._stored(EPHEMERAL_RUNNERS, name)
+        return self._stored(EPHEMERAL_RUNNER, name)
 
     async def create_runner(self, name: str, *, phase: str, deleting: bool = False) -> None:
-        template = (await self.objects.get(EPHEMERAL_RUNNER_SETS, self.namespace, RUNNER_SET))[
+        template = (await self.objects.get(EPHEMERAL_RUNNER_SET, self.namespace, RUNNER_SET))[
             "spec"
         ]["ephemeralRunnerSpec"]
         body: JSONDict = {
@@ -93,20 +93,20 @@ class Cluster:
         if deleting:
             # A finalizer keeps the deleted object, with its deletionTimestamp, in place.
             body["metadata"]["finalizers"] = ["test.example.com/hold"]
-        await self.objects.create(EPHEMERAL_RUNNERS, self.namespace, body)
+        await self.objects.create(EPHEMERAL_RUNNER, self.namespace, body)
         await self.objects.patch(
-            EPHEMERAL_RUNNERS, self.namespace, name, {"status": {"phase": phase}}, status=True
+            EPHEMERAL_RUNNER, self.namespace, name, {"status": {"phase": phase}}, status=True
         )
         if deleting:
-            await self.objects.delete(EPHEMERAL_RUNNERS, self.namespace, name)
+            await self.objects.delete(EPHEMERAL_RUNNER, self.namespace, name)
 
     async def replace_runner_status(self, runner: JSONDict) -> None:
         """A PUT of the runner's status carrying its resourceVersion, as a controller writes."""
         await client.CustomObjectsApi(self.api).replace_namespaced_custom_object_status(
-            EPHEMERAL_RUNNERS.group,
-            EPHEMERAL_RUNNERS.version,
+            EPHEMERAL_RUNNER.group,
+            EPHEMERAL_RUNNER.version,
             self.namespace,
-            EPHEMERAL_RUNNERS.plural,
+            EPHEMERAL_RUNNER.plural,
             runner["metadata"]["name"],
             runner,
             _request_timeout=10,
@@ -144,7 +144,7 @@ async def cluster(kube: KubeEmulator, namespace: str) -> AsyncIterator[Cluster]:
         yield Cluster(
             kube=kube,
             api=api,
-            objects=CustomObjects(api, timeout=10),
+            objects=Objects(api, timeout=10),
             namespace=namespace,
             listener_token=kube.service_account_token(namespace, LISTENER_SA),
         )
