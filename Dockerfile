@@ -8,11 +8,12 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/venv
 WORKDIR /src
+# listener, controller and shared only: the sandbox (the emulators) is the separate gha-sandbox
+# distribution (sandbox/pyproject.toml) and stays out of the image.
 COPY pyproject.toml README.md ./
 COPY shared ./shared
 COPY listener ./listener
 COPY controller ./controller
-COPY sandbox ./sandbox
 RUN /opt/venv/bin/pip install --no-cache-dir .
 
 # Runtime: the slim base and the virtual environment, nothing else (no pip cache, no sources).
