@@ -1,9 +1,10 @@
 """JobStarted: record the job on its EphemeralRunner and promote the runner to Running.
 
-The listener owns `Running` (design.md behaviour 1): it is the only writer of that phase, and
-writes it only to a runner that is neither finished nor being deleted. The status patch carries
-the resourceVersion it was decided on, so a terminal phase or a deletion written in between makes
-the server answer 409 and the decision is taken again on fresh data, never overwritten.
+The listener owns `Running` (docs/listener.md, "JobStarted"): it is the only writer of that
+phase, and writes it only to a runner that is neither finished nor being deleted. The status
+patch carries the resourceVersion it was decided on, so a terminal phase or a deletion written in
+between makes the server answer 409 and the decision is taken again on fresh data, never
+overwritten.
 """
 
 from __future__ import annotations

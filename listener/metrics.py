@@ -1,4 +1,4 @@
-"""ARC's listener metrics (actions-protocol.md 6.3): same names, labels and buckets.
+"""ARC's listener metrics (docs/listener.md, "Telemetry"): same names, labels and buckets.
 
 A dashboard built for ARC's listener reads these unchanged. Which metrics exist and with which
 labels follows ARC's `metrics` config key; without it, ARC's default set.

@@ -1,4 +1,6 @@
-"""The desired runner count and the patch id published with it (arc-controllers.md 8.1).
+"""The desired runner count and the patch id published with it.
+
+The rules, and how the controller reads them: docs/listener.md, "Replicas and the patch id".
 
 The controller reads the patch id to decide how far it may act: a new id allows scaling up only,
 the id it already served allows nothing, and 0 means "this is the settled state", which allows

@@ -1,4 +1,4 @@
-"""The message loop of actions-protocol.md section 4, made to stay up.
+"""The message loop of docs/listener.md, "The loop", made to stay up.
 
 Per session: scale from the session statistics, then long-poll; per message: acknowledge first,
 acquire every JobAvailable in one call, record JobStarted on the runners, then publish the desired

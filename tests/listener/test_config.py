@@ -14,7 +14,7 @@ TOKEN = "ghp_0123456789abcdefghijklmnopqrstuvwxyz"
 KEY = "-----BEGIN RSA PRIVATE KEY-----\nMIIEsecret\n-----END RSA PRIVATE KEY-----"
 
 ARC_CONFIG: dict[str, Any] = {
-    # The keys ARC's controller writes (arc-controllers.md 9.3), in its shape.
+    # The keys ARC's controller writes (docs/listener.md, "Configuration"), in its shape.
     "configure_url": "https://github.com/octo-org",
     "vault_type": "",
     "vault_lookup_key": "",

@@ -1,4 +1,7 @@
-"""Which status patch a JobStarted makes, for every runner state (design.md behaviour 1)."""
+"""Which status patch a JobStarted makes, for every runner state.
+
+The rules: docs/listener.md, "JobStarted".
+"""
 
 from __future__ import annotations
 

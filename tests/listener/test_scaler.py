@@ -1,4 +1,7 @@
-"""The (replicas, patchID) sequence of arc-controllers.md 8.1, as ARC's scaler_test tabulates it."""
+"""The (replicas, patchID) sequence of docs/listener.md, "Replicas and the patch id".
+
+The cases are those ARC's scaler_test tabulates.
+"""
 
 from __future__ import annotations
 
