@@ -27,7 +27,7 @@ from sandbox.kube import KubeEmulator
 from shared.kube.client import load_configuration
 
 ROOT = Path(__file__).resolve().parents[1]
-CRD = ROOT / "tests" / "sandbox_kube" / "fixtures" / "widgets-crd.yaml"
+CRD = ROOT / "tests" / "sandbox" / "kube" / "fixtures" / "widgets-crd.yaml"
 GROUP, VERSION, PLURAL, NS = "test.example.com", "v1", "widgets", "default"
 MERGE = "application/merge-patch+json"
 TIMEOUT = 60

@@ -14,7 +14,7 @@ from kubernetes_asyncio import client
 
 from sandbox.actions import ActionsEmulator
 from sandbox.kube import ContainerRuntime, KubeEmulator
-from tests.sandbox_actions.wire import authenticate
+from tests.sandbox.actions.wire import authenticate
 
 
 @pytest_asyncio.fixture

@@ -11,7 +11,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from sandbox.kube import KubeEmulator
-from tests.sandbox_kube.conftest import (
+from tests.sandbox.kube.conftest import (
     FIXTURES,
     GROUP,
     MERGE,

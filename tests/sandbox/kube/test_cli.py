@@ -17,7 +17,7 @@ import yaml
 from kubernetes_asyncio import client
 
 from shared.kube.client import load_configuration
-from tests.sandbox_kube.conftest import FIXTURES, TIMEOUT
+from tests.sandbox.kube.conftest import FIXTURES, TIMEOUT
 
 KUBECTL = shutil.which("kubectl")
 

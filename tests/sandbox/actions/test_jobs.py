@@ -7,7 +7,7 @@ import aiohttp
 import pytest
 
 from sandbox.actions import ActionsEmulator
-from tests.sandbox_actions.wire import SCALE_SETS, Service, authenticate, job_messages
+from tests.sandbox.actions.wire import SCALE_SETS, Service, authenticate, job_messages
 
 ZERO = "0001-01-01T00:00:00Z"
 

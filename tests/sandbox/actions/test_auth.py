@@ -12,7 +12,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from sandbox.actions import ActionsEmulator
-from tests.sandbox_actions.wire import (
+from tests.sandbox.actions.wire import (
     SCALE_SETS,
     Service,
     registration_token,

@@ -7,7 +7,7 @@ import aiohttp
 import pytest
 
 from sandbox.actions import ENDPOINTS, ActionsEmulator
-from tests.sandbox_actions.wire import SCALE_SETS, Service, registration_token, send
+from tests.sandbox.actions.wire import SCALE_SETS, Service, registration_token, send
 
 LOOKUP = {"runnerGroupId": "1", "name": "arc"}
 

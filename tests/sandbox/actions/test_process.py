@@ -14,7 +14,7 @@ import pytest
 
 from sandbox.actions import ActionsEmulator
 from sandbox.actions.__main__ import main
-from tests.sandbox_actions.wire import authenticate
+from tests.sandbox.actions.wire import authenticate
 
 
 async def test_tls_serves_with_the_generated_ca(http: aiohttp.ClientSession) -> None:

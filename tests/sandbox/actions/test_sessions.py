@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 
 from sandbox.actions import ActionsEmulator
-from tests.sandbox_actions.wire import SCALE_SETS, Service, authenticate, job_messages, send
+from tests.sandbox.actions.wire import SCALE_SETS, Service, authenticate, job_messages, send
 
 
 async def test_create_answers_the_whole_session(service: Service) -> None:

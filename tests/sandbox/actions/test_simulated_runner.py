@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sandbox.actions import ActionsEmulator
-from tests.sandbox_actions.wire import Service, job_messages
+from tests.sandbox.actions.wire import Service, job_messages
 
 ZERO = "0001-01-01T00:00:00Z"
 

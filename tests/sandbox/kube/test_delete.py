@@ -9,7 +9,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from sandbox.kube import KubeEmulator
-from tests.sandbox_kube.conftest import (
+from tests.sandbox.kube.conftest import (
     GROUP,
     JSON_PATCH,
     MERGE,

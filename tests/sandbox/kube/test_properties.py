@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sandbox.kube import KubeEmulator
 from sandbox.kube.selectors import FieldSelector, LabelSelector
 from sandbox.kube.status import ApiError
-from tests.sandbox_kube.conftest import FIXTURES, GROUP, VERSION, WIDGETS
+from tests.sandbox.kube.conftest import FIXTURES, GROUP, VERSION, WIDGETS
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=4),

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from tests.sandbox_kube.conftest import (
+from tests.sandbox.kube.conftest import (
     GROUP,
     JSON_PATCH,
     MERGE,

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from sandbox.actions import ActionsEmulator
-from tests.sandbox_actions.wire import AGENTS, SCALE_SETS, Service
+from tests.sandbox.actions.wire import AGENTS, SCALE_SETS, Service
 
 
 async def test_jit_config_registers_a_runner(service: Service) -> None:

@@ -12,7 +12,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from sandbox.kube import KubeEmulator
-from tests.sandbox_kube.conftest import GROUP, TIMEOUT, VERSION, WIDGETS, events, widget
+from tests.sandbox.kube.conftest import GROUP, TIMEOUT, VERSION, WIDGETS, events, widget
 
 pytestmark = pytest.mark.usefixtures("widgets")
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"

@@ -20,7 +20,7 @@ from kubernetes_asyncio import client
 
 from sandbox.kube import KubeEmulator
 from sandbox.kube.testing import PROJECT_ROOT, project_crds
-from tests.sandbox_kube.conftest import (
+from tests.sandbox.kube.conftest import (
     FIXTURES,
     GROUP,
     MERGE,

@@ -8,7 +8,7 @@ import aiohttp
 import pytest_asyncio
 
 from sandbox.actions import ActionsEmulator
-from tests.sandbox_actions.wire import Service, authenticate
+from tests.sandbox.actions.wire import Service, authenticate
 
 
 @pytest_asyncio.fixture

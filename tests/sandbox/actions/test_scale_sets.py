@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox.actions import ActionsEmulator
-from tests.sandbox_actions.wire import SCALE_SETS, Service
+from tests.sandbox.actions.wire import SCALE_SETS, Service
 
 STATISTICS_KEYS = {
     "totalAvailableJobs",

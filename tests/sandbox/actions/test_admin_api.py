@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 
 from sandbox.actions import ActionsEmulator
-from tests.sandbox_actions.wire import SCALE_SETS, Reply, Service, send
+from tests.sandbox.actions.wire import SCALE_SETS, Reply, Service, send
 
 
 async def admin(

@@ -6,7 +6,7 @@ import aiohttp
 import pytest
 
 from sandbox.kube import KubeEmulator
-from tests.sandbox_kube.conftest import TIMEOUT
+from tests.sandbox.kube.conftest import TIMEOUT
 
 CM = "/api/v1/namespaces/default/configmaps"
 W = "/apis/test.example.com/v1/namespaces/default/widgets"

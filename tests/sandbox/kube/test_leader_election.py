@@ -10,7 +10,7 @@ from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from sandbox.kube import KubeEmulator
-from tests.sandbox_kube.conftest import TIMEOUT
+from tests.sandbox.kube.conftest import TIMEOUT
 
 
 async def test_candidate_acquires_a_missing_lease(

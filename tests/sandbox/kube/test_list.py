@@ -9,7 +9,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from sandbox.kube import KubeEmulator
-from tests.sandbox_kube.conftest import GROUP, TIMEOUT, VERSION, WIDGETS, status_of, widget
+from tests.sandbox.kube.conftest import GROUP, TIMEOUT, VERSION, WIDGETS, status_of, widget
 
 pytestmark = pytest.mark.usefixtures("widgets")
 

@@ -1,0 +1,1 @@
+"""Tests of the sandbox: the Kubernetes and Actions emulators and the demo."""
