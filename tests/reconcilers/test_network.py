@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from sandbox.actions.emulator import ActionsEmulator
-from tests.actions_client.proxy import ForwardingProxy
+from tests.shared.actions.proxy import ForwardingProxy
 from tests.reconcilers.conftest import Rig, RigOptions, open_rig
 
 JSONDict = dict[str, Any]
