@@ -1,7 +1,7 @@
 """The controller at scale: one EphemeralRunnerSet scaled to N runners, what one runner costs.
 
-Both emulators, the `gha-controller` reconcilers (installed from `controller.__main__.INSTALLED`
-through the process REGISTRY, production settings, 4 workers) and, with `--jobs`, the real
+Both emulators, the `gha-controller` reconcilers (installed by `controller.app.install_reconcilers`
+as the process does, production settings, 4 workers) and, with `--jobs`, the real
 listener all run in this process over loopback HTTP; the kubelet runs the Actions emulator's
 simulated runners as the runner containers. With `--controller-process` the controller is the
 real `gha-controller` process instead (its own core; its CPU time is reported), read through its
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
 import json
 import os
 import platform
@@ -40,21 +39,20 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import aiohttp
 from kubernetes_asyncio import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.__main__ import INSTALLED
-from controller.runtime import REGISTRY, Manager, RuntimeSettings
+from controller.app import install_reconcilers
+from controller.runtime import Manager, RuntimeSettings
 from listener.app import credentials_of, serve
 from listener.config import ListenerSettings
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.demo import setup_cluster
 from sandbox.kube.emulator import KubeEmulator
-
-JSONDict = dict[str, Any]
+from shared.typedefs import JSONDict
 
 NAMESPACE = "bench"
 SCALE_SET = "scale-runners"
@@ -365,14 +363,12 @@ class Bench:
 @contextlib.asynccontextmanager
 async def _in_process(kube: KubeEmulator) -> AsyncIterator[ControllerHandle]:
     """The reconcilers `gha-controller` installs, on a manager in this event loop."""
-    for module in INSTALLED:
-        importlib.import_module(module)
     async with client.ApiClient(await kube.configuration()) as api:
         manager = Manager(
             api=api,
             settings=RuntimeSettings(namespaces=frozenset({NAMESPACE}), leader_election=None),
         )
-        REGISTRY.install(manager)
+        install_reconcilers(manager)
         task = asyncio.create_task(manager.run())
         try:
             await asyncio.wait_for(manager.wait_synced(), 30)

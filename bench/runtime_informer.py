@@ -22,7 +22,8 @@ from kubernetes_asyncio import client
 from controller.runtime import Informer, WatchSettings
 from sandbox.kube.emulator import KubeEmulator
 from sandbox.kube.testing import project_crds
-from shared.kube.objects import EPHEMERAL_RUNNER, Objects
+from shared.api.kinds import EPHEMERAL_RUNNER
+from shared.kube.objects import Objects
 
 NS = "bench"
 

@@ -16,13 +16,12 @@ import copy
 import itertools
 import time
 from collections.abc import Callable
-from typing import Any
 
-from controller.runtime import POD_TO_ER, LazyObject
+from controller.ephemeralrunner.predicates import POD_TO_ER
+from controller.runtime import LazyObject
 from controller.runtime.lazy import copy_observer
-from shared.kube.objects import EPHEMERAL_RUNNER
-
-JSONDict = dict[str, Any]
+from shared.api.kinds import EPHEMERAL_RUNNER
+from shared.typedefs import JSONDict
 
 
 def pod_versions() -> list[JSONDict]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from typing import Any
 
 from kubernetes_asyncio import client
 
@@ -29,10 +28,11 @@ from controller.runtime import (
 )
 from sandbox.kube.emulator import KubeEmulator
 from sandbox.kube.testing import project_crds
-from shared.kube.objects import EPHEMERAL_RUNNER, Objects
+from shared.api.kinds import EPHEMERAL_RUNNER
+from shared.kube.objects import Objects
+from shared.typedefs import JSONDict
 
 NS = "bench"
-JSONDict = dict[str, Any]
 
 
 def runner(i: int) -> JSONDict:

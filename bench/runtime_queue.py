@@ -16,7 +16,7 @@ import time
 from controller.runtime import Controller, Request, Result, RuntimeMetrics
 from controller.runtime.controller import worker
 from controller.runtime.queue import WorkQueue
-from shared.kube.objects import EPHEMERAL_RUNNER
+from shared.api.kinds import EPHEMERAL_RUNNER
 
 
 class SlowReconciler:

@@ -15,8 +15,8 @@ Controllers (`controller.py`)
     predicates filter updates only.
 
 Predicates (`predicates.py`)
-    `ERS_TO_ARS`, `ER_TO_ERS`, `POD_TO_ER` (design.md behaviour 2), their projection functions,
-    and `pod_ready(pod)`: the single definition of readiness.
+    `ProjectionPredicate(name, kind, project)`: drops an update when old and new project to equal
+    values; `stable_metadata(obj)`. The projections live with their reconcilers.
 
 Cache (`cache.py`), reached through `manager.cache(kind)`
     `Store.get(namespace, name) -> dict | None`, `Store.list(namespace=None, labels=None)`,
@@ -32,12 +32,16 @@ Writes (`lazy.py`, `shared.kube.objects`)
     `status=True` for the subresource), delete, for any `Kind` (`POD`, `SECRET`,
     `EPHEMERAL_RUNNER`...), returning plain dicts.
 
-Manager (`manager.py`) and process registry (`registry.py`)
+Helpers (`controllerutil.py`, `events.py`, `expectations.py`)
+    `add_finalizers` / `remove_finalizers` (one write each, optimistic), `has_any_finalizer`,
+    `controller_reference(owner)`; `EventRecorder(objects=, component=)`: Warning events that
+    never fail a reconcile; `Expectations`: the writes the cache has not shown yet, one `forget`.
+
+Manager (`manager.py`)
     `Manager(api=ApiClient, settings=RuntimeSettings(...))`: `.add(controller)`, `.cache(kind)`,
     `.objects`, `.run()`, `.stop()`, `.on_shutdown(async callback)` (awaited after the drain);
-    leader election when `settings.leader_election` is set.
-    `REGISTRY.register(setup)`: `setup(manager)` adds a controller to the `gha-controller`
-    process.
+    leader election when `settings.leader_election` is set. The composition root
+    (`controller/app.py`) builds it and adds the controllers.
 """
 
 from __future__ import annotations
@@ -45,29 +49,28 @@ from __future__ import annotations
 from controller.runtime.cache import Informer, Store, WatchSettings
 from controller.runtime.clock import Clock, FakeClock, MonotonicClock
 from controller.runtime.controller import Controller, Owns, UpdatePredicate, Watches
+from controller.runtime.controllerutil import (
+    add_finalizers,
+    controller_reference,
+    has_any_finalizer,
+    remove_finalizers,
+)
+from controller.runtime.events import EventRecorder
+from controller.runtime.expectations import Expectations
 from controller.runtime.lazy import LazyObject
 from controller.runtime.leader import LeaderElector, LeaseSettings
 from controller.runtime.manager import LeadershipLost, Manager, RuntimeSettings
 from controller.runtime.metrics import RuntimeMetrics
-from controller.runtime.predicates import (
-    ER_TO_ERS,
-    ERS_TO_ARS,
-    POD_TO_ER,
-    ProjectionPredicate,
-    pod_ready,
-)
+from controller.runtime.predicates import ProjectionPredicate, stable_metadata
 from controller.runtime.queue import Backoff, WorkQueue
 from controller.runtime.reconcile import Reconciler, Request, Result, TerminalError
-from controller.runtime.registry import REGISTRY, Registry
 
 __all__ = [
-    "ERS_TO_ARS",
-    "ER_TO_ERS",
-    "POD_TO_ER",
-    "REGISTRY",
     "Backoff",
     "Clock",
     "Controller",
+    "EventRecorder",
+    "Expectations",
     "FakeClock",
     "Informer",
     "LazyObject",
@@ -79,7 +82,6 @@ __all__ = [
     "Owns",
     "ProjectionPredicate",
     "Reconciler",
-    "Registry",
     "Request",
     "Result",
     "RuntimeMetrics",
@@ -90,5 +92,9 @@ __all__ = [
     "WatchSettings",
     "Watches",
     "WorkQueue",
-    "pod_ready",
+    "add_finalizers",
+    "controller_reference",
+    "has_any_finalizer",
+    "remove_finalizers",
+    "stable_metadata",
 ]

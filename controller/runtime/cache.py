@@ -19,13 +19,12 @@ import contextlib
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from controller.runtime.reconcile import Request
 from shared.kube.errors import Gone, KubeError
 from shared.kube.objects import Kind, Objects
-
-JSONDict = dict[str, Any]
+from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from controller.runtime.cache import controller_owner
 from controller.runtime.lazy import copy_observer
@@ -30,8 +30,7 @@ from controller.runtime.metrics import RuntimeMetrics
 from controller.runtime.queue import Backoff, WorkQueue
 from controller.runtime.reconcile import Reconciler, Request, Result, TerminalError
 from shared.kube.objects import Kind
-
-JSONDict = dict[str, Any]
+from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
 

@@ -12,12 +12,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any
 
 from shared.kube import mergepatch
 from shared.kube.objects import Kind, Objects
-
-JSONDict = dict[str, Any]
+from shared.typedefs import JSONDict
 
 # The worker running a reconcile sets this, so copies are counted per controller without the
 # reconciler passing anything along.

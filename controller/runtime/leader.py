@@ -20,13 +20,11 @@ import logging
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from controller.runtime.clock import Clock, MonotonicClock
 from shared.kube.errors import Conflict, KubeError, NotFound
 from shared.kube.objects import LEASE, Objects
-
-JSONDict = dict[str, Any]
+from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
 

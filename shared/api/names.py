@@ -33,6 +33,16 @@ FINALIZER_CLEANUP_PROTECTION: Final = "actions.github.com/cleanup-protection"
 # ARC 0.14.2 put the EphemeralRunner finalizer string on EphemeralRunnerSets; such objects
 # still carry it after an upgrade.
 FINALIZER_EPHEMERAL_RUNNER_SET_LEGACY: Final = FINALIZER_EPHEMERAL_RUNNER
+# Both finalizers an EphemeralRunner carries from its creation on; removed together.
+EPHEMERAL_RUNNER_FINALIZERS: Final = (
+    FINALIZER_EPHEMERAL_RUNNER,
+    FINALIZER_EPHEMERAL_RUNNER_REGISTRATION,
+)
+# Both finalizer strings an EphemeralRunnerSet may carry (the set's own, and the legacy one).
+EPHEMERAL_RUNNER_SET_FINALIZERS: Final = (
+    FINALIZER_EPHEMERAL_RUNNER_SET,
+    FINALIZER_EPHEMERAL_RUNNER_SET_LEGACY,
+)
 
 # Labels
 LABEL_PART_OF: Final = "app.kubernetes.io/part-of"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-JSONDict = dict[str, Any]
+from shared.typedefs import JSONDict
 
 
 def diff(before: JSONDict, after: JSONDict) -> JSONDict:

@@ -20,8 +20,8 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from shared.api.names import GROUP, VERSION
-from shared.kube.client import DEFAULT_TIMEOUT_SECONDS, MERGE_PATCH, JSONDict
+from shared.kube.client import DEFAULT_TIMEOUT_SECONDS, MERGE_PATCH
+from shared.typedefs import JSONDict
 from shared.kube.errors import KubeError, Timeout, from_api_exception, kube_errors
 
 log = logging.getLogger(__name__)
@@ -57,16 +57,7 @@ SERVICE_ACCOUNT = Kind("ServiceAccount", "serviceaccounts")
 ROLE = Kind("Role", "roles", group="rbac.authorization.k8s.io")
 ROLE_BINDING = Kind("RoleBinding", "rolebindings", group="rbac.authorization.k8s.io")
 LEASE = Kind("Lease", "leases", group="coordination.k8s.io")
-AUTOSCALING_RUNNER_SET = Kind(
-    "AutoscalingRunnerSet", "autoscalingrunnersets", group=GROUP, version=VERSION
-)
-AUTOSCALING_LISTENER = Kind(
-    "AutoscalingListener", "autoscalinglisteners", group=GROUP, version=VERSION
-)
-EPHEMERAL_RUNNER_SET = Kind(
-    "EphemeralRunnerSet", "ephemeralrunnersets", group=GROUP, version=VERSION
-)
-EPHEMERAL_RUNNER = Kind("EphemeralRunner", "ephemeralrunners", group=GROUP, version=VERSION)
+EVENT = Kind("Event", "events")
 
 
 def _query(params: Mapping[str, object]) -> list[tuple[str, str]]:

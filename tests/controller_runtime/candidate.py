@@ -2,7 +2,7 @@
 
     python -m tests.controller_runtime.candidate RECORD_FILE [gha-controller flags...]
 
-It runs the real process entry (`controller.runtime.process.run`) with a registry holding one
+It runs the real process entry (`controller.app.run`) with an install function adding one
 controller for EphemeralRunners, whose reconcile appends `start` and `end` lines (identity, key,
 wall time) to RECORD_FILE and flushes each, so a SIGKILL loses nothing already reconciled.
 """
@@ -16,9 +16,10 @@ import sys
 import time
 from typing import TextIO
 
-from controller.runtime import Controller, Manager, Registry, Request, Result
-from controller.runtime.process import parse_settings, run
-from shared.kube.objects import EPHEMERAL_RUNNER
+from controller.app import run
+from controller.runtime import Controller, Manager, Request, Result
+from controller.settings import parse_settings
+from shared.api.kinds import EPHEMERAL_RUNNER
 
 
 class Recording:
@@ -41,15 +42,13 @@ class Recording:
 def main() -> int:
     record, argv = sys.argv[1], sys.argv[2:]
     settings = parse_settings(argv, dict(os.environ))
-    registry = Registry()
     with open(record, "a", encoding="utf-8") as out:
 
         def setup(manager: Manager) -> None:
             reconciler = Recording(settings.identity, out)
             manager.add(Controller(name="record", for_=EPHEMERAL_RUNNER, reconciler=reconciler))
 
-        registry.register(setup)
-        return asyncio.run(run(settings, registry))
+        return asyncio.run(run(settings, install=setup))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
@@ -12,8 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sandbox.kube.emulator import KubeEmulator
 from shared.kube.objects import Objects
-
-JSONDict = dict[str, Any]
+from shared.typedefs import JSONDict
 
 
 def runner_body(name: str, *, labels: dict[str, str] | None = None) -> JSONDict:

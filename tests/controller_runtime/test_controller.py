@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 
+from controller.ephemeralrunner.predicates import POD_TO_ER
 from controller.runtime import (
-    POD_TO_ER,
     Backoff,
     Controller,
     LazyObject,
@@ -26,15 +25,15 @@ from controller.runtime import (
 )
 from sandbox.kube.emulator import KubeEmulator
 from sandbox.kube.testing import project_crds
-from shared.kube.objects import CONFIG_MAP, EPHEMERAL_RUNNER, POD, Objects
+from shared.api.kinds import EPHEMERAL_RUNNER
+from shared.kube.objects import CONFIG_MAP, POD, Objects
+from shared.typedefs import JSONDict
 from tests.controller_runtime.conftest import (
     eventually,
     namespace_body,
     runner_body,
     sample_value,
 )
-
-JSONDict = dict[str, Any]
 
 
 def metric(manager: Manager, sample: str, /, **labels: str) -> float:

@@ -5,16 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import pytest
 
 from controller.runtime import Informer, WatchSettings
 from sandbox.kube.emulator import KubeEmulator
-from shared.kube.objects import EPHEMERAL_RUNNER, Objects
+from shared.api.kinds import EPHEMERAL_RUNNER
+from shared.kube.objects import Objects
+from shared.typedefs import JSONDict
 from tests.controller_runtime.conftest import eventually, namespace_body, runner_body
-
-JSONDict = dict[str, Any]
 
 FAST = WatchSettings(
     server_timeout=30, inactivity_timeout=1.0, request_timeout=5.0, retry_base=0.05, retry_max=0.2

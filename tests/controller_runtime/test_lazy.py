@@ -11,9 +11,8 @@ import pytest
 
 from controller.runtime import LazyObject
 from controller.runtime.lazy import copy_observer
-from shared.kube.objects import EPHEMERAL_RUNNER
-
-JSONDict = dict[str, Any]
+from shared.api.kinds import EPHEMERAL_RUNNER
+from shared.typedefs import JSONDict
 
 
 def runner() -> JSONDict:

@@ -4,17 +4,16 @@ merge patch for the object and one for /status, and the server ends up with the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from controller.runtime import LazyObject
 from sandbox.kube.emulator import KubeEmulator
+from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.kube.errors import Conflict
-from shared.kube.objects import EPHEMERAL_RUNNER, Objects
+from shared.kube.objects import Objects
+from shared.typedefs import JSONDict
 from tests.controller_runtime.conftest import runner_body
-
-JSONDict = dict[str, Any]
 
 
 @pytest.fixture

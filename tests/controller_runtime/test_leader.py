@@ -14,7 +14,6 @@ import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
@@ -31,11 +30,12 @@ from controller.runtime import (
     RuntimeSettings,
 )
 from sandbox.kube.emulator import KubeEmulator
+from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.kube.errors import NotFound
-from shared.kube.objects import EPHEMERAL_RUNNER, LEASE, Objects
+from shared.kube.objects import LEASE, Objects
+from shared.typedefs import JSONDict
 from tests.controller_runtime.conftest import eventually, runner_body
 
-JSONDict = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.kube import mergepatch
-
-JSONDict = dict[str, Any]
+from shared.typedefs import JSONDict
 
 scalars = st.one_of(st.booleans(), st.integers(-5, 5), st.text(max_size=3))
 documents = st.recursive(

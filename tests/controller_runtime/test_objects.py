@@ -7,8 +7,9 @@ import pytest
 from kubernetes_asyncio import client
 
 from sandbox.kube.emulator import KubeEmulator
+from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.kube.errors import Conflict, NotFound, Timeout
-from shared.kube.objects import CONFIG_MAP, EPHEMERAL_RUNNER, POD, Objects
+from shared.kube.objects import CONFIG_MAP, POD, Objects
 from tests.controller_runtime.conftest import runner_body
 
 

@@ -10,9 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.runtime import ER_TO_ERS, ERS_TO_ARS, POD_TO_ER, ProjectionPredicate, pod_ready
+from controller.autoscalingrunnerset.predicates import ERS_TO_ARS
+from controller.ephemeralrunner.predicates import POD_TO_ER, pod_ready
+from controller.ephemeralrunnerset.predicates import ER_TO_ERS
+from controller.runtime import ProjectionPredicate
+from shared.typedefs import JSONDict
 
-JSONDict = dict[str, Any]
 Path = tuple[str, ...]
 Row = tuple[Path, object, bool]
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from controller.runtime import Manager, Registry
-from controller.runtime.process import ConfigError, main, parse_settings, run
+from controller.app import main, run
+from controller.runtime import Manager
+from controller.settings import ConfigError, parse_settings
 from sandbox.kube.emulator import KubeEmulator
 from shared.kube.objects import LEASE, Objects
 from tests.controller_runtime.conftest import eventually, sample_value
@@ -38,7 +39,7 @@ GHA_CONTROLLER = ROOT / ".venv" / "bin" / "gha-controller"
 def test_a_bad_setting_exits_2_with_one_line(
     argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(argv, registry=Registry()) == 2
+    assert main(argv, install=lambda _: None) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert err.startswith("gha-controller: ")
@@ -50,14 +51,12 @@ async def test_a_setup_that_rejects_its_settings_exits_2_with_one_line(
 ) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kube.write_kubeconfig(kubeconfig)
-    registry = Registry()
 
-    @registry.register
     def setup(manager: Manager) -> None:
         raise ConfigError("GHA_CONTROLLER_EXAMPLE: Input should be a valid integer")
 
     settings = parse_settings(["--kubeconfig", str(kubeconfig), "--no-leader-elect"], {})
-    assert await run(settings, registry) == 2
+    assert await run(settings, install=setup) == 2
     assert capsys.readouterr().err == (
         "gha-controller: GHA_CONTROLLER_EXAMPLE: Input should be a valid integer\n"
     )

@@ -17,7 +17,7 @@ from controller.runtime import (
     WorkQueue,
 )
 from controller.runtime.controller import worker
-from shared.kube.objects import EPHEMERAL_RUNNER
+from shared.api.kinds import EPHEMERAL_RUNNER
 
 A, B = Request("ns", "a"), Request("ns", "b")
 

@@ -20,8 +20,9 @@ from kubernetes_asyncio import client
 
 from controller.runtime import Informer, WatchSettings
 from sandbox.kube.emulator import KubeEmulator
+from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.kube.client import configuration_from_dict
-from shared.kube.objects import EPHEMERAL_RUNNER, Objects
+from shared.kube.objects import Objects
 from tests.controller_runtime.conftest import eventually, runner_body
 
 ServerFactory = Callable[[web.Application], Coroutine[Any, Any, TestServer]]

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.runtime import Request, Store
 from controller.runtime.cache import controller_owner_uid
-from shared.kube.objects import EPHEMERAL_RUNNER
-
-JSONDict = dict[str, Any]
+from shared.api.kinds import EPHEMERAL_RUNNER
+from shared.typedefs import JSONDict
 
 
 def runner(name: str, owner: str | None, rv: int) -> JSONDict:

@@ -17,11 +17,10 @@ import pytest
 from kubernetes_asyncio import client
 
 from controller import ephemeralrunner, ephemeralrunnerset
-from controller.actions_clients import ActionsClients
-from controller.events import EventRecorder
-from controller.runner_context import RunnerContext
-from controller.runner_metrics import RunnerSetMetrics
-from controller.runner_settings import RunnerSettings
+from controller.app import runner_deps
+from controller.runners.actions import ActionsClients
+from controller.runners.deps import RunnerDeps
+from controller.runners.settings import RunnerSettings
 from controller.runtime import Backoff, Manager, RuntimeSettings
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.kube.emulator import KubeEmulator
@@ -30,10 +29,10 @@ from sandbox.kube.testing import project_crds
 from shared.actions.client import ActionsClient
 from shared.actions.credentials import Credentials
 from shared.actions.transport import ProxySettings, RetryPolicy
+from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from shared.kube.errors import NotFound
-from shared.kube.objects import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET, POD, SECRET, Objects
-
-JSONDict = dict[str, Any]
+from shared.kube.objects import POD, SECRET, Objects
+from shared.typedefs import JSONDict
 
 FAST = RunnerSettings(
     pod_failure_backoff_seconds=0.02,
@@ -94,7 +93,7 @@ class Rig:
     scale_set_id: int
     config_url: str
     manager: Manager
-    context: RunnerContext
+    deps: RunnerDeps
     _patch_ids: list[int] = field(default_factory=lambda: [0])
 
     # --- reading ---------------------------------------------------------------------------
@@ -374,16 +373,15 @@ async def open_rig(
                 drain_timeout=2.0,
             ),
         )
-        context = RunnerContext(
-            settings=rig_options.settings,
+        deps = runner_deps(
+            manager,
+            rig_options.settings,
             clients=ActionsClients(objects=manager.objects, factory=test_factory),
-            events=EventRecorder(objects=manager.objects),
-            metrics=RunnerSetMetrics(manager.metrics.metrics.meter),
         )
         if "ephemeralrunner" in rig_options.controllers:
-            ephemeralrunner.install(manager, context)
+            ephemeralrunner.setup(manager, deps)
         if "ephemeralrunnerset" in rig_options.controllers:
-            ephemeralrunnerset.install(manager, context)
+            ephemeralrunnerset.setup(manager, deps)
         task = asyncio.create_task(manager.run())
         try:
             await asyncio.wait_for(manager.wait_synced(), DEADLINE)
@@ -395,11 +393,11 @@ async def open_rig(
                 scale_set_id=scale_set.id,
                 config_url=actions.config_url("owner", "repo"),
                 manager=manager,
-                context=context,
+                deps=deps,
             )
         finally:
             manager.stop()
             await asyncio.wait_for(task, DEADLINE)
-            await context.clients.aclose()
+            await deps.clients.aclose()
             await api.close()
             await test_api.close()

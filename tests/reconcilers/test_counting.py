@@ -3,13 +3,10 @@ writes a reconciler does not read never wake it, writes it reads always do."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
+from shared.typedefs import JSONDict
 from tests.reconcilers.conftest import Rig, RigOptions, metric
-
-JSONDict = dict[str, Any]
 
 POD_WATCH = "pod-to-ephemeralrunner"
 RUNNER_WATCH = "ephemeralrunner-to-ephemeralrunnerset"

@@ -8,7 +8,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from controller.actions_clients import credentials_from_secret
+from controller.runners.actions import credentials_from_secret
 from shared.actions.credentials import GitHubApp, PersonalAccessToken
 from shared.actions.errors import InvalidCredentials
 

@@ -7,15 +7,12 @@ is exercised at a time.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from controller.events import EVENT
-from shared.kube.objects import EPHEMERAL_RUNNER, POD
+from shared.api.kinds import EPHEMERAL_RUNNER
+from shared.kube.objects import EVENT, POD
+from shared.typedefs import JSONDict
 from tests.reconcilers.conftest import FAST, Rig, RigOptions
-
-JSONDict = dict[str, Any]
 
 HOOKS_TEMPLATE: JSONDict = {
     "initContainers": [{"name": "setup", "image": "busybox"}],

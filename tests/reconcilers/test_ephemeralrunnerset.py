@@ -13,12 +13,11 @@ from typing import Any
 
 import pytest
 
-from controller.events import EVENT
-from controller.runner_objects import proxy_secret_name
-from shared.kube.objects import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from controller.runners.objects import proxy_secret_name
+from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from shared.kube.objects import EVENT
+from shared.typedefs import JSONDict
 from tests.reconcilers.conftest import FAST, Rig, RigOptions, metric
-
-JSONDict = dict[str, Any]
 
 
 @pytest.fixture

@@ -4,13 +4,9 @@ Kubernetes and Actions requests, against ARC's count (arc-api-cost.md)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tests.reconcilers.conftest import CONTROLLER_USER, Rig, RigOptions
-
-JSONDict = dict[str, Any]
 
 # arc-api-cost.md 3(a): ARC's EphemeralRunner and EphemeralRunnerSet reconcilers spend at least
 # 21 Kubernetes requests on this lifecycle (10 ER writes, 7 uncached Secret reads, 4 ERS writes),

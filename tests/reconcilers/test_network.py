@@ -6,16 +6,13 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
 from sandbox.actions.emulator import ActionsEmulator
-from tests.shared.actions.proxy import ForwardingProxy
 from tests.reconcilers.conftest import Rig, RigOptions, open_rig
-
-JSONDict = dict[str, Any]
+from tests.shared.actions.proxy import ForwardingProxy
 
 BASIC_TEST_PASSWORD = "Basic " + base64.b64encode(b"test:password").decode()
 

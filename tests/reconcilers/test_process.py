@@ -17,7 +17,8 @@ from kubernetes_asyncio import client
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.kube.emulator import KubeEmulator
 from sandbox.kube.testing import project_crds
-from shared.kube.objects import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET, Objects
+from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from shared.kube.objects import Objects
 
 CONTROLLER = Path(sys.executable).with_name("gha-controller")
 

@@ -8,14 +8,12 @@ Only the EphemeralRunner controller runs, without a kubelet, as in test_ephemera
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 import pytest
 
-from controller.events import EVENT
+from shared.kube.objects import EVENT
+from shared.typedefs import JSONDict
 from tests.reconcilers.conftest import CONTROLLER_USER, FAST, Rig, RigOptions
-
-JSONDict = dict[str, Any]
 
 QUOTA_REFUSAL = (
     'pods "runner" is forbidden: exceeded quota: compute, requested: cpu=2, used: cpu=8, '

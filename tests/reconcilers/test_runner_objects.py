@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from controller.runner_objects import (
-    fnv_hash_string,
-    has_container_hooks,
-    jit_secret,
-    new_ephemeral_runner,
-    proxy_secret_name,
-    runner_pod,
-    secret_value,
-)
-
-JSONDict = dict[str, Any]
+from controller.ephemeralrunner.objects import jit_secret, runner_pod
+from controller.ephemeralrunnerset.objects import new_ephemeral_runner
+from controller.runners.objects import fnv_hash_string, proxy_secret_name
+from shared.api.views import has_container_hooks
+from shared.kube.views import secret_value
+from shared.typedefs import JSONDict
 
 
 def runner_set(*, proxy: bool = False) -> JSONDict:

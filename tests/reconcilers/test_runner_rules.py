@@ -7,18 +7,12 @@ from typing import Any
 
 import pytest
 
-from controller.runner_rules import (
-    FailurePolicy,
-    PodState,
-    decide_from_pod,
-    read_pod,
-    retry_delay,
-)
+from controller.ephemeralrunner.rules import PodState, decide_from_pod, read_pod, retry_delay
+from controller.runners.policies import FailurePolicy
+from shared.typedefs import JSONDict
 
 NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
 POLICY = FailurePolicy()
-
-JSONDict = dict[str, Any]
 
 
 def pod(

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
-from controller.runnerset_rules import (
+from controller.ephemeralrunnerset.rules import (
     Children,
-    ReplacementPolicy,
     ScalePlan,
     classify,
     counts_status,
@@ -19,8 +17,9 @@ from controller.runnerset_rules import (
     replacement_due,
     scale_down_candidates,
 )
+from controller.runners.policies import ReplacementPolicy
+from shared.typedefs import JSONDict
 
-JSONDict = dict[str, Any]
 NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
 
 

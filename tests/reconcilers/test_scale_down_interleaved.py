@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sandbox.actions.emulator import ActionsEmulator
+from shared.typedefs import JSONDict
 from tests.reconcilers.conftest import Rig, RigOptions, open_rig
-
-JSONDict = dict[str, Any]
 
 
 class ControlledRuntime:

@@ -4,18 +4,12 @@ completions arrive in (a model of the cache, the service and the EphemeralRunner
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.runnerset_rules import (
-    classify,
-    plan_scaling,
-    scale_down_candidates,
-)
-
-JSONDict = dict[str, Any]
+from controller.ephemeralrunnerset.rules import classify, plan_scaling, scale_down_candidates
+from shared.typedefs import JSONDict
 
 
 @dataclass

@@ -6,14 +6,13 @@ from datetime import timedelta
 
 import pytest
 
-from controller.runner_context import settings_from_environment
-from controller.runtime.process import ConfigError
+from controller.settings import ConfigError, runner_settings_from_environment
 
 
 def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GHA_CONTROLLER_MAX_POD_FAILURES", "8")
     monkeypatch.setenv("GHA_CONTROLLER_EXCLUDE_LABEL_PROPAGATION_PREFIXES", '["example.com/"]')
-    settings = settings_from_environment()
+    settings = runner_settings_from_environment()
     assert settings.failure_policy().max_pod_failures == 8
     assert settings.exclude_label_propagation_prefixes == ("example.com/",)
     assert settings.replacement_policy().max_delay == timedelta(minutes=10)
@@ -31,5 +30,5 @@ def test_bad_setting_names_the_variable(
 ) -> None:
     monkeypatch.setenv(variable, value)
     with pytest.raises(ConfigError, match=f"^{variable}: ") as raised:
-        settings_from_environment()
+        runner_settings_from_environment()
     assert "\n" not in str(raised.value)

@@ -1,43 +1,28 @@
-"""The `gha-controller` process: settings from flags and environment, then the manager.
+"""The settings of the `gha-controller` process: flags, `GHA_CONTROLLER_*` variables, defaults.
 
-Exit codes: 0 after SIGTERM/SIGINT (in-flight reconciles drained, lease released), 1 when the
-lease was lost (the process must restart to rejoin), 2 on a configuration that cannot work (one
-line on stderr says what to fix).
+A setting that cannot work is a `ConfigError` whose message says what to fix in one line; the
+process then exits 2 (`controller/app.py`).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 import os
-import signal
 import socket
-import sys
 import uuid
 from collections.abc import Sequence
 from typing import Literal, NoReturn
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from controller.runtime.cache import WatchSettings
-from controller.runtime.health import health_routes, metrics_routes, serve
-from controller.runtime.leader import LeaseSettings
-from controller.runtime.manager import LeadershipLost, Manager, RuntimeSettings
-from controller.runtime.queue import Backoff
-from controller.runtime.registry import Registry
-from shared.kube.client import load_configuration, new_api_client
-from shared.telemetry.logs import configure_logging
+from controller.runners.settings import RunnerSettings
+from controller.runtime import Backoff, LeaseSettings, RuntimeSettings, WatchSettings
 
-log = logging.getLogger("controller")
-
-EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 ENV_PREFIX = "GHA_CONTROLLER_"
 
 
 class ConfigError(Exception):
-    """A setting that cannot work; the message says what to fix, in one line. A controller's
-    setup may raise it for its own settings: the process then exits 2 with that line."""
+    """A setting that cannot work; the message says what to fix, in one line."""
 
 
 class ControllerSettings(BaseModel):
@@ -164,67 +149,12 @@ def parse_settings(argv: Sequence[str], environ: dict[str, str]) -> ControllerSe
         raise ConfigError(f"{where}: {message}" if where else message) from None
 
 
-async def run(settings: ControllerSettings, registry: Registry) -> int:
+def runner_settings_from_environment() -> RunnerSettings:
+    """`RunnerSettings` from `GHA_CONTROLLER_*`; a bad value is a ConfigError naming the variable
+    and what is wrong with it, in one line."""
     try:
-        kube_config = await load_configuration(settings.kubeconfig, context=settings.context)
-    except Exception as exc:
-        print(
-            f"gha-controller: cannot load the Kubernetes configuration ({type(exc).__name__}): "
-            "set --kubeconfig or KUBECONFIG, or run in a pod",
-            file=sys.stderr,
-        )
-        return EXIT_CONFIG
-    async with new_api_client(kube_config) as api:
-        manager = Manager(api=api, settings=settings.runtime())
-        try:
-            registry.install(manager)
-        except ConfigError as exc:
-            print(f"gha-controller: {exc}", file=sys.stderr)
-            return EXIT_CONFIG
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, manager.stop)
-        servers = []
-        try:
-            if settings.metrics_port == settings.health_port:
-                routes = health_routes(manager) + metrics_routes(manager)
-                servers.append(
-                    await serve(routes, host=settings.bind_address, port=settings.health_port)
-                )
-            else:
-                for routes, port in (
-                    (health_routes(manager), settings.health_port),
-                    (metrics_routes(manager), settings.metrics_port),
-                ):
-                    servers.append(await serve(routes, host=settings.bind_address, port=port))
-            log.info(
-                "controller started",
-                extra={
-                    "identity": settings.identity,
-                    "controllers": [c.name for c in manager.controllers],
-                    "leader_elect": settings.leader_elect,
-                },
-            )
-            await manager.run()
-        except LeadershipLost as exc:
-            log.error("stopping: %s", exc)
-            return EXIT_FAILED
-        except OSError as exc:
-            print(f"gha-controller: cannot serve HTTP: {exc.strerror}", file=sys.stderr)
-            return EXIT_CONFIG
-        finally:
-            for server in servers:
-                await server.cleanup()
-            manager.metrics.metrics.shutdown()
-    log.info("controller stopped")
-    return EXIT_OK
-
-
-def main(argv: Sequence[str] | None = None, *, registry: Registry) -> int:
-    try:
-        settings = parse_settings(sys.argv[1:] if argv is None else argv, dict(os.environ))
-    except ConfigError as exc:
-        print(f"gha-controller: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    configure_logging(fmt=settings.log_format, level=settings.log_level)
-    return asyncio.run(run(settings, registry))
+        return RunnerSettings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        variable = ENV_PREFIX + "_".join(str(p) for p in first["loc"]).upper()
+        raise ConfigError(f"{variable}: {first['msg']}") from None

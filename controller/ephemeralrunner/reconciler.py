@@ -1,6 +1,6 @@
 """The EphemeralRunner reconciler: one runner's registration, JIT Secret and Pod.
 
-Order of a pass (design.md conventions, arc-controllers.md 7.1 with this project's changes):
+Order of a pass (ARC's, docs/reconcilers.md#ephemeralrunner, with this project's changes):
 
 1. Read the runner from the cache; gone ends the pass.
 2. Deletion branch: remove the runner from the Actions service (job still running: retry later;
@@ -11,51 +11,31 @@ Order of a pass (design.md conventions, arc-controllers.md 7.1 with this project
 4. Both finalizers, in one write, when one is missing.
 5. Registration: JIT config from the service, Secret, then one status write with runner id,
    name and `Pending`.
-6. Pod: created after the failure backoff; its state decides the status (runner_rules).
+6. Pod: created after the failure backoff; its state decides the status (`rules.py`).
 
-Requests saved against ARC (arc-api-cost.md 5): the JIT Secret is read only when the runner has
-no id yet or a pod must be created (ARC reads it on every pass), runner id and `Pending` go out
-in one status write, and the finalizers are dropped in one write.
+Requests saved against ARC (docs/reconcilers.md#requests): the JIT Secret is read only when the
+runner has no id yet or a pod must be created (ARC reads it on every pass), runner id and
+`Pending` go out in one status write, and the finalizers are dropped in one write.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from controller.actions_clients import ActionsClients
-from controller.events import EventRecorder
-from controller.runner_context import RunnerContext, context_for
-from controller.runner_objects import (
-    RUNNER_FINALIZERS,
-    has_container_hooks,
-    jit_secret,
-    runner_pod,
-    runner_work_folder,
-    secret_runner_id,
-    secret_value,
-)
-from controller.runner_rules import (
+from controller.ephemeralrunner.objects import jit_secret, runner_pod
+from controller.ephemeralrunner.predicates import POD_TO_ER, pod_ready
+from controller.ephemeralrunner.rules import (
     REASON_TOO_MANY_POD_FAILURES,
     PodOutcome,
     decide_from_pod,
-    has_job,
-    is_deleting,
-    is_terminal,
-    parse_time,
     retry_delay,
-    runner_id,
-    status_of,
     too_many_failures,
 )
-from controller.runner_settings import RunnerSettings
+from controller.runners.deps import UNREGISTERED, RunnerDeps
 from controller.runtime import (
-    POD_TO_ER,
-    REGISTRY,
     Controller,
     LazyObject,
     Manager,
@@ -63,34 +43,46 @@ from controller.runtime import (
     Request,
     Result,
     Store,
-    pod_ready,
+    add_finalizers,
+    has_any_finalizer,
+    remove_finalizers,
 )
-from controller.status_memory import StatusMemory
 from shared.actions.errors import (
     ActionsError,
     RunnerExists,
     RunnerNotFound,
 )
 from shared.api import EphemeralRunnerPhase
+from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.api.names import (
+    EPHEMERAL_RUNNER_FINALIZERS,
     FINALIZER_EPHEMERAL_RUNNER_REGISTRATION,
     LABEL_RUNNER_POD,
     MESSAGE_INVALID_POD_PREFIX,
     REASON_INVALID_POD,
     SECRET_RUNNER_NAME,
 )
+from shared.api.views import (
+    has_container_hooks,
+    has_job,
+    is_terminal,
+    runner_id,
+    runner_work_folder,
+    secret_runner_id,
+)
 from shared.kube.errors import AlreadyExists, Forbidden, Invalid, KubeError, NotFound
-from shared.kube.objects import EPHEMERAL_RUNNER, POD, SECRET, Kind, Objects
-
-JSONDict = dict[str, Any]
+from shared.kube.objects import POD, SECRET, Kind, Objects
+from shared.kube.views import is_deleting, metadata_of, parse_time, secret_value, status_of
+from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
 
 REGISTRATION_RETRY_SECONDS = 1.0
 ALREADY_EXISTS_RETRY_SECONDS = 5.0
 POD_EXPECTATION_SECONDS = 5.0
-UNREGISTERED = "unregistered"
+# Steps recorded in the expectations, per runner uid (and UNREGISTERED, shared with the set).
 SECRET_DELETED = "secret deleted"
+POD_CREATED = "pod created"
 QUOTA_MESSAGE = "exceeded quota:"
 
 
@@ -109,49 +101,41 @@ class EphemeralRunnerReconciler:
         runners: Store,
         pods: Store,
         objects: Objects,
-        clients: ActionsClients,
-        events: EventRecorder,
-        settings: RunnerSettings,
+        deps: RunnerDeps,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._runners = runners
         self._pods = pods
         self._objects = objects
-        self._clients = clients
-        self._events = events
-        self._settings = settings
-        self._policy = settings.failure_policy()
-        self._now = now
-        self._clock = clock
+        self._clients = deps.clients
+        self._events = deps.events
+        self._settings = deps.settings
+        self._policy = deps.settings.failure_policy()
         # Writes the cache has not shown yet: a pod created in the previous pass (its watch
         # event may trail the runner's own status event, and a second create would only earn a
-        # 409), and per runner the steps already done (unregistered, JIT Secret deleted, pods
-        # deleted), which a pass reading an older runner or pod must not repeat.
-        self._pods_created: dict[str, float] = {}
-        self._done: dict[str, set[str]] = {}
-        # What to forget once a runner is gone from the cache (its uid and runner id); until
-        # then a pass may still read it, even after its last finalizer was removed.
-        self._known: dict[Request, tuple[str, int]] = {}
-        self._written = StatusMemory()
+        # 409), per runner the steps already done (unregistered, JIT Secret deleted, pods
+        # deleted), which a pass reading an older runner or pod must not repeat, and the status
+        # values written.
+        self._expected = deps.expectations
+        self._now = now
 
     async def reconcile(self, request: Request) -> Result:
         cached = self._runners.get(request.namespace, request.name)
         if cached is None:
-            uid, rid = self._known.pop(request, ("", 0))
-            self._forget(uid)
-            self._clients.forget_runner(rid)
+            # Forgotten only once the runner is gone from the cache: until then a pass may still
+            # read it, even after its last finalizer was removed.
+            self._expected.forget(EPHEMERAL_RUNNER, request)
             return Result()
-        self._known[request] = (str(cached["metadata"]["uid"]), runner_id(cached))
+        uid = str(cached["metadata"]["uid"])
+        self._expected.track(EPHEMERAL_RUNNER, request, uid)
         runner = LazyObject(cached, kind=EPHEMERAL_RUNNER)
         if is_deleting(cached):
             return await self._finalize(runner)
         if is_terminal(cached):
             await self._delete_resources(cached)
             return Result()
-        await self._ensure_finalizers(runner)
-        uid = str(cached["metadata"]["uid"])
-        if runner_id(runner.object) == 0 and not self._written.last(uid).get("runnerId"):
+        await add_finalizers(runner, self._objects, EPHEMERAL_RUNNER_FINALIZERS)
+        if runner_id(runner.object) == 0 and not self._expected.written_status(uid).get("runnerId"):
             retry = await self._register(runner)
             if retry is not None:
                 return retry
@@ -164,10 +148,10 @@ class EphemeralRunnerReconciler:
             return Result()
         pod = self._pods.get(request.namespace, request.name)
         if pod is not None:
-            self._pods_created.pop(uid, None)
+            self._expected.clear(uid, POD_CREATED)
         else:
-            created = self._pods_created.get(uid)
-            if created is not None and self._clock() - created < POD_EXPECTATION_SECONDS:
+            created = self._expected.noted(uid, POD_CREATED)
+            if created is not None and self._expected.age(created) < POD_EXPECTATION_SECONDS:
                 return Result(requeue_after=POD_EXPECTATION_SECONDS)
             return await self._without_pod(runner)
         outcome = decide_from_pod(
@@ -182,20 +166,16 @@ class EphemeralRunnerReconciler:
 
     async def _finalize(self, runner: LazyObject) -> Result:
         obj = runner.object
-        finalizers = obj["metadata"].get("finalizers") or []
-        if not set(RUNNER_FINALIZERS) & set(finalizers):
+        if not has_any_finalizer(obj, EPHEMERAL_RUNNER_FINALIZERS):
             return Result()
-        if FINALIZER_EPHEMERAL_RUNNER_REGISTRATION in finalizers:
+        if has_any_finalizer(obj, [FINALIZER_EPHEMERAL_RUNNER_REGISTRATION]):
             removed = await self._remove_registration(obj)
             if not removed and not await self._gave_up_waiting(obj):
                 return Result(requeue_after=self._settings.job_still_running_retry_seconds)
         await self._delete_resources(obj)
         if has_container_hooks(obj):
             await self._delete_hook_resources(obj)
-        meta = runner.mutate()["metadata"]
-        meta["finalizers"] = [f for f in finalizers if f not in RUNNER_FINALIZERS]
-        with contextlib.suppress(NotFound):
-            await runner.write(self._objects, optimistic=True)
+        await remove_finalizers(runner, self._objects, EPHEMERAL_RUNNER_FINALIZERS)
         return Result()
 
     async def _gave_up_waiting(self, runner: JSONDict) -> bool:
@@ -216,16 +196,11 @@ class EphemeralRunnerReconciler:
         )
         return True
 
-    def _forget(self, uid: str) -> None:
-        self._pods_created.pop(uid, None)
-        self._done.pop(uid, None)
-        self._written.forget(uid)
-
     def _did(self, runner: JSONDict, step: str) -> bool:
-        return step in self._done.get(str(runner["metadata"]["uid"]), ())
+        return self._expected.noted(str(metadata_of(runner).get("uid")), step) is not None
 
     def _mark(self, runner: JSONDict, step: str) -> None:
-        self._done.setdefault(str(runner["metadata"]["uid"]), set()).add(step)
+        self._expected.note(str(metadata_of(runner).get("uid")), step)
 
     async def _remove_registration(self, runner: JSONDict) -> bool:
         """Unregister the runner; False while the service says its job still runs."""
@@ -240,13 +215,13 @@ class EphemeralRunnerReconciler:
         removed = await self._clients.remove_runner(
             meta["namespace"], runner.get("spec") or {}, rid
         )
-        if not removed:
+        if removed:
+            self._mark(runner, UNREGISTERED)
+        else:
             log.info(
                 "runner still has a job, removal retried later", extra={"runner": meta["name"]}
             )
-            return False
-        self._mark(runner, UNREGISTERED)
-        return True
+        return removed
 
     async def _id_from_secret(self, runner: JSONDict) -> int:
         """The id of a runner registered just before its status could record it."""
@@ -290,13 +265,6 @@ class EphemeralRunnerReconciler:
 
     # --- live runner -----------------------------------------------------------------------------
 
-    async def _ensure_finalizers(self, runner: LazyObject) -> None:
-        finalizers = runner.object["metadata"].get("finalizers") or []
-        missing = [f for f in RUNNER_FINALIZERS if f not in finalizers]
-        if missing:
-            runner.mutate()["metadata"]["finalizers"] = [*finalizers, *missing]
-            await runner.write(self._objects, optimistic=True)
-
     async def _register(self, runner: LazyObject) -> Result | None:
         """Record the runner id and name from the JIT Secret, creating both when missing."""
         obj = runner.object
@@ -321,7 +289,7 @@ class EphemeralRunnerReconciler:
             desired["phase"] = EphemeralRunnerPhase.PENDING.value
         runner.mutate().setdefault("status", {}).update(desired)
         await runner.write(self._objects)
-        self._written.wrote(str(meta["uid"]), current=current, desired=desired)
+        self._expected.wrote_status(str(meta["uid"]), current=current, desired=desired)
         return None
 
     async def _create_jit_secret(self, runner: LazyObject) -> JSONDict | Result:
@@ -389,7 +357,7 @@ class EphemeralRunnerReconciler:
         meta = obj["metadata"]
         try:
             await self._objects.create(POD, meta["namespace"], runner_pod(obj))
-            self._pods_created[str(meta["uid"])] = self._clock()
+            self._expected.note(str(meta["uid"]), POD_CREATED)
         except AlreadyExists:
             return Result(requeue_after=ALREADY_EXISTS_RETRY_SECONDS)
         except Forbidden as exc:
@@ -414,7 +382,7 @@ class EphemeralRunnerReconciler:
 
     async def _mark_failed(self, runner: LazyObject, *, reason: str, message: str) -> None:
         """Unregister first, so a failed unregistration retries the whole step (ARC wrote the
-        status first and never retried the removal, arc-controllers.md 14.17)."""
+        status first and never retried the removal: docs/reconcilers.md#failed-runners)."""
         await self._remove_registration(runner.object)
         status = runner.mutate().setdefault("status", {})
         status.update(
@@ -432,12 +400,12 @@ class EphemeralRunnerReconciler:
             await self._remove_registration(obj)
         uid = str(obj["metadata"]["uid"])
         current = status_of(obj)
-        if outcome.status and not self._written.redundant(
+        if outcome.status and not self._expected.status_redundant(
             uid, current=current, desired=outcome.status
         ):
             deep_merge(runner.mutate().setdefault("status", {}), outcome.status)
             await runner.write(self._objects)
-            self._written.wrote(uid, current=current, desired=outcome.status)
+            self._expected.wrote_status(uid, current=current, desired=outcome.status)
         if outcome.delete_pod:
             await self._delete(POD, pod)
         if outcome.warning is not None:
@@ -445,14 +413,13 @@ class EphemeralRunnerReconciler:
             await self._events.warning(runner.object, reason=reason, message=message)
 
 
-def install(manager: Manager, context: RunnerContext) -> EphemeralRunnerReconciler:
+def setup(manager: Manager, deps: RunnerDeps) -> EphemeralRunnerReconciler:
+    """Add the EphemeralRunner controller to `manager`: runners, and the Pods they own."""
     reconciler = EphemeralRunnerReconciler(
         runners=manager.cache(EPHEMERAL_RUNNER),
         pods=manager.cache(POD),
         objects=manager.objects,
-        clients=context.clients,
-        events=context.events,
-        settings=context.settings,
+        deps=deps,
     )
     manager.add(
         Controller(
@@ -463,8 +430,3 @@ def install(manager: Manager, context: RunnerContext) -> EphemeralRunnerReconcil
         )
     )
     return reconciler
-
-
-@REGISTRY.register
-def setup(manager: Manager) -> None:
-    install(manager, context_for(manager))

@@ -1,14 +1,14 @@
 """Pure decisions of the EphemeralRunner reconciler: what a runner pod's state means for the runner.
 
-The reconciler (controller/ephemeralrunner.py) reads the runner and its pod, asks these
-functions what to do, and performs the writes. Nothing here does I/O, so every rule of
-arc-controllers.md 7.1 step 10, with this project's changes, is tested as a table:
+The reconciler (`reconciler.py` here) reads the runner and its pod, asks these functions what to
+do, and performs the writes. Nothing here does I/O, so every rule of ARC's pod classification
+(docs/reconcilers.md#ephemeralrunner), with this project's changes, is tested as a table:
 
 * the controller publishes `Pending` and never `Running` (the listener owns `Running`);
 * a runner container that exits 0 makes the runner `Succeeded` (the EphemeralRunnerSet cleans
   finished runners up under the patch-id protocol) instead of deleting it at once;
 * after more than `max_pod_failures` failed pods an idle runner becomes `Failed` with a reason,
-  instead of disappearing (users-peers.md P1: a visible failure reason).
+  instead of disappearing (a visible failure reason: docs/reconcilers.md#failed-runners).
 """
 
 from __future__ import annotations
@@ -16,17 +16,18 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
-from shared.api import EphemeralRunnerPhase, is_terminal_phase
+from controller.runners.policies import FailurePolicy
+from shared.api import EphemeralRunnerPhase
 from shared.api.names import (
     MESSAGE_OUTDATED,
     REASON_OUTDATED,
     RUNNER_CONTAINER,
     RUNNER_DEPRECATED_EXIT_CODE,
 )
-
-JSONDict = dict[str, Any]
+from shared.api.views import failure_count, has_job, last_failure
+from shared.kube.views import format_time, is_deleting, parse_time, status_of
+from shared.typedefs import JSONDict
 
 # ARC declares this reason but never writes it; here it explains a runner that ran out of pods.
 REASON_TOO_MANY_POD_FAILURES = "TooManyPodFailures"
@@ -42,84 +43,8 @@ STUCK_WAITING_REASONS = frozenset(
         "CreateContainerError",
     }
 )
+
 PERMANENT_WAITING_REASONS = frozenset({"InvalidImageName", "ErrImageNeverPull"})
-
-
-@dataclass(frozen=True, slots=True)
-class FailurePolicy:
-    """How often an idle runner's pod may fail, and how long to wait before the next pod.
-
-    The defaults are ARC's: at most 5 recorded failures and the backoff 0, 5, 10, 20, 40, 80 s
-    (doubling from `first_backoff`, capped at `max_backoff`).
-    """
-
-    max_pod_failures: int = 5
-    first_backoff: timedelta = timedelta(seconds=5)
-    max_backoff: timedelta = timedelta(seconds=80)
-    start_timeout: timedelta | None = timedelta(minutes=10)
-    """How long the runner container may wait on its image or its configuration before the pod
-    counts as failed (ARC waits forever, users-peers.md P1); None waits forever."""
-
-    def backoff(self, failures: int) -> timedelta:
-        """The wait before the next pod after `failures` recorded failures."""
-        if failures <= 0:
-            return timedelta(0)
-        doubled: timedelta = self.first_backoff * (2 ** min(failures - 1, 30))
-        return min(doubled, self.max_backoff)
-
-
-def is_terminal(runner: JSONDict) -> bool:
-    return is_terminal_phase(status_of(runner).get("phase"))
-
-
-def status_of(obj: JSONDict) -> JSONDict:
-    status = obj.get("status")
-    return status if isinstance(status, dict) else {}
-
-
-def has_job(runner: JSONDict) -> bool:
-    return bool(status_of(runner).get("jobId"))
-
-
-def status_int(obj: JSONDict, key: str) -> int:
-    """An integer status field; 0 when it is absent or not an integer."""
-    value = status_of(obj).get(key)
-    return value if isinstance(value, int) else 0
-
-
-def runner_id(runner: JSONDict) -> int:
-    return status_int(runner, "runnerId")
-
-
-def is_deleting(obj: JSONDict) -> bool:
-    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
-
-
-def parse_time(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def format_time(value: datetime) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def last_failure(runner: JSONDict) -> datetime | None:
-    failures = status_of(runner).get("failures") or {}
-    times = [parse_time(v) for v in failures.values() if isinstance(v, str)]
-    return max(times) if times else None
-
-
-def failure_count(runner: JSONDict) -> int:
-    return len(status_of(runner).get("failures") or {})
-
-
-def retry_delay(runner: JSONDict, *, now: datetime, policy: FailurePolicy) -> timedelta | None:
-    """How long to wait before creating the next pod, or None when it may be created now."""
-    last = last_failure(runner)
-    if last is None:
-        return None
-    due = last + policy.backoff(failure_count(runner))
-    return due - now if now < due else None
 
 
 def runner_container_status(pod: JSONDict) -> JSONDict | None:
@@ -162,7 +87,7 @@ class PodReading:
 
 
 def read_pod(pod: JSONDict) -> PodReading:
-    """Classify a runner pod (arc-controllers.md 7.1 step 10, first match wins)."""
+    """Classify a runner pod (docs/reconcilers.md#ephemeralrunner, first match wins)."""
     status = status_of(pod)
     pod_reason = str(status.get("reason") or "")
     pod_message = str(status.get("message") or "")
@@ -225,7 +150,7 @@ def decide_from_pod(
 ) -> PodOutcome:
     """The writes that bring a live, non-terminal runner in line with its pod.
 
-    `ready` is `pod_ready(pod)`, passed in so readiness has one definition (design.md 2).
+    `ready` is `pod_ready(pod)`, passed in so readiness has one definition (the predicate's).
     """
     reading = read_pod(pod)
     current = status_of(runner)
@@ -323,6 +248,15 @@ def _count_failure(
         remove_registration=True,
         warning=(REASON_TOO_MANY_POD_FAILURES, message),
     )
+
+
+def retry_delay(runner: JSONDict, *, now: datetime, policy: FailurePolicy) -> timedelta | None:
+    """How long to wait before creating the next pod, or None when it may be created now."""
+    last = last_failure(runner)
+    if last is None:
+        return None
+    due = last + policy.backoff(failure_count(runner))
+    return due - now if now < due else None
 
 
 def too_many_failures(runner: JSONDict, policy: FailurePolicy) -> bool:

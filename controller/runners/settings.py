@@ -8,8 +8,7 @@ from datetime import timedelta
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from controller.runner_rules import FailurePolicy
-from controller.runnerset_rules import ReplacementPolicy
+from controller.runners.policies import FailurePolicy, ReplacementPolicy
 
 
 class RunnerSettings(BaseSettings):

@@ -1,6 +1,7 @@
 """Pure decisions of the EphemeralRunnerSet reconciler: classification, scaling, victims, status.
 
-Implements arc-controllers.md 6.1-6.4 with the newer upstream rules of appendix B:
+Implements ARC's classification, scaling and victim rules with the newer upstream ones
+(docs/reconcilers.md#ephemeralrunnerset):
 
 * `status.finishedRunnerCleanupPatchID`: finished runners are cleaned up in a pass of their own
   that records the patch id it served; a scale-up under that same non-zero patch id is suppressed,
@@ -8,7 +9,8 @@ Implements arc-controllers.md 6.1-6.4 with the newer upstream rules of appendix 
 * runners being deleted count against the desired replicas (no replacement until they are gone);
 * `actionableRevision`: runners are stamped with the revision they were built for; `Outdated`
   runners of an older revision are stale (deleted and replaced, the set does not turn Outdated);
-* failed runners hold their slot only for a backoff, then are replaced (users-peers.md P1).
+* failed runners hold their slot only for a backoff, then are replaced
+  (docs/reconcilers.md#failed-runners).
 """
 
 from __future__ import annotations
@@ -17,37 +19,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from controller.runner_rules import (
-    JSONDict,
-    has_job,
-    is_deleting,
-    last_failure,
-    parse_time,
-    runner_id,
-    status_of,
-)
+from controller.runners.policies import ReplacementPolicy
 from shared.api import EphemeralRunnerPhase, EphemeralRunnerSetPhase
 from shared.api.names import ANNOTATION_ACTIONABLE_REVISION, ANNOTATION_PATCH_ID
+from shared.api.views import has_job, last_failure, runner_id
+from shared.kube.views import annotation_int, created_at, is_deleting, parse_time, status_of
+from shared.typedefs import JSONDict
 
 # This project's own bookkeeping: how many failed runners in a row this runner replaces.
 FAILED_LINEAGE_ANNOTATION = "gha-runner-scaler/failed-runner-replacements"
 
 
-def annotation_int(obj: JSONDict, key: str) -> int | None:
-    value = (obj.get("metadata", {}).get("annotations") or {}).get(key)
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def created_at(obj: JSONDict) -> str:
-    return str(obj.get("metadata", {}).get("creationTimestamp") or "")
-
-
 @dataclass(slots=True)
 class Children:
-    """The runners of one set, bucketed as arc-controllers.md 6.1 plus `stale_outdated`."""
+    """The runners of one set, bucketed as ARC does (docs/reconcilers.md#ephemeralrunnerset)
+    plus `stale_outdated`."""
 
     pending: list[JSONDict] = field(default_factory=list)
     running: list[JSONDict] = field(default_factory=list)
@@ -94,23 +80,6 @@ def classify(runners: Iterable[JSONDict], *, applied_revision: int) -> Children:
     return children
 
 
-@dataclass(frozen=True, slots=True)
-class ReplacementPolicy:
-    """When a `Failed` runner gives its slot to a new runner.
-
-    The first failed runner of a lineage is replaced after `first_delay`; each failed replacement
-    of it doubles the delay, up to `max_delay`, so a template that cannot work costs one attempt
-    per `max_delay` per slot instead of a tight loop of JIT configs.
-    """
-
-    first_delay: timedelta = timedelta(seconds=10)
-    max_delay: timedelta = timedelta(minutes=10)
-
-    def delay(self, lineage: int) -> timedelta:
-        doubled: timedelta = self.first_delay * (2 ** min(lineage, 30))
-        return min(doubled, self.max_delay)
-
-
 def failed_since(runner: JSONDict) -> datetime:
     last = last_failure(runner)
     if last is not None:
@@ -142,7 +111,7 @@ class ScalePlan:
     """What one scaling pass does.
 
     `cleanup_finished` set means: record `finishedRunnerCleanupPatchID = patch_id`, delete the
-    finished runners, publish status and end the pass without scaling (appendix B).
+    finished runners, publish status and end the pass without scaling.
     """
 
     cleanup_finished: bool = False

@@ -1,22 +1,21 @@
 """Actions service clients for the runner reconcilers, one per GitHub configuration.
 
-ARC reads the GitHub config Secret through the API before every Actions call (arc-api-cost.md
-fact 4). Here a client is kept per (namespace, secret name, config URL) and the Secret is read
-again only after `credentials_ttl` seconds, or after the service rejected the credentials, so a
-rotated secret is picked up without paying one GET per call.
+ARC reads the GitHub config Secret through the API before every Actions call
+(docs/reconcilers.md#requests). Here a client is kept per (namespace, secret name, config URL)
+and the Secret is read again only after `credentials_ttl` seconds, or after the service rejected
+the credentials, so a rotated secret is picked up without paying one GET per call.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from controller.runner_network import proxy_data, root_ca
+from controller.runners.network import proxy_data, root_ca
 from shared.actions.client import ActionsClient
 from shared.actions.credentials import Credentials, GitHubApp, PersonalAccessToken
 from shared.actions.errors import (
@@ -37,8 +36,8 @@ from shared.api.names import (
     SECRET_GITHUB_TOKEN,
 )
 from shared.kube.objects import SECRET, Objects
-
-JSONDict = dict[str, Any]
+from shared.kube.views import secret_value
+from shared.typedefs import JSONDict
 
 
 class ClientFactory(Protocol):
@@ -71,20 +70,13 @@ def default_factory(
     )
 
 
-def _decoded(secret: JSONDict, key: str) -> str:
-    raw = (secret.get("data") or {}).get(key)
-    if isinstance(raw, str) and raw:
-        return base64.b64decode(raw).decode()
-    return str((secret.get("stringData") or {}).get(key) or "")
-
-
 def credentials_from_secret(secret: JSONDict) -> Credentials:
     """A PAT (`github_token`) or a GitHub App (`github_app_id`, `github_app_installation_id`,
     `github_app_private_key`); exactly one of them must be complete."""
-    token = _decoded(secret, SECRET_GITHUB_TOKEN)
-    app_id = _decoded(secret, SECRET_GITHUB_APP_ID)
-    installation = _decoded(secret, SECRET_GITHUB_APP_INSTALLATION_ID)
-    key = _decoded(secret, SECRET_GITHUB_APP_PRIVATE_KEY)
+    token = secret_value(secret, SECRET_GITHUB_TOKEN) or ""
+    app_id = secret_value(secret, SECRET_GITHUB_APP_ID) or ""
+    installation = secret_value(secret, SECRET_GITHUB_APP_INSTALLATION_ID) or ""
+    key = secret_value(secret, SECRET_GITHUB_APP_PRIVATE_KEY) or ""
     app = bool(app_id and installation and key)
     if token and app:
         raise InvalidCredentials("both PAT and GitHub App credentials provided")
@@ -148,7 +140,6 @@ class ActionsClients:
         self._clock = clock
         self._entries: dict[_Key, _Entry] = {}
         self._lock = asyncio.Lock()
-        self._removed: set[int] = set()
 
     async def for_spec(self, namespace: str, spec: JSONDict) -> ActionsClient:
         key = _key(namespace, spec)
@@ -179,11 +170,8 @@ class ActionsClients:
             return client
 
     async def remove_runner(self, namespace: str, spec: JSONDict, runner_id: int) -> bool:
-        """Unregister a runner; False while the service says it runs a job. A runner this pool
-        already removed is not asked for again (the set's scale-down and the runner's finalizer
-        both remove it; ARC sends both requests)."""
-        if runner_id in self._removed:
-            return True
+        """Unregister a runner; False while the service says it runs a job (a runner the service
+        does not know counts as removed)."""
         client = await self.for_spec(namespace, spec)
         try:
             await client.remove_runner(runner_id)
@@ -194,12 +182,7 @@ class ActionsClients:
         except ActionsError as exc:
             self.rejected(namespace, spec, exc)
             raise
-        self._removed.add(runner_id)
         return True
-
-    def forget_runner(self, runner_id: int) -> None:
-        """The runner object is gone; its id needs no memory any more."""
-        self._removed.discard(runner_id)
 
     def rejected(self, namespace: str, spec: JSONDict, error: Exception) -> None:
         """Forget the credentials' freshness after the service refused them."""

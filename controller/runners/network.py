@@ -1,15 +1,13 @@
 """A runner spec's `proxy` and `githubServerTLS`, resolved against its namespace.
 
 `proxy.{http,https}.credentialSecretRef` names a Secret with `username` and `password`, put into
-the proxy URL as userinfo (arc-controllers.md 2.5). `githubServerTLS.certificateFrom
+the proxy URL as userinfo (docs/reconcilers.md#proxy-and-tls). `githubServerTLS.certificateFrom
 .configMapKeyRef` names the ConfigMap key holding the extra root CA (PEM). Both are read through
 the API, never from a cache: neither kind is watched.
 """
 
 from __future__ import annotations
 
-import base64
-from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from shared.api.names import (
@@ -19,16 +17,9 @@ from shared.api.names import (
     SECRET_PROXY_PASSWORD,
     SECRET_PROXY_USERNAME,
 )
-from shared.kube.objects import SECRET, Kind, Objects
-
-JSONDict = dict[str, Any]
-
-CONFIG_MAP = Kind("ConfigMap", "configmaps")
-
-
-def _decoded(secret: JSONDict, key: str) -> str:
-    raw = (secret.get("data") or {}).get(key)
-    return base64.b64decode(raw).decode() if isinstance(raw, str) else ""
+from shared.kube.objects import CONFIG_MAP, SECRET, Objects
+from shared.kube.views import secret_value
+from shared.typedefs import JSONDict
 
 
 def _with_userinfo(url: str, username: str, password: str) -> str:
@@ -51,7 +42,9 @@ async def _server_url(objects: Objects, namespace: str, server: JSONDict | None)
         return url
     secret = await objects.get(SECRET, namespace, str(ref))
     return _with_userinfo(
-        url, _decoded(secret, SECRET_PROXY_USERNAME), _decoded(secret, SECRET_PROXY_PASSWORD)
+        url,
+        secret_value(secret, SECRET_PROXY_USERNAME) or "",
+        secret_value(secret, SECRET_PROXY_PASSWORD) or "",
     )
 
 

@@ -1,7 +1,7 @@
 """The EphemeralRunnerSet reconciler: how many runners exist, and which ones go.
 
-Order of a pass (arc-controllers.md 6.2 with the newer upstream rules of appendix B; the
-decisions themselves are in runnerset_rules):
+Order of a pass (ARC's with the newer upstream rules, docs/reconcilers.md#ephemeralrunnerset;
+the decisions themselves are in `rules.py`):
 
 1. Read the set from the cache; gone ends the pass (and its gauges).
 2. Deletion branch: delete terminated runners, unregister and delete idle ones, let busy ones
@@ -14,7 +14,8 @@ decisions themselves are in runnerset_rules):
 7. Scaling under the patch-id protocol: finished runners are cleaned up in a pass of their own
    that records the patch id; scale up (never to fill the gap that cleanup made); scale down
    only under patch id 0, never a busy runner, each victim unregistered before it is deleted.
-8. Status: counts by phase, phase, the two appendix-B fields; gauges.
+8. Status: counts by phase, phase, `appliedActionableRevision` and
+   `finishedRunnerCleanupPatchID`; gauges.
 
 The marker `finishedRunnerCleanupPatchID` is remembered from this process's own status writes:
 only the leader writes it, and the cache may not have seen the write when the deletions it caused
@@ -27,28 +28,14 @@ import asyncio
 import base64
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any
 
-from controller.actions_clients import ActionsClients
-from controller.events import EventRecorder
-from controller.runner_context import RunnerContext, context_for
-from controller.runner_metrics import (
-    RunnerSetMetrics,
-)
-from controller.runner_network import proxy_data
-from controller.runner_objects import (
-    controller_reference,
-    new_ephemeral_runner,
-    proxy_secret_name,
-)
-from controller.runner_rules import is_deleting, runner_id, status_int, status_of
-from controller.runner_settings import RunnerSettings
-from controller.runnerset_rules import (
+from controller.ephemeralrunnerset.metrics import RunnerSetMetrics
+from controller.ephemeralrunnerset.objects import new_ephemeral_runner, proxy_secret
+from controller.ephemeralrunnerset.predicates import ER_TO_ERS
+from controller.ephemeralrunnerset.rules import (
     Children,
-    annotation_int,
     classify,
     cleanup_candidates,
     counts_status,
@@ -59,9 +46,10 @@ from controller.runnerset_rules import (
     replacement_due,
     scale_down_candidates,
 )
+from controller.runners.deps import UNREGISTERED, RunnerDeps
+from controller.runners.network import proxy_data
+from controller.runners.objects import proxy_secret_name
 from controller.runtime import (
-    ER_TO_ERS,
-    REGISTRY,
     Controller,
     LazyObject,
     Manager,
@@ -69,30 +57,36 @@ from controller.runtime import (
     Request,
     Result,
     Store,
+    add_finalizers,
+    has_any_finalizer,
+    remove_finalizers,
 )
 from controller.runtime.cache import controller_owner_uid
-from controller.status_memory import StatusMemory
 from shared.api import EphemeralRunnerSetPhase
+from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from shared.api.names import (
     ANNOTATION_PATCH_ID,
+    EPHEMERAL_RUNNER_SET_FINALIZERS,
     FINALIZER_EPHEMERAL_RUNNER_SET,
-    FINALIZER_EPHEMERAL_RUNNER_SET_LEGACY,
-    LABEL_SCALE_SET_NAME,
-    LABEL_SCALE_SET_NAMESPACE,
 )
+from shared.api.views import runner_id
 from shared.kube.errors import NotFound
-from shared.kube.objects import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET, SECRET, Objects
-
-JSONDict = dict[str, Any]
+from shared.kube.objects import SECRET, Objects
+from shared.kube.views import (
+    annotation_int,
+    is_deleting,
+    metadata_of,
+    spec_int,
+    status_int,
+    status_of,
+)
+from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
 
 CREATE_CONCURRENCY = 8
-
-
-def _spec_int(obj: JSONDict, key: str) -> int:
-    value = (obj.get("spec") or {}).get(key)
-    return value if isinstance(value, int) else 0
+# The expectations step, per set uid, holding the `finishedRunnerCleanupPatchID` last written.
+CLEANUP_MARKER = "finishedRunnerCleanupPatchID"
 
 
 async def _gather_all(aws: Iterable[Awaitable[object]]) -> list[object]:
@@ -105,50 +99,6 @@ async def _gather_all(aws: Iterable[Awaitable[object]]) -> list[object]:
     return results
 
 
-class Expectations:
-    """Writes of this reconciler the cache has not shown yet (controller-runtime's ReplicaSet
-    "expectations"): runners created in one pass count, with their patch id, in the next pass
-    even before their watch event arrives, and runners deleted count as deleting. Without this a
-    pass under patch id 0, or under a new patch id whose runners are not cached yet, creates the
-    same runners twice (arc-controllers.md 14.25). An expectation the cache never confirms
-    expires after `ttl` seconds."""
-
-    def __init__(self, *, clock: Callable[[], float], ttl: float = 60.0) -> None:
-        self._clock = clock
-        self._ttl = ttl
-        self._created: dict[str, tuple[JSONDict, float]] = {}
-        self._deleted: dict[str, float] = {}
-
-    def created(self, runner: JSONDict) -> None:
-        self._created[runner["metadata"]["name"]] = (runner, self._clock())
-
-    def deleted(self, runner: JSONDict) -> None:
-        self._deleted[str(runner["metadata"].get("uid", ""))] = self._clock()
-
-    def apply(self, cached: list[JSONDict]) -> list[JSONDict]:
-        """The cached runners, corrected by the writes the cache has not shown yet."""
-        now = self._clock()
-        names = {r["metadata"]["name"] for r in cached}
-        self._created = {
-            name: (obj, at)
-            for name, (obj, at) in self._created.items()
-            if name not in names and now - at < self._ttl
-        }
-        live = {str(r["metadata"].get("uid")): r for r in cached if not is_deleting(r)}
-        self._deleted = {
-            uid: at for uid, at in self._deleted.items() if uid in live and now - at < self._ttl
-        }
-        out = []
-        for runner in cached:
-            uid = str(runner["metadata"].get("uid"))
-            if uid in self._deleted:
-                meta = {**runner["metadata"], "deletionTimestamp": "expected"}
-                runner = {**runner, "metadata": meta}
-            out.append(runner)
-        out.extend(obj for obj, _ in self._created.values())
-        return out
-
-
 class EphemeralRunnerSetReconciler:
     def __init__(
         self,
@@ -156,65 +106,48 @@ class EphemeralRunnerSetReconciler:
         runner_sets: Store,
         runners: Store,
         objects: Objects,
-        clients: ActionsClients,
-        events: EventRecorder,
-        settings: RunnerSettings,
+        deps: RunnerDeps,
         metrics: RunnerSetMetrics | None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._clock = clock
         self._sets = runner_sets
         self._runners = runners
         self._objects = objects
-        self._clients = clients
-        self._events = events
-        self._settings = settings
-        self._replacement = settings.replacement_policy()
+        self._clients = deps.clients
+        self._events = deps.events
+        self._settings = deps.settings
+        self._replacement = deps.settings.replacement_policy()
+        # Runners created and deleted that the cache has not shown yet (without them a pass under
+        # patch id 0, or under a new patch id whose runners are not cached yet, creates the same
+        # runners twice: docs/reconcilers.md#expectations), status values written, the cleanup
+        # marker, and which runners were unregistered.
+        self._expected = deps.expectations
         self._metrics = metrics
         self._now = now
-        self._markers: dict[str, int] = {}
-        self._expectations: dict[str, Expectations] = {}
-        self._written = StatusMemory()
-        self._uids: dict[Request, str] = {}
         # Bounds the Actions removals and deletes one pass runs at once.
         self._removals = asyncio.Semaphore(CREATE_CONCURRENCY)
-
-    def _expected(self, uid: str) -> Expectations:
-        """The set's expectations, created on first use."""
-        expected = self._expectations.get(uid)
-        if expected is None:
-            expected = self._expectations[uid] = Expectations(clock=self._clock)
-        return expected
 
     async def reconcile(self, request: Request) -> Result:
         cached = self._sets.get(request.namespace, request.name)
         if cached is None:
-            self._forget(request, self._uids.pop(request, ""))
+            self._forget(request)
             return Result()
         runner_set = LazyObject(cached, kind=EPHEMERAL_RUNNER_SET)
         uid = str(cached["metadata"]["uid"])
-        self._uids[request] = uid
-        expected = self._expected(uid)
-        runners = expected.apply(self._runners.owned_by(uid))
+        self._expected.track(EPHEMERAL_RUNNER_SET, request, uid)
+        runners = self._expected.children(uid, self._runners.owned_by(uid))
         applied = status_int(cached, "appliedActionableRevision")
         children = classify(runners, applied_revision=applied)
         if is_deleting(cached):
             return await self._finalize(runner_set, children)
-        finalizers = cached["metadata"].get("finalizers") or []
-        if FINALIZER_EPHEMERAL_RUNNER_SET not in finalizers:
-            runner_set.mutate()["metadata"]["finalizers"] = [
-                *finalizers,
-                FINALIZER_EPHEMERAL_RUNNER_SET,
-            ]
-            await runner_set.write(self._objects, optimistic=True)
+        await add_finalizers(runner_set, self._objects, [FINALIZER_EPHEMERAL_RUNNER_SET])
         if self._metrics is not None:
             self._metrics.publish(runner_set.object, children)
 
-        revision = _spec_int(cached, "actionableRevision")
+        revision = spec_int(cached, "actionableRevision")
         if revision != applied:
             await self._clean_up(runner_set.object, children)
-            self._markers[uid] = 0
+            self._expected.note(uid, CLEANUP_MARKER, 0)
             await self._write_status(
                 runner_set,
                 children,
@@ -248,8 +181,8 @@ class EphemeralRunnerSetReconciler:
     async def _scale(self, runner_set: LazyObject, children: Children, *, phase: str) -> Result:
         obj = runner_set.object
         uid = str(obj["metadata"]["uid"])
-        replicas = _spec_int(obj, "replicas")
-        patch_id = _spec_int(obj, "patchID")
+        replicas = spec_int(obj, "replicas")
+        patch_id = spec_int(obj, "patchID")
         due, wait = replacement_due(children.failed, now=self._now(), policy=self._replacement)
         replacements = plan_replacements(replicas=replicas, children=children, due=len(due))
         await self._replace_failed(obj, due, replacements)
@@ -257,7 +190,7 @@ class EphemeralRunnerSetReconciler:
             replicas=replicas,
             patch_id=patch_id,
             children=children,
-            cleanup_marker=self._markers.get(uid, status_int(obj, "finishedRunnerCleanupPatchID")),
+            cleanup_marker=self._cleanup_marker(obj),
             retired_failed=len(due),
             replacements=replacements,
         )
@@ -265,7 +198,7 @@ class EphemeralRunnerSetReconciler:
         if plan is None:
             return result
         if plan.cleanup_finished:
-            self._markers[uid] = patch_id
+            self._expected.note(uid, CLEANUP_MARKER, patch_id)
             await self._write_status(
                 runner_set,
                 children,
@@ -281,6 +214,13 @@ class EphemeralRunnerSetReconciler:
             await self._scale_down(obj, children, count=plan.scale_down)
         return result
 
+    def _cleanup_marker(self, runner_set: JSONDict) -> int:
+        """`finishedRunnerCleanupPatchID` as this process last wrote it, else as cached."""
+        note = self._expected.noted(str(metadata_of(runner_set)["uid"]), CLEANUP_MARKER)
+        if note is not None and isinstance(note.value, int):
+            return note.value
+        return status_int(runner_set, CLEANUP_MARKER)
+
     async def _create_runners(
         self, runner_set: JSONDict, *, count: int, patch_id: int, lineage_of: int = 0
     ) -> None:
@@ -292,7 +232,7 @@ class EphemeralRunnerSetReconciler:
             excluded_prefixes=self._settings.exclude_label_propagation_prefixes,
         )
         namespace = runner_set["metadata"]["namespace"]
-        expected = self._expected(str(runner_set["metadata"]["uid"]))
+        uid = str(runner_set["metadata"]["uid"])
         spec = (runner_set.get("spec") or {}).get("ephemeralRunnerSpec") or {}
         if spec.get("proxy"):
             await self._ensure_proxy_secret(runner_set, spec["proxy"])
@@ -301,36 +241,20 @@ class EphemeralRunnerSetReconciler:
         async def create() -> None:
             async with limit:
                 created = await self._objects.create(EPHEMERAL_RUNNER, namespace, body)
-            expected.created(created)
+            self._expected.created(uid, created)
 
         await _gather_all(create() for _ in range(count))
 
     async def _ensure_proxy_secret(self, runner_set: JSONDict, proxy: JSONDict) -> None:
-        """The Secret runner pods read their proxy variables from (arc-controllers.md 9.5),
-        brought up to date before runners are created (ARC read it on every pass)."""
+        """The Secret runner pods read their proxy variables from, brought up to date before
+        runners are created (ARC read it on every pass)."""
         meta = runner_set["metadata"]
         name = proxy_secret_name(set_name=meta["name"], namespace=meta["namespace"])
         data = {
             k: base64.b64encode(v.encode()).decode()
             for k, v in (await proxy_data(self._objects, meta["namespace"], proxy)).items()
         }
-        labels = meta.get("labels") or {}
-        body: JSONDict = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "type": "Opaque",
-            "metadata": {
-                "name": name,
-                "namespace": meta["namespace"],
-                "labels": {
-                    k: labels[k]
-                    for k in (LABEL_SCALE_SET_NAME, LABEL_SCALE_SET_NAMESPACE)
-                    if k in labels
-                },
-                "ownerReferences": [controller_reference(runner_set)],
-            },
-            "data": data,
-        }
+        body = proxy_secret(runner_set, data)
         try:
             current = await self._objects.get(SECRET, meta["namespace"], name)
         except NotFound:
@@ -391,16 +315,20 @@ class EphemeralRunnerSetReconciler:
     async def _unregister(self, runner: JSONDict) -> bool:
         """Remove an idle runner from the service; False when it took a job meanwhile."""
         rid = runner_id(runner)
-        if rid == 0:
+        uid = str(metadata_of(runner).get("uid"))
+        if rid == 0 or self._expected.noted(uid, UNREGISTERED) is not None:
             return True
         namespace = runner["metadata"]["namespace"]
-        return await self._clients.remove_runner(namespace, runner.get("spec") or {}, rid)
+        removed = await self._clients.remove_runner(namespace, runner.get("spec") or {}, rid)
+        if removed:
+            self._expected.note(uid, UNREGISTERED)
+        return removed
 
     async def _delete_runner(self, runner: JSONDict) -> None:
         meta = runner["metadata"]
         owner = controller_owner_uid(runner)
         if owner is not None:
-            self._expected(owner).deleted(runner)
+            self._expected.deleted(owner, runner)
         with contextlib.suppress(NotFound):
             await self._objects.delete(
                 EPHEMERAL_RUNNER, meta["namespace"], meta["name"], uid=meta.get("uid")
@@ -416,24 +344,18 @@ class EphemeralRunnerSetReconciler:
 
     async def _finalize(self, runner_set: LazyObject, children: Children) -> Result:
         obj = runner_set.object
-        finalizers = obj["metadata"].get("finalizers") or []
-        ours = {FINALIZER_EPHEMERAL_RUNNER_SET, FINALIZER_EPHEMERAL_RUNNER_SET_LEGACY}
-        if not ours & set(finalizers):
+        if not has_any_finalizer(obj, EPHEMERAL_RUNNER_SET_FINALIZERS):
             return Result()
         live = children.pending + children.running + children.terminated + children.deleting
         if live:
             await self._clean_up(obj, children)
             return Result()
-        runner_set.mutate()["metadata"]["finalizers"] = [f for f in finalizers if f not in ours]
-        with contextlib.suppress(NotFound):
-            await runner_set.write(self._objects, optimistic=True)
-        self._forget(Request.of(obj), str(obj["metadata"]["uid"]))
+        await remove_finalizers(runner_set, self._objects, EPHEMERAL_RUNNER_SET_FINALIZERS)
+        self._forget(Request.of(obj))
         return Result()
 
-    def _forget(self, request: Request, uid: str) -> None:
-        self._markers.pop(uid, None)
-        self._expectations.pop(uid, None)
-        self._written.forget(uid)
+    def _forget(self, request: Request) -> None:
+        self._expected.forget(EPHEMERAL_RUNNER_SET, request)
         if self._metrics is not None:
             self._metrics.forget(request)
 
@@ -452,22 +374,21 @@ class EphemeralRunnerSetReconciler:
         if all(current.get(k) == v for k, v in desired.items()):
             return
         uid = str(runner_set.object["metadata"]["uid"])
-        if self._written.redundant(uid, current=current, desired=desired):
+        if self._expected.status_redundant(uid, current=current, desired=desired):
             return
         runner_set.mutate().setdefault("status", {}).update(desired)
         await runner_set.write(self._objects)
-        self._written.wrote(uid, current=current, desired=desired)
+        self._expected.wrote_status(uid, current=current, desired=desired)
 
 
-def install(manager: Manager, context: RunnerContext) -> EphemeralRunnerSetReconciler:
+def setup(manager: Manager, deps: RunnerDeps) -> EphemeralRunnerSetReconciler:
+    """Add the EphemeralRunnerSet controller to `manager`: sets, and the runners they own."""
     reconciler = EphemeralRunnerSetReconciler(
         runner_sets=manager.cache(EPHEMERAL_RUNNER_SET),
         runners=manager.cache(EPHEMERAL_RUNNER),
         objects=manager.objects,
-        clients=context.clients,
-        events=context.events,
-        settings=context.settings,
-        metrics=context.metrics,
+        deps=deps,
+        metrics=RunnerSetMetrics(manager.metrics.metrics.meter),
     )
     manager.add(
         Controller(
@@ -478,8 +399,3 @@ def install(manager: Manager, context: RunnerContext) -> EphemeralRunnerSetRecon
         )
     )
     return reconciler
-
-
-@REGISTRY.register
-def setup(manager: Manager) -> None:
-    install(manager, context_for(manager))

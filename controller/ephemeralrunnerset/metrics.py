@@ -1,14 +1,13 @@
-"""ARC's controller gauges (arc-controllers.md 11) and this project's replacement counter."""
+"""ARC's controller gauges (docs/reconcilers.md#metrics) and this project's replacement counter."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from controller.runnerset_rules import Children
+from controller.ephemeralrunnerset.rules import Children
 from controller.runtime import Request
 from shared.actions.config import parse_config_url
 from shared.actions.errors import InvalidConfigURL
@@ -19,8 +18,7 @@ from shared.api.names import (
     METRIC_CONTROLLER_PENDING_RUNNERS,
     METRIC_CONTROLLER_RUNNING_RUNNERS,
 )
-
-JSONDict = dict[str, Any]
+from shared.typedefs import JSONDict
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +30,7 @@ class _Gauges:
 
 
 class RunnerSetMetrics:
-    """ARC's controller gauges (arc-controllers.md 11), one series per EphemeralRunnerSet."""
+    """ARC's controller gauges, one series per EphemeralRunnerSet."""
 
     def __init__(self, meter: Meter) -> None:
         self._sets: dict[Request, _Gauges] = {}

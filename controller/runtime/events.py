@@ -1,7 +1,8 @@
-"""Kubernetes Events about runners, so `kubectl describe` shows why a runner failed.
+"""Kubernetes Events about the objects reconcilers act on (controller-runtime's recorder), so
+`kubectl describe` shows why, for example, a runner failed.
 
-Messages are built by the reconcilers from pod and service reasons only; they never hold a JIT
-config or a credential. A failed Event write is logged and never fails a reconcile.
+Messages are built by the reconcilers from pod and service reasons only; they must never hold a
+credential. A failed Event write is logged and never fails a reconcile.
 """
 
 from __future__ import annotations
@@ -10,24 +11,24 @@ import logging
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from shared.kube.errors import KubeError
-from shared.kube.objects import Kind, Objects
-
-JSONDict = dict[str, Any]
-
-EVENT = Kind("Event", "events")
-COMPONENT = "gha-controller"
+from shared.kube.objects import EVENT, Objects
+from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
 
 
 class EventRecorder:
     def __init__(
-        self, *, objects: Objects, now: Callable[[], datetime] = lambda: datetime.now(UTC)
+        self,
+        *,
+        objects: Objects,
+        component: str,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._objects = objects
+        self._component = component
         self._now = now
 
     async def warning(self, obj: JSONDict, *, reason: str, message: str) -> None:
@@ -54,7 +55,7 @@ class EventRecorder:
             "type": kind,
             "reason": reason,
             "message": message[:1024],
-            "source": {"component": COMPONENT},
+            "source": {"component": self._component},
             "firstTimestamp": stamp,
             "lastTimestamp": stamp,
             "count": 1,

@@ -1,0 +1,137 @@
+"""The composition root of `gha-controller`: settings in, one manager, the dependencies built
+once, each reconciler's `setup(manager, deps)` called in plain sight, then run.
+
+Exit codes: 0 after SIGTERM/SIGINT (in-flight reconciles drained, lease released), 1 when the
+lease was lost (the process must restart to rejoin), 2 on a configuration that cannot work (one
+line on stderr says what to fix).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+
+from controller import ephemeralrunner, ephemeralrunnerset
+from controller.runners.actions import ActionsClients
+from controller.runners.deps import RunnerDeps
+from controller.runners.settings import RunnerSettings
+from controller.runtime import EventRecorder, Expectations, LeadershipLost, Manager
+from controller.runtime.health import health_routes, metrics_routes, serve
+from controller.settings import (
+    ConfigError,
+    ControllerSettings,
+    parse_settings,
+    runner_settings_from_environment,
+)
+from shared.kube.client import load_configuration, new_api_client
+from shared.telemetry.logs import configure_logging
+
+log = logging.getLogger("controller")
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+COMPONENT = "gha-controller"
+"""The `source.component` of the Events the controller records."""
+
+Install = Callable[[Manager], object]
+"""Adds controllers to a manager; may raise ConfigError."""
+
+
+def runner_deps(
+    manager: Manager, settings: RunnerSettings, *, clients: ActionsClients | None = None
+) -> RunnerDeps:
+    """What both runner reconcilers share, built once; the Actions clients close with the
+    manager."""
+    pool = clients or ActionsClients(
+        objects=manager.objects, credentials_ttl=settings.credentials_ttl_seconds
+    )
+    manager.on_shutdown(pool.aclose)
+    return RunnerDeps(
+        settings=settings,
+        clients=pool,
+        events=EventRecorder(objects=manager.objects, component=COMPONENT),
+        expectations=Expectations(),
+    )
+
+
+def install_reconcilers(
+    manager: Manager,
+    *,
+    settings: RunnerSettings | None = None,
+    clients: ActionsClients | None = None,
+) -> RunnerDeps:
+    """Every reconciler `gha-controller` runs, on `manager` (settings from the environment by
+    default)."""
+    deps = runner_deps(manager, settings or runner_settings_from_environment(), clients=clients)
+    ephemeralrunnerset.setup(manager, deps)
+    ephemeralrunner.setup(manager, deps)
+    return deps
+
+
+async def run(settings: ControllerSettings, *, install: Install = install_reconcilers) -> int:
+    try:
+        kube_config = await load_configuration(settings.kubeconfig, context=settings.context)
+    except Exception as exc:
+        print(
+            f"gha-controller: cannot load the Kubernetes configuration ({type(exc).__name__}): "
+            "set --kubeconfig or KUBECONFIG, or run in a pod",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    async with new_api_client(kube_config) as api:
+        manager = Manager(api=api, settings=settings.runtime())
+        try:
+            install(manager)
+        except ConfigError as exc:
+            print(f"gha-controller: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, manager.stop)
+        servers = []
+        try:
+            if settings.metrics_port == settings.health_port:
+                routes = health_routes(manager) + metrics_routes(manager)
+                servers.append(
+                    await serve(routes, host=settings.bind_address, port=settings.health_port)
+                )
+            else:
+                for routes, port in (
+                    (health_routes(manager), settings.health_port),
+                    (metrics_routes(manager), settings.metrics_port),
+                ):
+                    servers.append(await serve(routes, host=settings.bind_address, port=port))
+            log.info(
+                "controller started",
+                extra={
+                    "identity": settings.identity,
+                    "controllers": [c.name for c in manager.controllers],
+                    "leader_elect": settings.leader_elect,
+                },
+            )
+            await manager.run()
+        except LeadershipLost as exc:
+            log.error("stopping: %s", exc)
+            return EXIT_FAILED
+        except OSError as exc:
+            print(f"gha-controller: cannot serve HTTP: {exc.strerror}", file=sys.stderr)
+            return EXIT_CONFIG
+        finally:
+            for server in servers:
+                await server.cleanup()
+            manager.metrics.metrics.shutdown()
+    log.info("controller stopped")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None, *, install: Install = install_reconcilers) -> int:
+    try:
+        settings = parse_settings(sys.argv[1:] if argv is None else argv, dict(os.environ))
+    except ConfigError as exc:
+        print(f"gha-controller: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    configure_logging(fmt=settings.log_format, level=settings.log_level)
+    return asyncio.run(run(settings, install=install))

@@ -1,0 +1,151 @@
+"""Writes of this process that the cache has not shown yet (controller-runtime's ReplicaSet
+"expectations", generalised), kept in one place with one `forget`.
+
+The informer delivers a reconciler's own write some time after the write returns, and a pass that
+starts in between reads the older object from the cache. Acting on it would repeat the write: a
+second create of the same runners, a second unregistration, a status patch that changes nothing
+but costs a request. Reconcilers record what they did here, keyed by the uid of the object it
+concerns, and ask before they act:
+
+- `note(uid, step)` / `noted(uid, step)`: a one-off step was done (a runner unregistered, its
+  Secret deleted, a pod created at a time, a marker value written);
+- `wrote_status` / `status_redundant` / `written_status`: status values written, and the states
+  the cache showed before, so a repeat of the last write is recognised while the cache lags; a
+  value someone else wrote is corrected on the next pass unless it equals one of those states;
+- `created` / `deleted` / `children`: children created or deleted for an owner, laid over the
+  cached children until the cache shows them (or `ttl` runs out).
+
+`track(kind, request, uid)` remembers which uid a key held; once the key is gone from the cache,
+`forget(kind, request)` drops everything about it. One instance can serve several reconcilers:
+uids do not collide, and a step one reconciler notes (a runner unregistered by its set) is
+seen by the others.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+
+from controller.runtime.reconcile import Request
+from shared.kube.objects import Kind
+from shared.kube.views import is_deleting, metadata_of
+from shared.typedefs import JSONDict
+
+STATUS_HISTORY = 8
+DELETING = "expected"
+"""The deletionTimestamp an expected deletion shows until the cache has the real one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    value: object
+    at: float
+
+
+@dataclass(slots=True)
+class _Record:
+    notes: dict[Hashable, Note] = field(default_factory=dict)
+    shown: list[JSONDict] = field(default_factory=list)
+    """Status states the cache showed before this process's writes, and the writes themselves."""
+    written: JSONDict = field(default_factory=dict)
+    """Every status field this process wrote, latest value each."""
+    created: dict[str, tuple[JSONDict, float]] = field(default_factory=dict)
+    deleted: dict[str, float] = field(default_factory=dict)
+
+
+class Expectations:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic, ttl: float = 60.0) -> None:
+        self._clock = clock
+        self._ttl = ttl
+        self._records: dict[str, _Record] = {}
+        self._tracked: dict[tuple[str, Request], str] = {}
+
+    def _record(self, uid: str) -> _Record:
+        record = self._records.get(uid)
+        if record is None:
+            record = self._records[uid] = _Record()
+        return record
+
+    # --- lifetime ----------------------------------------------------------------------------
+
+    def track(self, kind: Kind, request: Request, uid: str) -> None:
+        """The key holds the object `uid` (called on every pass that finds it cached)."""
+        self._tracked[(kind.plural, request)] = uid
+
+    def forget(self, kind: Kind, request: Request) -> None:
+        """The key's object is gone: drop everything recorded about it."""
+        uid = self._tracked.pop((kind.plural, request), None)
+        if uid is not None:
+            self._records.pop(uid, None)
+
+    # --- steps -------------------------------------------------------------------------------
+
+    def note(self, uid: str, step: Hashable, value: object = True) -> None:
+        self._record(uid).notes[step] = Note(value, self._clock())
+
+    def noted(self, uid: str, step: Hashable) -> Note | None:
+        record = self._records.get(uid)
+        return record.notes.get(step) if record is not None else None
+
+    def clear(self, uid: str, step: Hashable) -> None:
+        record = self._records.get(uid)
+        if record is not None:
+            record.notes.pop(step, None)
+
+    def age(self, note: Note) -> float:
+        return self._clock() - note.at
+
+    # --- status ------------------------------------------------------------------------------
+
+    def status_redundant(self, uid: str, *, current: JSONDict, desired: JSONDict) -> bool:
+        """Whether writing `desired` (status fields) would repeat this process's last write."""
+        record = self._records.get(uid)
+        if record is None:
+            return False
+        shown = {k: current.get(k) for k in desired}
+        return all(record.written.get(k) == v for k, v in desired.items()) and shown in record.shown
+
+    def wrote_status(self, uid: str, *, current: JSONDict, desired: JSONDict) -> None:
+        record = self._record(uid)
+        shown = {k: current.get(k) for k in desired}
+        record.shown = [*record.shown, shown, dict(desired)][-STATUS_HISTORY:]
+        record.written = {**record.written, **desired}
+
+    def written_status(self, uid: str) -> JSONDict:
+        """Every status field this process wrote for the object, latest value each."""
+        record = self._records.get(uid)
+        return dict(record.written) if record is not None else {}
+
+    # --- children ----------------------------------------------------------------------------
+
+    def created(self, owner_uid: str, child: JSONDict) -> None:
+        self._record(owner_uid).created[metadata_of(child)["name"]] = (child, self._clock())
+
+    def deleted(self, owner_uid: str, child: JSONDict) -> None:
+        self._record(owner_uid).deleted[str(metadata_of(child).get("uid", ""))] = self._clock()
+
+    def children(self, owner_uid: str, cached: list[JSONDict]) -> list[JSONDict]:
+        """The cached children, corrected by the creates and deletes the cache has not shown
+        yet: an expected deletion shows a deletionTimestamp, an expected creation is added."""
+        record = self._records.get(owner_uid)
+        if record is None:
+            return cached
+        now = self._clock()
+        names = {metadata_of(c)["name"] for c in cached}
+        record.created = {
+            name: (obj, at)
+            for name, (obj, at) in record.created.items()
+            if name not in names and now - at < self._ttl
+        }
+        live = {str(metadata_of(c).get("uid")) for c in cached if not is_deleting(c)}
+        record.deleted = {
+            uid: at for uid, at in record.deleted.items() if uid in live and now - at < self._ttl
+        }
+        out = []
+        for child in cached:
+            if str(metadata_of(child).get("uid")) in record.deleted:
+                child = {**child, "metadata": {**child["metadata"], "deletionTimestamp": DELETING}}
+            out.append(child)
+        out.extend(obj for obj, _ in record.created.values())
+        return out

@@ -1,0 +1,75 @@
+"""Reading raw Kubernetes objects: the accessors every consumer of `JSONDict`s needs.
+
+They never raise on a missing or mistyped field: a field that is absent, or not of the type the
+wire promises, reads as its empty value, so a malformed object is handled like an empty one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import datetime
+
+from shared.typedefs import JSONDict
+
+
+def metadata_of(obj: JSONDict) -> JSONDict:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def status_of(obj: JSONDict) -> JSONDict:
+    status = obj.get("status")
+    return status if isinstance(status, dict) else {}
+
+
+def status_int(obj: JSONDict, key: str) -> int:
+    """An integer status field; 0 when it is absent or not an integer."""
+    value = status_of(obj).get(key)
+    return value if isinstance(value, int) else 0
+
+
+def spec_int(obj: JSONDict, key: str) -> int:
+    """An integer spec field; 0 when it is absent or not an integer."""
+    spec = obj.get("spec")
+    value = spec.get(key) if isinstance(spec, dict) else None
+    return value if isinstance(value, int) else 0
+
+
+def annotation_int(obj: JSONDict, key: str) -> int | None:
+    """An annotation holding an integer; None when it is absent or not one."""
+    value = (metadata_of(obj).get("annotations") or {}).get(key)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def is_deleting(obj: JSONDict) -> bool:
+    return bool(metadata_of(obj).get("deletionTimestamp"))
+
+
+def created_at(obj: JSONDict) -> str:
+    return str(metadata_of(obj).get("creationTimestamp") or "")
+
+
+def parse_time(value: str) -> datetime:
+    """A Kubernetes timestamp (RFC 3339, `Z` for UTC)."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def format_time(value: datetime) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def secret_value(secret: JSONDict, key: str) -> str | None:
+    """A Secret's value, decoded from `data` (or read from `stringData`); None when the key is
+    missing or its value is not valid base64 of UTF-8 text."""
+    raw = (secret.get("data") or {}).get(key)
+    if isinstance(raw, str):
+        try:
+            return base64.b64decode(raw).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    text = (secret.get("stringData") or {}).get(key)
+    return text if isinstance(text, str) else None
