@@ -5,6 +5,6 @@
 """
 
 from sandbox.kube.emulator import KubeEmulator
-from sandbox.kube.kubelet import ContainerRuntime, RunUntilDeleted
+from sandbox.kube.kubelet.runtime import ContainerRuntime, RunUntilDeleted
 
 __all__ = ["ContainerRuntime", "KubeEmulator", "RunUntilDeleted"]

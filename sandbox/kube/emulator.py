@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from aiohttp import web
 
+from sandbox.kube.clock import Clock, utcnow
 from sandbox.kube.faults import Faults, Requests
 from sandbox.kube.gc import Controllers, cancel
-from sandbox.kube.handlers import ApiServer
-from sandbox.kube.kubelet import ContainerRuntime, Kubelet, RunUntilDeleted
+from sandbox.kube.kubelet.lifecycle import Kubelet
+from sandbox.kube.kubelet.runtime import ContainerRuntime, RunUntilDeleted
 from sandbox.kube.rbac import (
     DEFAULT_CLUSTER_ROLE_BINDINGS,
     DEFAULT_CLUSTER_ROLES,
@@ -29,8 +30,9 @@ from sandbox.kube.rbac import (
     User,
     service_account_user,
 )
-from sandbox.kube.registry import Clock, Registry, utcnow
+from sandbox.kube.registry import Registry
 from sandbox.kube.resources import BUILTINS, SEEDED_NAMESPACES, Catalog
+from sandbox.kube.server.apiserver import ApiServer
 from sandbox.kube.status import ApiError
 from sandbox.kube.store import Store
 from sandbox.tls import generate as generate_certificate

@@ -1,8 +1,10 @@
-"""The write path of the API server: strategies, validation, concurrency and deletion.
+"""The generic write path of the API server: validation, concurrency, generation, status
+subresources, patches and deletion, for every kind.
 
 Every write, whether it comes over HTTP or from the simulated kubelet and controllers, goes
 through this module so resourceVersions, generation, watch events and finalizer semantics stay
-consistent (python-stack.md 2.3-2.10, 2.17, 2.19).
+consistent (docs/sandbox-kube.md#writes). What differs per kind (pods, namespaces, secrets,
+CRDs) is in `sandbox.kube.kinds`; server-side apply's field ownership in `sandbox.kube.apply`.
 """
 
 from __future__ import annotations
@@ -15,12 +17,16 @@ import json
 import re
 import secrets
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sandbox.kube import patch as patches
 from sandbox.kube import schema as schemas
-from sandbox.kube.resources import Catalog, ResourceType, crd_types
+from sandbox.kube.apply import AppliedFields
+from sandbox.kube.clock import Clock, timestamp, utcnow
+from sandbox.kube.kinds import crds, namespaces, pods
+from sandbox.kube.kinds import secrets as secret_kind
+from sandbox.kube.resources import Catalog, ResourceType
 from sandbox.kube.selectors import FieldSelector, LabelSelector
 from sandbox.kube.status import (
     STALE,
@@ -38,7 +44,11 @@ from sandbox.kube.status import (
 from sandbox.kube.store import Store
 
 Obj = dict[str, Any]
-Clock = Callable[[], dt.datetime]
+
+SECRETS = ("", "secrets")
+NAMESPACES = ("", "namespaces")
+PODS = ("", "pods")
+CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 # The request's fieldValidation mode and the warnings it collects; set per request by the
 # HTTP layer (each aiohttp request runs in its own task, hence its own context).
@@ -59,24 +69,8 @@ _LABEL_MSG = (
     "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
     "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
-POD_UPDATE_FORBIDDEN = (
-    "pod updates may not change fields other than `spec.containers[*].image`,"
-    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
-    "additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be "
-    "set to 1 if it was previously negative)"
-)
 FOREGROUND = "foregroundDeletion"
 ORPHAN = "orphan"
-TERMINAL_PHASES = ("Succeeded", "Failed")
-
-
-def timestamp(when: dt.datetime) -> str:
-    """RFC 3339 at second precision with `Z`, as metav1.Time marshals."""
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def _strip_for_generation(obj: Obj, *, status_subresource: bool) -> Obj:
@@ -108,8 +102,7 @@ class Registry:
         self.store = store
         self.catalog = catalog
         self.clock = clock
-        # Server-side apply: per object uid, per field manager, the leaf paths it applied.
-        self.applied: dict[str, dict[str, set[tuple[str, ...]]]] = {}
+        self.applied = AppliedFields()
         self.strict_namespaces = strict_namespaces
         self.garbage_collection = garbage_collection
 
@@ -295,19 +288,14 @@ class Registry:
             )
 
     def _prepare_create(self, rt: ResourceType, obj: Obj) -> None:
-        if rt.key == ("", "secrets"):
-            _fold_string_data(obj)
-            obj.setdefault("type", "Opaque")
-        elif rt.key == ("", "namespaces"):
-            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-            obj["status"] = {"phase": "Active"}
-            obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj[
-                "metadata"
-            ]["name"]
-        elif rt.key == ("", "pods"):
-            _default_pod(obj)
-        elif rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
-            obj["status"] = _crd_status(obj)
+        if rt.key == SECRETS:
+            secret_kind.prepare_create(obj)
+        elif rt.key == NAMESPACES:
+            namespaces.prepare_create(obj)
+        elif rt.key == PODS:
+            pods.prepare_create(obj)
+        elif rt.key == CRDS:
+            crds.prepare(obj)
 
     # --- update and patch --------------------------------------------------------------------
 
@@ -396,7 +384,7 @@ class Registry:
                     obj.setdefault("metadata", {})["name"] = name
                 created = self.create(rt, ns=ns, body=obj, dry_run=dry_run)
                 if not dry_run:
-                    self._record_apply(created, manager=field_manager, body=body)
+                    self.applied.record(created, manager=field_manager, body=body)
                 return created, True
             raise not_found(rt.plural, group=rt.group, name=name)
         base = self.render(rt, cur)
@@ -411,7 +399,7 @@ class Registry:
                 if not isinstance(body, dict):
                     raise bad_request("apply patch body must be an object")
                 patched = patches.merge_patch(
-                    self._unapplied(cur, manager=field_manager, body=body), body
+                    self.applied.unapplied(cur, manager=field_manager, body=body), body
                 )
         except patches.PatchFailed as exc:
             raise ApiError(422, "Invalid", message=str(exc)) from exc
@@ -425,25 +413,8 @@ class Registry:
             raise conflict(rt.plural, group=rt.group, name=name, why=STALE)
         result = self.commit(rt, cur=cur, new=patched, subresource=subresource, dry_run=dry_run)
         if content_type == patches.APPLY and not dry_run:
-            self._record_apply(cur, manager=field_manager, body=body)
+            self.applied.record(cur, manager=field_manager, body=body)
         return result, False
-
-    def _unapplied(self, cur: Obj, *, manager: str, body: Obj) -> Obj:
-        """The object without the fields `manager` applied last time and applies no more,
-        unless another applier also set them (server-side apply's field ownership, without
-        conflicts)."""
-        owners = self.applied.get(cur["metadata"]["uid"], {})
-        dropped = owners.get(manager, set()) - _leaf_paths(body)
-        kept = set().union(*(p for m, p in owners.items() if m != manager))
-        out = copy.deepcopy(cur)
-        for path in sorted(dropped - kept, key=len, reverse=True):
-            _remove_path(out, path)
-        return out
-
-    def _record_apply(self, obj: Obj, *, manager: str, body: Any) -> None:
-        if isinstance(body, dict):
-            owners = self.applied.setdefault(obj["metadata"]["uid"], {})
-            owners[manager] = _leaf_paths(body)
 
     def commit(
         self,
@@ -548,24 +519,14 @@ class Registry:
         return self.render(rt, stored)
 
     def _prepare_update(self, rt: ResourceType, *, new: Obj, cur: Obj) -> None:
-        if rt.key == ("", "secrets"):
-            _fold_string_data(new)
-            new.setdefault("type", cur.get("type", "Opaque"))
-        elif rt.key == ("", "pods"):
-            _default_pod(new)
-            if _pod_spec_frozen(new.get("spec") or {}) != _pod_spec_frozen(cur.get("spec") or {}):
-                raise invalid(
-                    rt.kind,
-                    group=rt.group,
-                    name=cur["metadata"]["name"],
-                    causes=[
-                        Cause("FieldValueForbidden", field="spec", detail=POD_UPDATE_FORBIDDEN)
-                    ],
-                )
-        elif rt.key == ("", "namespaces"):
-            new.setdefault("spec", cur.get("spec", {}))
-        elif rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
-            new["status"] = _crd_status(new)
+        if rt.key == SECRETS:
+            secret_kind.prepare_update(new, cur)
+        elif rt.key == PODS:
+            pods.prepare_update(rt, new=new, cur=cur)
+        elif rt.key == NAMESPACES:
+            namespaces.prepare_update(new, cur)
+        elif rt.key == CRDS:
+            crds.prepare(new)
 
     def _validate(self, rt: ResourceType, obj: Obj) -> None:
         causes: list[Cause] = []
@@ -588,8 +549,8 @@ class Registry:
                         "FieldValueInvalid", field=f"metadata.{k}", detail="values must be strings"
                     )
                 )
-        if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
-            causes.extend(_crd_causes(obj))
+        if rt.key == CRDS:
+            causes.extend(crds.causes(obj))
         if rt.schema is not None:
             dropped: list[str] = []
             pruned = schemas.prune_and_default(rt.schema, obj, dropped=dropped)
@@ -675,7 +636,7 @@ class Registry:
         if finalizers:
             nmeta["finalizers"] = finalizers
         grace = self._grace(rt, cur, opts=opts)
-        if rt.key == ("", "namespaces"):
+        if rt.key == NAMESPACES:
             return self._delete_namespace(rt, cur, dry_run=dry_run)
         if grace or finalizers:
             when = self.clock() + dt.timedelta(seconds=grace)
@@ -718,37 +679,24 @@ class Registry:
 
     def _grace(self, rt: ResourceType, cur: Obj, *, opts: Obj) -> int:
         """Pods on a node with a live phase terminate gracefully; everything else at once."""
-        if rt.key != ("", "pods"):
+        if rt.key != PODS:
             return 0
-        spec, status = cur.get("spec") or {}, cur.get("status") or {}
-        if not spec.get("nodeName") or status.get("phase") in TERMINAL_PHASES:
-            return 0
-        grace = opts.get("gracePeriodSeconds")
-        if grace is None:
-            grace = spec.get("terminationGracePeriodSeconds", 30)
-        current = cur["metadata"].get("deletionGracePeriodSeconds")
-        if current is not None:
-            grace = min(int(grace), int(current))
-        return max(int(grace), 0)
+        return pods.grace(cur, opts=opts)
 
     def _delete_namespace(self, rt: ResourceType, cur: Obj, *, dry_run: bool) -> tuple[int, Obj]:
         if cur["metadata"].get("deletionTimestamp") or dry_run:
             return 200, self.render(rt, cur)
-        new = copy.deepcopy(cur)
-        new["metadata"]["deletionTimestamp"] = timestamp(self.clock())
-        new["metadata"]["deletionGracePeriodSeconds"] = 0
-        new["status"] = {"phase": "Terminating"}
+        new = namespaces.terminating(cur, now=timestamp(self.clock()))
         stored = self.store.put(rt.key, new, event="MODIFIED", old=cur)
         return 200, self.render(rt, stored)
 
     def finalize_namespace(self, name: str) -> None:
         """The namespace controller's last step: drop spec.finalizers and remove it."""
-        rt = self.catalog.preferred("", "namespaces")
-        cur = self.store.get(("", "namespaces"), "", name)
+        rt = self.catalog.preferred(*NAMESPACES)
+        cur = self.store.get(NAMESPACES, "", name)
         if rt is None or cur is None:
             return
-        final = copy.deepcopy(cur)
-        final["spec"]["finalizers"] = []
+        final = namespaces.finalized(cur)
         if final["metadata"].get("finalizers"):
             self.store.put(rt.key, final, event="MODIFIED", old=cur)
             return
@@ -757,41 +705,13 @@ class Registry:
     # --- hooks -------------------------------------------------------------------------------
 
     def _after_write(self, rt: ResourceType, obj: Obj) -> None:
-        if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
-            self.catalog.remove_crd(obj["metadata"]["name"])
-            for t in crd_types(obj):
-                self.catalog.add(t)
+        if rt.key == CRDS:
+            crds.after_write(self.catalog, obj)
 
     def _after_remove(self, rt: ResourceType, obj: Obj) -> None:
-        self.applied.pop(obj["metadata"]["uid"], None)
-        if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
-            name = obj["metadata"]["name"]
-            keys = {t.key for t in self.catalog.all() if t.crd == name}
-            self.catalog.remove_crd(name)
-            for key in keys:
-                for item in list(self.store.items(key)):
-                    self.store.remove(key, item)
-
-
-_IDENTITY = {("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")}
-
-
-def _leaf_paths(body: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
-    """Paths to the non-object values of an apply body (lists are atomic, as for CRs)."""
-    if not isinstance(body, dict) or not body:
-        return {prefix} if prefix and prefix not in _IDENTITY else set()
-    out: set[tuple[str, ...]] = set()
-    for key, value in body.items():
-        out |= _leaf_paths(value, (*prefix, str(key)))
-    return out
-
-
-def _remove_path(obj: Obj, path: tuple[str, ...]) -> None:
-    cur: Any = obj
-    for key in path[:-1]:
-        cur = cur.get(key) if isinstance(cur, dict) else None
-    if isinstance(cur, dict):
-        cur.pop(path[-1], None)
+        self.applied.forget(obj["metadata"]["uid"])
+        if rt.key == CRDS:
+            crds.after_remove(self.catalog, self.store, obj)
 
 
 def _okey(obj: Obj) -> tuple[str, str]:
@@ -814,146 +734,4 @@ def _patch_options_invalid(field: str, *, reason: str, detail: str) -> ApiError:
 
 
 def _namespace_pending(rt: ResourceType, obj: Obj) -> bool:
-    return rt.key == ("", "namespaces") and bool((obj.get("spec") or {}).get("finalizers"))
-
-
-def _fold_string_data(obj: Obj) -> None:
-    string_data = obj.pop("stringData", None)
-    if string_data:
-        data = obj.setdefault("data", {}) or {}
-        for k, v in string_data.items():
-            data[k] = base64.b64encode(str(v).encode()).decode()
-        obj["data"] = data
-
-
-def _default_pod(obj: Obj) -> None:
-    """The defaults a real server fills into a Pod, so clients read back what they expect."""
-    spec = obj.setdefault("spec", {})
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("securityContext", {})
-    spec.setdefault("enableServiceLinks", True)
-    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-    spec.setdefault("priority", 0)
-    if spec.get("serviceAccountName") or spec.get("serviceAccount"):
-        spec.setdefault("serviceAccountName", spec.get("serviceAccount"))
-    else:
-        spec["serviceAccountName"] = "default"
-    spec["serviceAccount"] = spec["serviceAccountName"]
-    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        if isinstance(c, dict):
-            c.setdefault("terminationMessagePath", "/dev/termination-log")
-            c.setdefault("terminationMessagePolicy", "File")
-            c.setdefault("resources", {})
-            image = str(c.get("image", ""))
-            latest = ":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest")
-            c.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
-    status = obj.setdefault("status", {})
-    status.setdefault("phase", "Pending")
-    status.setdefault("qosClass", _qos_class(spec))
-
-
-def _pod_spec_frozen(spec: Obj) -> Obj:
-    """The part of a pod spec an update may not change (pod strategy ValidatePodUpdate)."""
-    frozen = copy.deepcopy(spec)
-    for key in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"):
-        frozen.pop(key, None)
-    for key in ("containers", "initContainers"):
-        for container in frozen.get(key) or []:
-            if isinstance(container, dict):
-                container.pop("image", None)
-    return frozen
-
-
-def _qos_class(spec: Obj) -> str:
-    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
-    resources = [c.get("resources") or {} for c in containers]
-    if not any(r.get("requests") or r.get("limits") for r in resources):
-        return "BestEffort"
-    guaranteed = all(
-        r.get("limits")
-        and all(k in r["limits"] for k in ("cpu", "memory"))
-        and all(
-            (r.get("requests") or r["limits"]).get(k) == r["limits"][k] for k in ("cpu", "memory")
-        )
-        for r in resources
-    )
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
-def _crd_status(crd: Obj) -> Obj:
-    spec = crd.get("spec") or {}
-    names = dict(spec.get("names") or {})
-    if names.get("kind"):
-        names.setdefault("singular", str(names["kind"]).lower())
-        names.setdefault("listKind", f"{names['kind']}List")
-    storage = [v["name"] for v in spec.get("versions") or [] if v.get("storage")]
-    now = timestamp(utcnow())
-    return {
-        "conditions": [
-            {
-                "type": "NamesAccepted",
-                "status": "True",
-                "lastTransitionTime": now,
-                "reason": "NoConflicts",
-                "message": "no conflicts found",
-            },
-            {
-                "type": "Established",
-                "status": "True",
-                "lastTransitionTime": now,
-                "reason": "InitialNamesAccepted",
-                "message": "the initial names have been accepted",
-            },
-        ],
-        "acceptedNames": names,
-        "storedVersions": storage,
-    }
-
-
-def _crd_causes(crd: Obj) -> list[Cause]:
-    spec = crd.get("spec") or {}
-    names = spec.get("names") or {}
-    causes = []
-    for k in ("plural", "kind"):
-        if not names.get(k):
-            causes.append(Cause("FieldValueRequired", field=f"spec.names.{k}", detail=""))
-    if not spec.get("group"):
-        causes.append(Cause("FieldValueRequired", field="spec.group", detail=""))
-    versions = spec.get("versions") or []
-    if not versions:
-        causes.append(
-            Cause(
-                "FieldValueRequired",
-                field="spec.versions",
-                detail="must have exactly one version marked as storage version",
-            )
-        )
-    elif sum(1 for v in versions if v.get("storage")) != 1:
-        causes.append(
-            Cause(
-                "FieldValueInvalid",
-                field="spec.versions",
-                detail="must have exactly one version marked as storage version",
-            )
-        )
-    if spec.get("scope") not in ("Namespaced", "Cluster"):
-        causes.append(
-            Cause(
-                "FieldValueNotSupported",
-                field="spec.scope",
-                detail=f'"{spec.get("scope")}": supported values: "Cluster", "Namespaced"',
-            )
-        )
-    name = crd["metadata"]["name"]
-    if names.get("plural") and spec.get("group") and name != f"{names['plural']}.{spec['group']}":
-        causes.append(
-            Cause(
-                "FieldValueInvalid",
-                field="metadata.name",
-                detail=f'"{name}": must be spec.names.plural+"."+spec.group',
-            )
-        )
-    return causes
+    return rt.key == NAMESPACES and namespaces.pending(obj)

@@ -1,4 +1,4 @@
-"""A simulated scheduler + kubelet for one node (python-stack.md 2.9, 2.22).
+"""The pod lifecycle of the simulated scheduler + kubelet (docs/sandbox-kube.md#the-kubelet).
 
 Each pod is bound to the node, then walked through the status writes a real kubelet makes, each
 a separate write with its own resourceVersion and watch event:
@@ -18,15 +18,30 @@ records their termination and the terminal phase, then finishes the graceful del
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import copy
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-from sandbox.kube.registry import TERMINAL_PHASES, Registry, timestamp
+from sandbox.kube.clock import timestamp
+from sandbox.kube.kinds.pods import TERMINAL_PHASES
+from sandbox.kube.kubelet.env import MissingReference, resolve_env
+from sandbox.kube.kubelet.node import NODE_IP, NODE_NAME, register_node
+from sandbox.kube.kubelet.podstatus import (
+    container_id,
+    image_id,
+    mark_config_error,
+    mark_exited,
+    mark_restarted,
+    not_ready_message,
+    set_condition,
+    terminated_state,
+    waiting_status,
+)
+from sandbox.kube.kubelet.runtime import RUNTIME_FAILURE_EXIT, SIGTERM_EXIT, ContainerRuntime
+from sandbox.kube.registry import Registry
 from sandbox.kube.status import ApiError
 from sandbox.kube.store import Event, Store
 
@@ -34,125 +49,6 @@ Obj = dict[str, Any]
 log = logging.getLogger("sandbox.kube.kubelet")
 
 PODS = ("", "pods")
-NODE_NAME = "sandbox-node"
-NODE_IP = "10.0.0.10"
-SIGTERM_EXIT = 143
-# What a container that the runtime could not run exits with (ContainerCannotRun).
-RUNTIME_FAILURE_EXIT = 128
-
-
-class ContainerRuntime(Protocol):
-    """The kubelet's pluggable container runner."""
-
-    async def run(
-        self, *, pod: dict[str, Any], container: dict[str, Any], env: dict[str, str]
-    ) -> int:
-        """Run the container until it exits and return its exit code; cancelled when the pod is
-        deleted. `env` is the container's environment resolved the way a kubelet does."""
-        ...
-
-
-class RunUntilDeleted:
-    """The default runtime: every container runs until its pod is deleted."""
-
-    async def run(
-        self, *, pod: dict[str, Any], container: dict[str, Any], env: dict[str, str]
-    ) -> int:
-        await asyncio.Event().wait()
-        return 0
-
-
-class MissingReference(Exception):
-    """A secret, configmap or key an env var needs does not exist (CreateContainerConfigError)."""
-
-
-def node_object() -> Obj:
-    return {
-        "metadata": {
-            "name": NODE_NAME,
-            "labels": {
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "kubernetes.io/hostname": NODE_NAME,
-                "beta.kubernetes.io/os": "linux",
-                "beta.kubernetes.io/arch": "amd64",
-            },
-        },
-        "spec": {"podCIDR": "10.244.0.0/24", "podCIDRs": ["10.244.0.0/24"]},
-    }
-
-
-def node_status(now: str) -> Obj:
-    return {
-        "addresses": [
-            {"type": "InternalIP", "address": NODE_IP},
-            {"type": "Hostname", "address": NODE_NAME},
-        ],
-        "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"},
-        "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"},
-        "conditions": [
-            {
-                "type": t,
-                "status": "False",
-                "reason": r,
-                "message": m,
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            }
-            for t, r, m in (
-                (
-                    "MemoryPressure",
-                    "KubeletHasSufficientMemory",
-                    "kubelet has sufficient memory available",
-                ),
-                ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-                ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-            )
-        ]
-        + [
-            {
-                "type": "Ready",
-                "status": "True",
-                "reason": "KubeletReady",
-                "message": "kubelet is posting ready status",
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            }
-        ],
-        "nodeInfo": {
-            "architecture": "amd64",
-            "operatingSystem": "linux",
-            "osImage": "gha-runner-scaler sandbox",
-            "kernelVersion": "6.1.0",
-            "containerRuntimeVersion": "sandbox://1.0",
-            "kubeletVersion": "v1.32.4",
-            "kubeProxyVersion": "v1.32.4",
-            "machineID": "sandbox",
-            "systemUUID": "sandbox",
-            "bootID": "sandbox",
-        },
-    }
-
-
-def _field_ref(pod: Obj, path: str) -> str:
-    meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
-    simple = {
-        "metadata.name": meta.get("name", ""),
-        "metadata.namespace": meta.get("namespace", ""),
-        "metadata.uid": meta.get("uid", ""),
-        "spec.nodeName": spec.get("nodeName", ""),
-        "spec.serviceAccountName": spec.get("serviceAccountName", ""),
-        "status.podIP": status.get("podIP", ""),
-        "status.hostIP": status.get("hostIP", ""),
-        "status.podIPs": ",".join(p["ip"] for p in status.get("podIPs") or []),
-        "status.hostIPs": ",".join(p["ip"] for p in status.get("hostIPs") or []),
-    }
-    if path in simple:
-        return str(simple[path])
-    for prefix, source in (("metadata.labels", "labels"), ("metadata.annotations", "annotations")):
-        if path.startswith(prefix + "['") and path.endswith("']"):
-            return str((meta.get(source) or {}).get(path[len(prefix) + 2 : -2], ""))
-    raise MissingReference(f"unsupported fieldRef {path}")
 
 
 class Kubelet:
@@ -178,15 +74,7 @@ class Kubelet:
         self.killed: dict[str, dict[str, int]] = {}
 
     def register_node(self) -> None:
-        rt = self.registry.catalog.preferred("", "nodes")
-        if rt is None or self.store.get(rt.key, "", NODE_NAME) is not None:
-            return
-        created = self.registry.create(rt, ns="", body=node_object())
-        cur = self.store.get(rt.key, "", created["metadata"]["name"])
-        if cur is not None:
-            new = copy.deepcopy(cur)
-            new["status"] = node_status(timestamp(self.registry.clock()))
-            self.registry.commit(rt, cur=cur, new=new, subresource="status")
+        register_node(self.registry, self.store)
 
     async def run(self) -> None:
         sub = self.store.subscribe({PODS})
@@ -260,7 +148,7 @@ class Kubelet:
         new = copy.deepcopy(cur)
         new["spec"]["nodeName"] = NODE_NAME
         now = timestamp(self.registry.clock())
-        _set_condition(new.setdefault("status", {}), "PodScheduled", value="True", now=now)
+        set_condition(new.setdefault("status", {}), "PodScheduled", value="True", now=now)
         # The binding subresource sets nodeName and the PodScheduled condition in one write,
         # past the pod-update validation that forbids changing the spec.
         self.store.put(rt.key, new, event="MODIFIED", old=cur)
@@ -282,8 +170,8 @@ class Kubelet:
                 status["hostIP"] = NODE_IP
                 status["hostIPs"] = [{"ip": NODE_IP}]
                 status["startTime"] = now
-                _set_condition(status, "PodReadyToStartContainers", value="False", now=now)
-                _set_condition(
+                set_condition(status, "PodReadyToStartContainers", value="False", now=now)
+                set_condition(
                     status,
                     "Initialized",
                     value="False" if has_init else "True",
@@ -295,29 +183,29 @@ class Kubelet:
                     if has_init
                     else None,
                 )
-                _set_condition(
+                set_condition(
                     status,
                     "Ready",
                     value="False",
                     now=now,
                     reason="ContainersNotReady",
-                    message=_not_ready_message(p),
+                    message=not_ready_message(p),
                 )
-                _set_condition(
+                set_condition(
                     status,
                     "ContainersReady",
                     value="False",
                     now=now,
                     reason="ContainersNotReady",
-                    message=_not_ready_message(p),
+                    message=not_ready_message(p),
                 )
-                _set_condition(status, "PodScheduled", value="True", now=now)
+                set_condition(status, "PodScheduled", value="True", now=now)
                 if has_init:
                     status["initContainerStatuses"] = [
-                        _waiting(c, "PodInitializing") for c in p["spec"]["initContainers"]
+                        waiting_status(c, "PodInitializing") for c in p["spec"]["initContainers"]
                     ]
                 status["containerStatuses"] = [
-                    _waiting(c, "PodInitializing" if has_init else "ContainerCreating")
+                    waiting_status(c, "PodInitializing" if has_init else "ContainerCreating")
                     for c in p["spec"].get("containers") or []
                 ]
 
@@ -331,7 +219,7 @@ class Kubelet:
             def sandbox_ready(status: Obj, p: Obj) -> None:
                 status["podIP"] = ip
                 status["podIPs"] = [{"ip": ip}]
-                _set_condition(
+                set_condition(
                     status,
                     "PodReadyToStartContainers",
                     value="True",
@@ -369,7 +257,7 @@ class Kubelet:
             except MissingReference as exc:
                 if not reported:
                     mutate = functools.partial(
-                        _mark_config_error, name=container["name"], message=str(exc)
+                        mark_config_error, name=container["name"], message=str(exc)
                     )
                     self._write_status(uid, mutate)
                     reported = True
@@ -377,62 +265,7 @@ class Kubelet:
                     return None
 
     def resolve_env(self, pod: Obj, container: Obj) -> dict[str, str]:
-        ns = pod["metadata"]["namespace"]
-        env: dict[str, str] = {}
-        for source in container.get("envFrom") or []:
-            prefix = source.get("prefix", "")
-            if "configMapRef" in source:
-                ref = source["configMapRef"]
-                cm = self.store.get(("", "configmaps"), ns, ref.get("name", ""))
-                if cm is None:
-                    if ref.get("optional"):
-                        continue
-                    raise MissingReference(f'configmap "{ref.get("name")}" not found')
-                env.update({prefix + k: v for k, v in (cm.get("data") or {}).items()})
-            if "secretRef" in source:
-                ref = source["secretRef"]
-                secret = self.store.get(("", "secrets"), ns, ref.get("name", ""))
-                if secret is None:
-                    if ref.get("optional"):
-                        continue
-                    raise MissingReference(f'secret "{ref.get("name")}" not found')
-                env.update(
-                    {
-                        prefix + k: base64.b64decode(v).decode()
-                        for k, v in (secret.get("data") or {}).items()
-                    }
-                )
-        for var in container.get("env") or []:
-            name = var["name"]
-            if "valueFrom" not in var:
-                env[name] = _expand(str(var.get("value", "")), env)
-                continue
-            source = var["valueFrom"]
-            if "secretKeyRef" in source:
-                ref = source["secretKeyRef"]
-                secret = self.store.get(("", "secrets"), ns, ref.get("name", ""))
-                data = (secret or {}).get("data") or {}
-                if ref.get("key") not in data:
-                    if ref.get("optional"):
-                        continue
-                    what = "secret" if secret is None else f"key {ref.get('key')} in secret"
-                    raise MissingReference(f'{what} "{ref.get("name")}" not found')
-                env[name] = base64.b64decode(data[ref["key"]]).decode()
-            elif "configMapKeyRef" in source:
-                ref = source["configMapKeyRef"]
-                cm = self.store.get(("", "configmaps"), ns, ref.get("name", ""))
-                data = (cm or {}).get("data") or {}
-                if ref.get("key") not in data:
-                    if ref.get("optional"):
-                        continue
-                    what = "configmap" if cm is None else f"key {ref.get('key')} in configmap"
-                    raise MissingReference(f'{what} "{ref.get("name")}" not found')
-                env[name] = str(data[ref["key"]])
-            elif "fieldRef" in source:
-                env[name] = _field_ref(pod, source["fieldRef"].get("fieldPath", ""))
-            elif "resourceFieldRef" in source:
-                env[name] = "0"
-        return env
+        return resolve_env(self.store, pod, container)
 
     async def _run_container(
         self, uid: str, container: Obj, *, deleting: asyncio.Event, env: dict[str, str]
@@ -489,8 +322,8 @@ class Kubelet:
                     cs.update(
                         state={"running": {"startedAt": started}},
                         started=True,
-                        containerID=_container_id(uid, name),
-                        imageID=_image_id(cs),
+                        containerID=container_id(uid, name),
+                        imageID=image_id(cs),
                     )
 
         env = await self._env(uid, container, deleting=deleting)
@@ -507,11 +340,11 @@ class Kubelet:
                 if cs["name"] == name:
                     cs.update(
                         state={
-                            "terminated": _terminated(
+                            "terminated": terminated_state(
                                 code,
                                 started=started,
                                 finished=finished,
-                                container_id=_container_id(uid, name),
+                                container_id=container_id(uid, name),
                             )
                         },
                         started=False,
@@ -522,7 +355,7 @@ class Kubelet:
                 "terminated" in s.get("state", {}) and s["state"]["terminated"]["exitCode"] == 0
                 for s in statuses
             ):
-                _set_condition(status, "Initialized", value="True", now=finished)
+                set_condition(status, "Initialized", value="True", now=finished)
                 for cs in status.get("containerStatuses") or []:
                     cs["state"] = {"waiting": {"reason": "ContainerCreating"}}
 
@@ -544,12 +377,12 @@ class Kubelet:
                     state={"running": {"startedAt": started}},
                     ready=True,
                     started=True,
-                    containerID=_container_id(uid, cs["name"]),
-                    imageID=_image_id(cs),
+                    containerID=container_id(uid, cs["name"]),
+                    imageID=image_id(cs),
                 )
-            _set_condition(status, "Initialized", value="True", now=started)
-            _set_condition(status, "Ready", value="True", now=started)
-            _set_condition(status, "ContainersReady", value="True", now=started)
+            set_condition(status, "Initialized", value="True", now=started)
+            set_condition(status, "Ready", value="True", now=started)
+            set_condition(status, "ContainersReady", value="True", now=started)
 
         envs: dict[str, dict[str, str]] = {}
         for c in containers:
@@ -581,9 +414,9 @@ class Kubelet:
 
         def finish(status: Obj, p: Obj) -> None:
             status["phase"] = phase
-            _set_condition(status, "Ready", value="False", now=now, reason="PodCompleted")
-            _set_condition(status, "ContainersReady", value="False", now=now, reason="PodCompleted")
-            _set_condition(status, "PodReadyToStartContainers", value="False", now=now)
+            set_condition(status, "Ready", value="False", now=now, reason="PodCompleted")
+            set_condition(status, "ContainersReady", value="False", now=now, reason="PodCompleted")
+            set_condition(status, "PodReadyToStartContainers", value="False", now=now)
 
         self._write_status(uid, finish)
 
@@ -607,13 +440,13 @@ class Kubelet:
             finished = timestamp(self.registry.clock())
             results[name] = code
             restart = policy == "Always" or (policy == "OnFailure" and code != 0)
-            state = _terminated(
-                code, started=started, finished=finished, container_id=_container_id(uid, name)
+            state = terminated_state(
+                code, started=started, finished=finished, container_id=container_id(uid, name)
             )
             self._write_status(
                 uid,
                 functools.partial(
-                    _mark_exited, name=name, state=state, restart=restart, at=finished
+                    mark_exited, name=name, state=state, restart=restart, at=finished
                 ),
             )
             if not restart:
@@ -627,7 +460,7 @@ class Kubelet:
             env = resolved
             again = timestamp(self.registry.clock())
             self._write_status(
-                uid, functools.partial(_mark_restarted, name=name, at=again, count=restarts)
+                uid, functools.partial(mark_restarted, name=name, at=again, count=restarts)
             )
 
     async def _terminate_only(self, uid: str) -> None:
@@ -649,7 +482,7 @@ class Kubelet:
                 codes[cs["name"]] = code
                 started = (state.get("running") or {}).get("startedAt")
                 cs["state"] = {
-                    "terminated": _terminated(
+                    "terminated": terminated_state(
                         code, started=started, finished=now, container_id=cs.get("containerID", "")
                     )
                 }
@@ -659,8 +492,8 @@ class Kubelet:
                 status["phase"] = (
                     "Succeeded" if codes and all(c == 0 for c in codes.values()) else "Failed"
                 )
-            _set_condition(status, "Ready", value="False", now=now, reason="PodCompleted")
-            _set_condition(status, "ContainersReady", value="False", now=now, reason="PodCompleted")
+            set_condition(status, "Ready", value="False", now=now, reason="PodCompleted")
+            set_condition(status, "ContainersReady", value="False", now=now, reason="PodCompleted")
 
         pod = self._write_status(uid, stopped)
         rt = self.registry.catalog.preferred(*PODS)
@@ -685,116 +518,3 @@ async def _wait_or_deleted(deleting: asyncio.Event, seconds: float) -> bool:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(deleting.wait(), seconds)
     return deleting.is_set()
-
-
-def _set_condition(
-    status: Obj,
-    ctype: str,
-    *,
-    value: str,
-    now: str,
-    reason: str | None = None,
-    message: str | None = None,
-) -> None:
-    conditions: list[Obj] = status.setdefault("conditions", [])
-    cond: Obj = {"type": ctype, "status": value, "lastProbeTime": None}
-    if reason:
-        cond["reason"] = reason
-    if message:
-        cond["message"] = message
-    for existing in conditions:
-        if existing["type"] == ctype:
-            unchanged = existing.get("status") == value and existing.get("lastTransitionTime")
-            cond["lastTransitionTime"] = existing["lastTransitionTime"] if unchanged else now
-            existing.clear()
-            existing.update(cond)
-            return
-    cond["lastTransitionTime"] = now
-    conditions.append(cond)
-
-
-def _not_ready_message(pod: Obj) -> str:
-    names = " ".join(c["name"] for c in pod["spec"].get("containers") or [])
-    return f"containers with unready status: [{names}]"
-
-
-def _waiting(container: Obj, reason: str) -> Obj:
-    return {
-        "name": container["name"],
-        "state": {"waiting": {"reason": reason}},
-        "lastState": {},
-        "ready": False,
-        "restartCount": 0,
-        "image": container.get("image", ""),
-        "imageID": "",
-        "started": False,
-    }
-
-
-def _container_id(uid: str, name: str) -> str:
-    return f"sandbox://{uid[:8]}-{name}"
-
-
-def _image_id(cs: Obj) -> str:
-    return f"{cs.get('image', '')}@sha256:{'0' * 64}"
-
-
-def _terminated(code: int, *, started: str | None, finished: str, container_id: str) -> Obj:
-    out: Obj = {
-        "exitCode": code,
-        "reason": "Completed" if code == 0 else "Error",
-        "finishedAt": finished,
-        "containerID": container_id,
-    }
-    if started:
-        out["startedAt"] = started
-    return out
-
-
-def _expand(value: str, env: dict[str, str]) -> str:
-    """$(VAR) references to earlier variables, as the kubelet expands them."""
-    for k, v in env.items():
-        value = value.replace(f"$({k})", v)
-    return value
-
-
-def _mark_exited(status: Obj, pod: Obj, *, name: str, state: Obj, restart: bool, at: str) -> None:
-    for cs in status.get("containerStatuses") or []:
-        if cs["name"] == name:
-            if restart:
-                cs["lastState"] = {"terminated": state}
-                reason = "CrashLoopBackOff" if state["exitCode"] else "Completed"
-                cs["state"] = {"waiting": {"reason": reason}}
-            else:
-                cs["state"] = {"terminated": state}
-            cs["ready"] = False
-            cs["started"] = False
-    message = f"containers with unready status: [{name}]"
-    _set_condition(
-        status, "Ready", value="False", now=at, reason="ContainersNotReady", message=message
-    )
-    _set_condition(
-        status,
-        "ContainersReady",
-        value="False",
-        now=at,
-        reason="ContainersNotReady",
-        message=message,
-    )
-
-
-def _mark_restarted(status: Obj, pod: Obj, *, name: str, at: str, count: int) -> None:
-    for cs in status.get("containerStatuses") or []:
-        if cs["name"] == name:
-            cs.update(
-                state={"running": {"startedAt": at}}, ready=True, started=True, restartCount=count
-            )
-    if all(cs.get("ready") for cs in status.get("containerStatuses") or []):
-        _set_condition(status, "Ready", value="True", now=at)
-        _set_condition(status, "ContainersReady", value="True", now=at)
-
-
-def _mark_config_error(status: Obj, pod: Obj, *, name: str, message: str) -> None:
-    for cs in status.get("containerStatuses") or []:
-        if cs.get("name") == name:
-            cs["state"] = {"waiting": {"reason": "CreateContainerConfigError", "message": message}}
