@@ -13,8 +13,10 @@ import enum
 
 from listener.kube import RunnerSetClient
 from shared.actions.models import JobStarted
-from shared.api import EphemeralRunnerPhase, is_terminal_phase
+from shared.api import EphemeralRunnerPhase
+from shared.api.views import is_terminal
 from shared.kube.errors import Conflict, KubeError, NotFound
+from shared.kube.views import is_deleting, metadata_of, status_of
 from shared.typedefs import JSONDict
 
 RUNNING = EphemeralRunnerPhase.RUNNING.value
@@ -25,16 +27,17 @@ def status_patch(runner: JSONDict, job_fields: JSONDict) -> JSONDict | None:
 
     A redelivered JobStarted finds its fields in place and patches nothing.
     """
-    metadata = runner.get("metadata") or {}
-    status = runner.get("status") or {}
+    status = status_of(runner)
     wanted = dict(job_fields)
-    phase = status.get("phase")
-    if not is_terminal_phase(phase) and not metadata.get("deletionTimestamp"):
+    if not is_terminal(runner) and not is_deleting(runner):
         wanted["phase"] = RUNNING
     changes = {key: value for key, value in wanted.items() if status.get(key) != value}
     if not changes:
         return None
-    return {"metadata": {"resourceVersion": metadata["resourceVersion"]}, "status": changes}
+    return {
+        "metadata": {"resourceVersion": metadata_of(runner)["resourceVersion"]},
+        "status": changes,
+    }
 
 
 def job_fields(job: JobStarted) -> JSONDict:

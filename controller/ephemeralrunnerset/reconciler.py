@@ -69,7 +69,7 @@ from shared.api.names import (
     EPHEMERAL_RUNNER_SET_FINALIZERS,
     FINALIZER_EPHEMERAL_RUNNER_SET,
 )
-from shared.api.views import runner_id
+from shared.api.views import runner_id, runner_set_status
 from shared.kube.errors import NotFound
 from shared.kube.objects import SECRET, Objects
 from shared.kube.views import (
@@ -152,7 +152,7 @@ class EphemeralRunnerSetReconciler:
                 runner_set,
                 children,
                 phase=desired_phase(
-                    current=str(status_of(cached).get("phase") or ""),
+                    current=str(runner_set_status(cached).get("phase") or ""),
                     children=classify(runners, applied_revision=revision),
                     revision_advanced=True,
                 ),
@@ -161,7 +161,7 @@ class EphemeralRunnerSetReconciler:
             return Result()
 
         phase = desired_phase(
-            current=str(status_of(cached).get("phase") or ""),
+            current=str(runner_set_status(cached).get("phase") or ""),
             children=children,
             revision_advanced=False,
         )

@@ -10,7 +10,7 @@ from controller.runtime.lazy import LazyObject
 from shared.kube.errors import NotFound
 from shared.kube.objects import Objects
 from shared.kube.views import metadata_of
-from shared.typedefs import JSONDict
+from shared.typedefs import JSONDict, RawOwnerReference
 
 
 def finalizers_of(obj: JSONDict) -> list[str]:
@@ -45,7 +45,7 @@ async def remove_finalizers(obj: LazyObject, objects: Objects, names: Sequence[s
     return True
 
 
-def controller_reference(owner: JSONDict) -> JSONDict:
+def controller_reference(owner: JSONDict) -> RawOwnerReference:
     """The ownerReference making `owner` the controller of another object; with
     blockOwnerDeletion, foreground deletion of the owner waits for the child."""
     meta = metadata_of(owner)

@@ -1,7 +1,7 @@
 """ARC's exact strings, shared by the controller, the listener and the sandbox.
 
 Values are ARC's wire strings: a changed letter breaks compatibility with objects ARC created
-(tests/api/test_names.py pins the ones such objects carry).
+(tests/shared/api/test_names.py pins the ones such objects carry).
 """
 
 from __future__ import annotations

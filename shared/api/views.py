@@ -7,6 +7,7 @@ that "is this runner busy" has one answer everywhere.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import cast
 
 from shared.api.names import (
     ENV_RUNNER_CONTAINER_HOOKS,
@@ -15,7 +16,17 @@ from shared.api.names import (
 )
 from shared.api.resources import is_terminal_phase
 from shared.kube.views import parse_time, secret_value, status_int, status_of
-from shared.typedefs import JSONDict
+from shared.typedefs import JSONDict, RawEphemeralRunnerSetStatus, RawEphemeralRunnerStatus
+
+
+def runner_status(runner: JSONDict) -> RawEphemeralRunnerStatus:
+    """An EphemeralRunner's status ({} when it has none)."""
+    return cast(RawEphemeralRunnerStatus, status_of(runner))
+
+
+def runner_set_status(runner_set: JSONDict) -> RawEphemeralRunnerSetStatus:
+    """An EphemeralRunnerSet's status ({} when it has none)."""
+    return cast(RawEphemeralRunnerSetStatus, status_of(runner_set))
 
 
 def runner_id(runner: JSONDict) -> int:
@@ -25,22 +36,22 @@ def runner_id(runner: JSONDict) -> int:
 
 def has_job(runner: JSONDict) -> bool:
     """Whether the listener recorded a job on the runner (it is or was busy)."""
-    return bool(status_of(runner).get("jobId"))
+    return bool(runner_status(runner).get("jobId"))
 
 
 def is_terminal(runner: JSONDict) -> bool:
     """Succeeded, Failed or Outdated: the runner will not run a job again."""
-    return is_terminal_phase(status_of(runner).get("phase"))
+    return is_terminal_phase(runner_status(runner).get("phase"))
 
 
 def failure_count(runner: JSONDict) -> int:
     """Failed pods recorded on the runner."""
-    return len(status_of(runner).get("failures") or {})
+    return len(runner_status(runner).get("failures") or {})
 
 
 def last_failure(runner: JSONDict) -> datetime | None:
     """When the runner's latest recorded pod failure happened."""
-    failures = status_of(runner).get("failures") or {}
+    failures = runner_status(runner).get("failures") or {}
     times = [parse_time(v) for v in failures.values() if isinstance(v, str)]
     return max(times) if times else None
 

@@ -19,7 +19,6 @@ from kubernetes_asyncio import client, config
 from shared.typedefs import JSONDict
 
 MERGE_PATCH = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 DEFAULT_TIMEOUT_SECONDS = 30.0
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import base64
 import binascii
 from datetime import datetime
+from typing import cast
 
-from shared.typedefs import JSONDict
+from shared.typedefs import JSONDict, RawMeta
 
 
-def metadata_of(obj: JSONDict) -> JSONDict:
+def metadata_of(obj: JSONDict) -> RawMeta:
     meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
+    return cast(RawMeta, meta) if isinstance(meta, dict) else {}
 
 
 def status_of(obj: JSONDict) -> JSONDict:

@@ -17,8 +17,8 @@ from controller.runtime import Manager
 from controller.settings import ConfigError, parse_settings
 from sandbox.kube.emulator import KubeEmulator
 from shared.kube.objects import LEASE, Objects
-from tests.controller_runtime.conftest import eventually, sample_value
-from tests.controller_runtime.test_leader import free_port
+from tests.controller.runtime.conftest import eventually, sample_value
+from tests.controller.runtime.test_leader import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 GHA_CONTROLLER = ROOT / ".venv" / "bin" / "gha-controller"

@@ -13,7 +13,7 @@ from sandbox.kube.emulator import KubeEmulator
 from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.kube.objects import Objects
 from shared.typedefs import JSONDict
-from tests.controller_runtime.conftest import eventually, namespace_body, runner_body
+from tests.controller.runtime.conftest import eventually, namespace_body, runner_body
 
 FAST = WatchSettings(
     server_timeout=30, inactivity_timeout=1.0, request_timeout=5.0, retry_base=0.05, retry_max=0.2

@@ -17,7 +17,7 @@ from controller.runners.objects import proxy_secret_name
 from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from shared.kube.objects import EVENT
 from shared.typedefs import JSONDict
-from tests.reconcilers.conftest import FAST, Rig, RigOptions, metric
+from tests.controller.conftest import FAST, Rig, RigOptions, metric
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from controller.ephemeralrunnerset.predicates import ER_TO_ERS
 from controller.runtime import Manager
 from shared.kube.objects import EVENT
 from shared.typedefs import JSONDict
-from tests.reconcilers.conftest import FAST, Rig, RigOptions, metric
+from tests.controller.conftest import FAST, Rig, RigOptions, metric
 
 CRASHING = RigOptions(
     simulated_runners=True,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shared.typedefs import JSONDict
-from tests.reconcilers.conftest import Rig, RigOptions, metric
+from tests.controller.conftest import Rig, RigOptions, metric
 
 POD_WATCH = "pod-to-ephemeralrunner"
 RUNNER_WATCH = "ephemeralrunner-to-ephemeralrunnerset"

@@ -12,7 +12,7 @@ import pytest
 from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.kube.objects import EVENT, POD
 from shared.typedefs import JSONDict
-from tests.reconcilers.conftest import FAST, Rig, RigOptions
+from tests.controller.conftest import FAST, Rig, RigOptions
 
 HOOKS_TEMPLATE: JSONDict = {
     "initContainers": [{"name": "setup", "image": "busybox"}],

@@ -13,7 +13,7 @@ import pytest
 
 from shared.kube.objects import EVENT
 from shared.typedefs import JSONDict
-from tests.reconcilers.conftest import CONTROLLER_USER, FAST, Rig, RigOptions
+from tests.controller.conftest import CONTROLLER_USER, FAST, Rig, RigOptions
 
 QUOTA_REFUSAL = (
     'pods "runner" is forbidden: exceeded quota: compute, requested: cpu=2, used: cpu=8, '

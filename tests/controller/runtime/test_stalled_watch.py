@@ -23,7 +23,7 @@ from sandbox.kube.emulator import KubeEmulator
 from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.kube.client import configuration_from_dict
 from shared.kube.objects import Objects
-from tests.controller_runtime.conftest import eventually, runner_body
+from tests.controller.runtime.conftest import eventually, runner_body
 
 ServerFactory = Callable[[web.Application], Coroutine[Any, Any, TestServer]]
 FORWARDED = ("authorization", "content-type", "accept")

@@ -34,9 +34,9 @@ from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.kube.errors import NotFound
 from shared.kube.objects import LEASE, Objects
 from shared.typedefs import JSONDict
-from tests.controller_runtime.conftest import eventually, runner_body
+from tests.controller.runtime.conftest import eventually, runner_body
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def lease_settings(ns: str, *, duration: float = 10.0) -> LeaseSettings:
@@ -210,7 +210,7 @@ class Candidate:
             [
                 sys.executable,
                 "-m",
-                "tests.controller_runtime.candidate",
+                "tests.controller.candidate",
                 str(record),
                 "--kubeconfig",
                 str(kubeconfig),

@@ -1,4 +1,4 @@
-"""Loading the ARC-shaped example objects in tests/api/fixtures."""
+"""Loading the ARC-shaped example objects in tests/shared/api/fixtures."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reconcilers.conftest import CONTROLLER_USER, Rig, RigOptions
+from tests.controller.conftest import CONTROLLER_USER, Rig, RigOptions
 
 # arc-api-cost.md 3(a): ARC's EphemeralRunner and EphemeralRunnerSet reconcilers spend at least
 # 21 Kubernetes requests on this lifecycle (10 ER writes, 7 uncached Secret reads, 4 ERS writes),

@@ -5,12 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-import pytest
-from kubernetes_asyncio import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from sandbox.kube.emulator import KubeEmulator
-from shared.kube.objects import Objects
 from shared.typedefs import JSONDict
 
 
@@ -29,17 +25,6 @@ def runner_body(name: str, *, labels: dict[str, str] | None = None) -> JSONDict:
 
 def namespace_body(name: str) -> JSONDict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-
-
-@pytest.fixture
-def ns(kube: KubeEmulator, namespace: str) -> str:
-    kube.apply(namespace_body(namespace))
-    return namespace
-
-
-@pytest.fixture
-def objects(kube_api: client.ApiClient) -> Objects:
-    return Objects(kube_api, timeout=5.0)
 
 
 def sample_value(text: str, sample: str, /, **labels: str) -> float:

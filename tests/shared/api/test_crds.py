@@ -11,9 +11,9 @@ import yaml
 
 from shared.api import crds
 from shared.api.resources import EphemeralRunnerSet, EphemeralRunnerSetStatus, KubeObject
-from tests.api.conftest import load_fixture, prune, prune_object
+from tests.shared.api.conftest import load_fixture, prune, prune_object
 
-CRD_DIR = Path(__file__).parents[2] / "manifests" / "crds"
+CRD_DIR = Path(__file__).parents[3] / "manifests" / "crds"
 
 KIND_FILES = {
     "AutoscalingRunnerSet": "actions.github.com_autoscalingrunnersets.yaml",

@@ -10,7 +10,7 @@ from sandbox.kube.emulator import KubeEmulator
 from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.kube.errors import Conflict, NotFound, Timeout
 from shared.kube.objects import CONFIG_MAP, POD, Objects
-from tests.controller_runtime.conftest import runner_body
+from tests.controller.runtime.conftest import runner_body
 
 
 async def test_core_and_custom_objects_round_trip_as_dicts(objects: Objects, ns: str) -> None:

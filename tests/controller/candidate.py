@@ -1,6 +1,6 @@
 """A `gha-controller` process with a recording controller, for the leader-election tests.
 
-    python -m tests.controller_runtime.candidate RECORD_FILE [gha-controller flags...]
+    python -m tests.controller.candidate RECORD_FILE [gha-controller flags...]
 
 It runs the real process entry (`controller.app.run`) with an install function adding one
 controller for EphemeralRunners, whose reconcile appends `start` and `end` lines (identity, key,

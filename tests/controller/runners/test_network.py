@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from sandbox.actions.emulator import ActionsEmulator
-from tests.reconcilers.conftest import Rig, RigOptions, open_rig
+from tests.controller.conftest import Rig, RigOptions, open_rig
 from tests.shared.actions.proxy import ForwardingProxy
 
 BASIC_TEST_PASSWORD = "Basic " + base64.b64encode(b"test:password").decode()

@@ -13,7 +13,7 @@ from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.kube.errors import Conflict
 from shared.kube.objects import Objects
 from shared.typedefs import JSONDict
-from tests.controller_runtime.conftest import runner_body
+from tests.controller.runtime.conftest import runner_body
 
 
 @pytest.fixture

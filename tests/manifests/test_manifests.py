@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from shared.api import parse_resource
-from tests.api.conftest import prune_object
+from tests.shared.api.conftest import prune_object
 
 ROOT = Path(__file__).parents[2]
 MANIFESTS = ROOT / "manifests"

@@ -28,7 +28,7 @@ from sandbox.kube.testing import project_crds
 from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.kube.objects import CONFIG_MAP, POD, Objects
 from shared.typedefs import JSONDict
-from tests.controller_runtime.conftest import (
+from tests.controller.runtime.conftest import (
     eventually,
     namespace_body,
     runner_body,

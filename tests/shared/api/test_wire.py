@@ -21,7 +21,7 @@ from shared.api.kinds import (
 )
 from shared.kube.errors import Invalid
 from shared.kube.objects import Kind, Objects
-from tests.api.conftest import load_fixture
+from tests.shared.api.conftest import load_fixture
 
 FIXTURES = [
     "arc-autoscalingrunnerset.yaml",

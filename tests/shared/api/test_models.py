@@ -24,7 +24,7 @@ from shared.api import (
     parse_resource,
 )
 from shared.api.names import MAX_RUNNERS_UNBOUNDED
-from tests.api.conftest import load_fixture
+from tests.shared.api.conftest import load_fixture
 
 ARS = "arc-autoscalingrunnerset.yaml"
 AL = "arc-autoscalinglistener.yaml"

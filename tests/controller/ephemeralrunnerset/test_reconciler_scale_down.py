@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from sandbox.actions.emulator import ActionsEmulator
 from shared.typedefs import JSONDict
-from tests.reconcilers.conftest import Rig, RigOptions, open_rig
+from tests.controller.conftest import Rig, RigOptions, open_rig
 
 
 class ControlledRuntime:
