@@ -11,7 +11,6 @@ from aiohttp import web
 from sandbox import tls
 from sandbox.actions.credentials import AppCredentials, CredentialStore
 from sandbox.actions.faults import Faults
-from sandbox.actions.model import ServiceState
 from sandbox.actions.runtime import RunnerRuntime
 from sandbox.actions.server import (
     MESSAGE_QUEUE_PATH,
@@ -19,6 +18,7 @@ from sandbox.actions.server import (
     ActionsApp,
     default_workflow_ref,
 )
+from sandbox.actions.state.service import ServiceState
 
 
 class ActionsEmulator:

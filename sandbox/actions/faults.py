@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.actions.credentials import CredentialStore, TokenKind
-from sandbox.actions.model import ServiceState
+from sandbox.actions.state.service import ServiceState
 
 # The names a fault can target; "*" targets every endpoint. They match RequestRecord.endpoint.
 ENDPOINTS = (

@@ -11,8 +11,9 @@ import logging
 from typing import Any
 
 from sandbox.actions.faults import Faults
-from sandbox.actions.model import Runner, ServiceState
 from sandbox.actions.server import decode_jit
+from sandbox.actions.state.records import Runner
+from sandbox.actions.state.service import ServiceState
 
 log = logging.getLogger(__name__)
 

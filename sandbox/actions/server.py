@@ -32,16 +32,16 @@ from sandbox.actions.credentials import (
     UnknownInstallation,
 )
 from sandbox.actions.faults import Fault, Faults
-from sandbox.actions.model import (
+from sandbox.actions.state.records import (
     EX_ARGUMENT,
     EX_SESSION_CONFLICT,
     EX_SESSION_NOT_FOUND,
     RequestRecord,
     ServiceError,
-    ServiceState,
     Session,
     rfc3339,
 )
+from sandbox.actions.state.service import ServiceState
 
 SERVICE_PREFIX = "/tenant/123/"
 MESSAGE_QUEUE_PATH = "/broker/message"
