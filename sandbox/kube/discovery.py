@@ -1,8 +1,8 @@
 """Discovery documents, /version, the OpenAPI answers kubectl needs, and server-side Tables.
 
 Discovery is built from the live catalog, so a CRD's kinds appear as soon as it is created
-(python-stack.md 2.16, 2.17). Both legacy discovery and the aggregated form (apidiscovery.k8s.io
-v2) that kubectl 1.32 asks for first are served.
+(docs/sandbox-kube.md#discovery-tables-and-protobuf). Both legacy discovery and the aggregated
+form (apidiscovery.k8s.io v2) that kubectl 1.32 asks for first are served.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fault injection and request accounting (python-stack.md 2.20).
+"""Fault injection and request accounting (docs/sandbox-kube.md#fault-injection).
 
 Rules match a request by verb, resource and subresource (empty or "*" matches anything) and
 inject an error with a probability (or for the next N matches) and/or latency. Watches can be

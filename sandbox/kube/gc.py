@@ -1,4 +1,5 @@
-"""The kube-controller-manager work the project relies on, simulated (python-stack.md 2.10, 2.22).
+"""The kube-controller-manager work the project relies on, simulated
+(docs/sandbox-kube.md#deletion-and-garbage-collection).
 
 - Garbage collector: background deletion of dependents whose owners are all gone, foreground
   deletion (dependents first, then the `foregroundDeletion` finalizer), and orphaning.

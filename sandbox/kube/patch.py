@@ -1,4 +1,5 @@
-"""The PATCH body formats: JSON merge patch, JSON patch and strategic merge patch (2.8).
+"""The PATCH body formats: JSON merge patch, JSON patch and strategic merge patch
+(docs/sandbox-kube.md#writes).
 
 Strategic merge patch is implemented for the list fields of the core types this project touches
 (merge keys by field name, `$patch` and `$deleteFromPrimitiveList` directives); everything else

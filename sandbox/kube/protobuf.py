@@ -2,9 +2,10 @@
 
 `kubectl create namespace|secret|configmap|serviceaccount|token|role|rolebinding|clusterrole|
 clusterrolebinding` and `kubectl auth can-i` send
-`application/vnd.kubernetes.protobuf` with no JSON fallback (python-stack.md 2.16). The envelope
-is `k8s\\0` + runtime.Unknown{typeMeta, raw}; `raw` is the object's own message. Only the kinds
-kubectl creates are described here, with field numbers from k8s.io/api's generated.proto.
+`application/vnd.kubernetes.protobuf` with no JSON fallback
+(docs/sandbox-kube.md#discovery-tables-and-protobuf). The envelope is `k8s\\0` +
+runtime.Unknown{typeMeta, raw}; `raw` is the object's own message. Only the kinds kubectl
+creates are described here, with field numbers from k8s.io/api's generated.proto.
 """
 
 from __future__ import annotations

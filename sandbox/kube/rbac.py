@@ -1,4 +1,5 @@
-"""Authentication by bearer token and RBAC authorisation from the stored objects (2.18).
+"""Authentication by bearer token and RBAC authorisation from the stored objects
+(docs/sandbox-kube.md#authentication-and-authorisation).
 
 Rule matching follows `pkg/apis/rbac/v1/evaluation_helpers.go`; the members of `system:masters`
 bypass RBAC as on a real cluster, and the default ClusterRoles that let every authenticated

@@ -1,4 +1,4 @@
-"""Structural-schema handling for custom resources (python-stack.md 2.17).
+"""Structural-schema handling for custom resources (docs/sandbox-kube.md#custom-resources).
 
 The apiextensions-apiserver order is: prune unknown fields (and nulls where not nullable), apply
 defaults, then validate. Field errors carry the JSON path the real server reports

@@ -1,4 +1,5 @@
-"""Label and field selectors for list, watch and deletecollection (python-stack.md 2.11)."""
+"""Label and field selectors for list, watch and deletecollection
+(docs/sandbox-kube.md#queries-selectors-and-paging)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The Status error object and the errors the emulator answers with (python-stack.md 2.15).
+"""The Status error object and the errors the emulator answers with
+(docs/sandbox-kube.md#errors).
 
 Messages follow apimachinery's `errors.go` word for word, because clients (kubectl, leader
 election, our own error mapping) match on reason, code and sometimes the message text.

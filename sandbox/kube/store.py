@@ -1,9 +1,10 @@
 """Object storage with etcd-like revisions, a bounded event history per type, and the watch hub.
 
-One global integer revision orders every write (python-stack.md 2.4). Each resource type keeps
-the last `history` events so a watch can resume from a resourceVersion, and answers 410 once the
-version has fallen out (2.14). Live watchers get events through unbounded queues; internal
-controllers (kubelet, garbage collector) subscribe the same way.
+One global integer revision orders every write (docs/sandbox-kube.md#writes). Each resource
+type keeps the last `history` events so a watch can resume from a resourceVersion, and answers
+410 once the version has fallen out (docs/sandbox-kube.md#watch). Live watchers get events
+through unbounded queues; internal controllers (kubelet, garbage collector) subscribe the same
+way.
 """
 
 from __future__ import annotations

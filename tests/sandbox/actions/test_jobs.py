@@ -1,5 +1,5 @@
-"""Jobs: routing by labels, JobAvailable -> acquirejobs (2.12) -> JobAssigned, acquirable jobs
-(2.13), the direct-assignment flow, cancellation and statistics."""
+"""Jobs: routing by labels, JobAvailable -> acquirejobs -> JobAssigned, acquirable jobs, the
+direct-assignment flow, cancellation and statistics (docs/sandbox-actions.md#service-behaviour)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""JIT configs (2.14) and the runner registry (2.15-2.17)."""
+"""JIT configs and the runner registry: get by id, by name, remove
+(docs/sandbox-actions.md#service-behaviour)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Scale sets (2.1-2.5) and runner groups (2.6)."""
+"""Scale sets (get by name or id, create, update, delete) and runner groups
+(docs/sandbox-actions.md#service-behaviour)."""
 
 from __future__ import annotations
 

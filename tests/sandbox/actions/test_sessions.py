@@ -1,4 +1,5 @@
-"""Message sessions (2.7-2.9) and the message queue (2.10, 2.11)."""
+"""Message sessions (create, refresh, delete) and the message queue (long poll, ack)
+(docs/sandbox-actions.md#service-behaviour)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Raw HTTP helpers that speak the reference's wire format, so tests need no client library."""
+"""Raw HTTP helpers that speak the Actions service's wire format, so tests need no client
+library."""
 
 from __future__ import annotations
 

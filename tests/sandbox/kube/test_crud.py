@@ -1,5 +1,5 @@
-"""Checklist items 1-4 of python-stack.md 2.21 through kubernetes-asyncio: create, update,
-generation, status subresource."""
+"""Items 1-4 of docs/sandbox-kube.md#conformance-checklist through kubernetes-asyncio: create,
+update, generation, status subresource."""
 
 from __future__ import annotations
 

@@ -70,7 +70,8 @@ async def test_merge_patch_replaces_finalizers(co: client.CustomObjectsApi, ns: 
             "Invalid",
             id="json-patch-failing-test",
         ),
-        # kubernetes-asyncio's default for a dict body on a CR patch (python-stack.md 1.3).
+        # kubernetes-asyncio's default for a dict body on a CR patch
+        # (docs/sandbox-kube.md#client-quirks).
         pytest.param({"spec": {}}, {}, 400, "BadRequest", id="object-body-as-json-patch"),
         pytest.param(
             {"spec": {"size": 2}},

@@ -17,7 +17,8 @@ SA = "arc-listener"
 
 @pytest.fixture
 def listener_role(kube: KubeEmulator, ns: str) -> None:
-    """The worked example of python-stack.md 2.18: get on widgets, resourceNames optional."""
+    """The worked example of docs/sandbox-kube.md#authentication-and-authorisation: get on
+    widgets, resourceNames optional."""
     kube.apply(
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SA, "namespace": ns}}
     )
