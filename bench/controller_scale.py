@@ -17,7 +17,7 @@ real `gha-controller` process instead (its own core; its CPU time is reported), 
 Counted per runner: Kubernetes requests by user, verb and resource (informer lists and watches
 are shown apart: they are per process, not per runner), Actions requests by sender (the
 User-Agent's subsystem), reconciles, predicate drops and lazy copies per controller; and the
-same per-runner counts against ARC's figures in arc-api-cost.md.
+same per-runner counts against ARC's figures (docs/reconcilers.md#arcs-figures).
 
     .venv/bin/python -m bench.controller_scale --runners 100 --jobs [--controller-process]
 """
@@ -66,26 +66,25 @@ POD_KEY = ("", "pods")
 CONTROLLERS = ("ephemeralrunner", "ephemeralrunnerset")
 POLL = 0.05
 
-# arc-api-cost.md, per runner lifecycle (one job, one new runner, minRunners 0), ARC at HEAD.
-# Section 3(a), table "Kubernetes requests", EphemeralRunner + EphemeralRunnerSet reconcilers:
-# ER writes 10, ER uncached Secret reads 7 (min) / 13 (typical), ERS 4.
+# ARC's figures per runner lifecycle (one job, one new runner, minRunners 0), as (min, typical):
+# docs/reconcilers.md#arcs-figures. Kubernetes requests of the EphemeralRunner and
+# EphemeralRunnerSet reconcilers: ER writes 10, ER Secret GETs 7 / 13, ERS 4.
 ARC_CONTROLLER_KUBE = (21, 27)
 ARC_CONTROLLER_SECRET_GETS = (7, 13)
-# Section 3(a), "Listener" row: ERS patches and the JobStarted status patch.
+# The listener's Kubernetes requests: set patches and the JobStarted status patch.
 ARC_LISTENER_KUBE = (3, 4)
-# Section 3, table "Actions service requests": controller 2 (generatejitconfig and the agent
-# DELETE), listener 4 (min) / 6 (typical).
+# Actions requests: controller 2 (generatejitconfig and the agent DELETE), listener 4 / 6.
 ARC_CONTROLLER_ACTIONS = (2, 2)
 ARC_LISTENER_ACTIONS = (4, 6)
-# Section 4(b) reconciles at HEAD, and 4(c) with design.md's projection predicates.
+# Reconciles: (ARC as it is, ARC with this project's projection predicates).
 ARC_RECONCILES = {"ephemeralrunner": (14, 13), "ephemeralrunnerset": (15, 14)}
-# Scale-up only (to a registered, idle, ready runner), summed by us from section 2 rows 2-3 and
-# 5-17 (ER and ERS controllers, the ARS row 4 left out): 17 requests typical, 12 when the five
-# per-reconcile Secret GETs of rows 10-12, 14 and 16 are coalesced away; 1 Actions request (row 6).
+# Scale-up only (to a registered, idle, ready runner), ER and ERS controllers without the
+# AutoscalingRunnerSet: 17 requests typical, 12 when the five passes that write nothing are
+# merged away; 1 Actions request (generatejitconfig).
 ARC_SCALE_UP_CONTROLLER_KUBE = (12, 17)
 ARC_SCALE_UP_CONTROLLER_ACTIONS = 1
-# Requests that serve a process rather than a runner (arc-api-cost.md 3 does not charge the admin
-# token refresh to a runner; the listener's session is made once): shown, never compared.
+# Requests that serve a process rather than a runner (ARC's figures do not charge the admin token
+# refresh to a runner; the listener's session is made once): shown, never compared.
 PER_PROCESS_ENDPOINTS = frozenset(
     {
         "access_token",
@@ -694,7 +693,7 @@ def report(result: Result) -> str:
         for key, value in sorted(c.metrics.items()):
             informer = key.startswith("gha_runtime_informer_")
             lines.append(f"    {key}: {value if informer else _per(value, n)}")
-    lines.append("\nper runner against ARC (arc-api-cost.md):")
+    lines.append("\nper runner against ARC (docs/reconcilers.md#arcs-figures):")
     for what, ours, arc in comparison(result):
         lines.append(f"  {what}: {ours:.2f} = {arc}")
     return "\n".join(lines)

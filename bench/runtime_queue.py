@@ -1,8 +1,9 @@
 """Work-queue throughput by worker count, with a reconcile that waits on a simulated API call.
 
-ARC runs one worker per kind (users-peers.md P2): throughput is then 1 / latency. This measures
-how many keys per second the runtime's queue and workers clear at 1, 2, 4, 8 and 16 workers when
-each reconcile awaits `--latency` seconds, and checks no key was ever held by two workers.
+ARC runs one worker per kind (docs/controller-runtime.md#workers): throughput is then
+1 / latency. This measures how many keys per second the runtime's queue and workers clear at 1, 2,
+4, 8 and 16 workers when each reconcile awaits `--latency` seconds, and checks no key was ever
+held by two workers.
 
     .venv/bin/python bench/runtime_queue.py --keys 300 --latency 0.05
 """

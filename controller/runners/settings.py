@@ -16,7 +16,7 @@ class RunnerSettings(BaseSettings):
 
     max_pod_failures: int = Field(default=5, ge=0)
     """Failed pods an idle runner may have before it is marked Failed (ARC: 5, hard-wired; node
-    consolidation alone exhausted it for users, users-peers.md P1)."""
+    consolidation alone exhausted it for users: docs/reconcilers.md#failed-runners)."""
     pod_failure_backoff_seconds: float = Field(default=5.0, ge=0)
     """Wait before the pod after the first failure; doubles per failure (ARC: 5 s)."""
     pod_failure_backoff_max_seconds: float = Field(default=80.0, ge=0)

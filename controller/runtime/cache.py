@@ -5,10 +5,11 @@ The store is the reconcilers' read path. It holds the dicts the server sent (wit
 of each object's controller owner. Stored dicts are shared and must never be edited: reconcilers
 wrap them in `LazyObject` to change them.
 
-The loop follows python-stack.md 1.5: list, then watch from the list's resourceVersion with
-bookmarks; a stream that ends normally is resumed from the last resourceVersion seen; a 410 means
-the history is gone, so re-list and emit the difference as events; a stream silent for longer
-than the inactivity timeout is abandoned and resumed; other errors back off and retry.
+The loop (why this one: docs/controller-runtime.md#informers): list, then watch from the list's
+resourceVersion with bookmarks; a stream that ends normally is resumed from the last
+resourceVersion seen; a 410 means the history is gone, so re-list and emit the difference as
+events; a stream silent for longer than the inactivity timeout is abandoned and resumed; other
+errors back off and retry.
 """
 
 from __future__ import annotations

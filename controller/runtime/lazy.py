@@ -1,4 +1,5 @@
-"""Lazy copies (design.md behaviour 3): a reconcile that changes nothing copies nothing.
+"""Lazy copies: a reconcile that changes nothing copies nothing
+(docs/controller-runtime.md#lazy-copies).
 
 `LazyObject` wraps an object read from the cache. Until `mutate()` is called, `.object` is the
 cached dict itself and must only be read. The first `mutate()` deep-copies it and returns the

@@ -1,8 +1,8 @@
 """Leader election on a coordination.k8s.io/v1 Lease, the client-go way, written for asyncio.
 
-Written here rather than taken from kubernetes_asyncio.leaderelection (python-stack.md 1.6): that
-one lets connection errors escape, needs a JSON body on every error, and stamps local naive times
-as UTC.
+Written here rather than taken from kubernetes_asyncio.leaderelection
+(docs/controller-runtime.md#leader-election): that one lets connection errors escape, needs a
+JSON body on every error, and stamps local naive times as UTC.
 
 A candidate reads the Lease. It takes it when nobody holds it, when the holder released it (empty
 `holderIdentity`), or when the record has not changed for `lease_duration` as measured on this

@@ -90,7 +90,7 @@ ANNOTATION_CLEANUP_GITHUB_SECRET_NAME: Final = "actions.github.com/cleanup-githu
 ANNOTATION_CLEANUP_NO_PERMISSION_SERVICE_ACCOUNT_NAME: Final = (
     "actions.github.com/cleanup-no-permission-service-account-name"
 )
-# Newer upstream (after ARC's 0.14.2 line; arc-controllers.md appendix B).
+# Newer upstream (after ARC's 0.14.2 line; docs/crds.md#newer-upstream-fields).
 ANNOTATION_ACTIONABLE_REVISION: Final = "actions.github.com/actionable-revision"
 ANNOTATION_AUTOSCALING_RUNNER_SET_GENERATION: Final = (
     "actions.github.com/autoscaling-runner-set-generation"

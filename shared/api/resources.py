@@ -1,8 +1,9 @@
 """The four custom resources of `actions.github.com/v1alpha1`, with ARC's wire names.
 
-Fields follow ARC's Go types (arc-controllers.md section 2) plus the newer upstream fields of
-EphemeralRunnerSet (`spec.actionableRevision`, `status.appliedActionableRevision`,
-`status.finishedRunnerCleanupPatchID`). A field that is `None` is absent on the wire.
+Fields follow ARC's Go types, by their JSON names (docs/crds.md#the-models), plus the newer
+upstream fields of EphemeralRunnerSet (`spec.actionableRevision`,
+`status.appliedActionableRevision`, `status.finishedRunnerCleanupPatchID`:
+docs/crds.md#newer-upstream-fields). A field that is `None` is absent on the wire.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 Core kinds (Pod, Secret, Lease...) come through the same path as custom resources: the request
 goes out through `ApiClient.call_api` with `_preload_content=False` and the body is parsed as JSON
-here, so no typed model is ever built (python-stack.md 1.2: typed deserialization is the cost
-that sinks controllers at scale). Every request carries a timeout, every patch is a JSON merge
-patch, and errors are mapped onto `shared.kube.errors`.
+here, so no typed model is ever built (typed deserialization is the cost that sinks controllers
+at scale: docs/controller-runtime.md#the-object-client). Every request carries a timeout, every
+patch is a JSON merge patch, and errors are mapped onto `shared.kube.errors`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from shared.kube.client import DEFAULT_TIMEOUT_SECONDS, MERGE_PATCH
-from shared.typedefs import JSONDict
 from shared.kube.errors import KubeError, Timeout, from_api_exception, kube_errors
+from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
 
