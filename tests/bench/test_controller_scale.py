@@ -1,6 +1,6 @@
 """bench/controller_scale.py at three runners, so the benchmark cannot rot: every runner comes
 up, runs a job and goes, and the per-runner counts it reports stay within ARC's figures
-(arc-api-cost.md, the constants in the benchmark)."""
+(docs/reconcilers.md#arcs-figures, the constants in the benchmark)."""
 
 from __future__ import annotations
 

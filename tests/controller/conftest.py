@@ -259,7 +259,7 @@ class Rig:
         return await self.objects.create(EPHEMERAL_RUNNER, self.namespace, body)
 
     async def scale(self, replicas: int, patch_id: int, *, name: str = "arc") -> None:
-        """What the listener sends (arc-controllers.md 8.1)."""
+        """What the listener sends (docs/reconcilers.md#the-patch-id-protocol)."""
         await self.objects.patch(
             EPHEMERAL_RUNNER_SET,
             self.namespace,

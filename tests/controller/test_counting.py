@@ -1,5 +1,5 @@
-"""Update predicates at work (design.md behaviour 2), observed through the runtime's metrics:
-writes a reconciler does not read never wake it, writes it reads always do."""
+"""Update predicates at work (docs/controller-runtime.md#predicates), observed through the
+runtime's metrics: writes a reconciler does not read never wake it, writes it reads always do."""
 
 from __future__ import annotations
 

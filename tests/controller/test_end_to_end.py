@@ -1,6 +1,6 @@
 """Both controllers with the kubelet running the Actions emulator's simulated runners: runners
-that keep crashing (users-peers.md P1), a deprecated runner version (arc-controllers.md 8.5 and
-appendix B), and the registration with the `gha-controller` process."""
+that keep crashing (docs/reconcilers.md#failed-runners), a deprecated runner version
+(docs/reconcilers.md#outdated-runners), and the registration with the `gha-controller` process."""
 
 from __future__ import annotations
 
@@ -110,8 +110,8 @@ async def no_runners(rig: Rig) -> bool:
 
 
 async def test_both_reconcilers_are_installed_in_gha_controller() -> None:
-    # The composition root now calls each reconciler's setup by name instead of importing the
-    # modules listed in INSTALLED; what it installs is asserted below, as before.
+    # The composition root calls each reconciler's setup explicitly; what it installs is asserted
+    # below.
     configuration = client.Configuration()
     configuration.host = "http://127.0.0.1:9"
     api = client.ApiClient(configuration)

@@ -1,6 +1,6 @@
 """One runner from scale-up to cleanup through both controllers, the kubelet running the
 Actions emulator's simulated runners, and the test in the listener's place; what it costs in
-Kubernetes and Actions requests, against ARC's count (arc-api-cost.md)."""
+Kubernetes and Actions requests, against ARC's count (docs/reconcilers.md#arcs-figures)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 
 from tests.controller.conftest import CONTROLLER_USER, Rig, RigOptions
 
-# arc-api-cost.md 3(a): ARC's EphemeralRunner and EphemeralRunnerSet reconcilers spend at least
+# ARC's figures (docs/reconcilers.md#arcs-figures): its EphemeralRunner and EphemeralRunnerSet
+# reconcilers spend at least
 # 21 Kubernetes requests on this lifecycle (10 ER writes, 7 uncached Secret reads, 4 ERS writes),
 # 27 in the typical case.
 ARC_MIN_CONTROLLER_REQUESTS = 21
@@ -61,7 +62,8 @@ async def test_runner_lifecycle_and_its_request_count(rig: Rig) -> None:
         return not await rig.runners() and await rig.pod(name) is None
 
     # Succeeded, then cleaned up under patch 2, whose count (1) predates the finished job: the
-    # gap is not refilled (appendix B) until the listener's next patch, which asks for 0.
+    # gap is not refilled (newer upstream: docs/reconcilers.md#the-patch-id-protocol) until the
+    # listener's next patch, which asks for 0.
     await rig.until(gone, what="runner and pod gone")
     await rig.settle()
     assert (await rig.runner_set())["status"]["finishedRunnerCleanupPatchID"] == 2
@@ -69,7 +71,8 @@ async def test_runner_lifecycle_and_its_request_count(rig: Rig) -> None:
     await rig.scale(0, 3)
     await rig.settle()
     assert await rig.runners() == []
-    # arc-api-cost.md 4(c): ARC with the same predicates reconciles ER 13 and ERS 14 times.
+    # ARC with the same predicates reconciles ER 13 and ERS 14 times
+    # (docs/reconcilers.md#arcs-figures).
     assert rig.reconciles("ephemeralrunner") - er_before <= ARC_ER_RECONCILES
     assert rig.reconciles("ephemeralrunnerset") - ers_before <= ARC_ERS_RECONCILES
     requests = rig.controller_requests()

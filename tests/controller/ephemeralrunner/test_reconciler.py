@@ -1,4 +1,5 @@
-"""The EphemeralRunner reconciler through the emulators (arc-controllers.md 13.4).
+"""The EphemeralRunner reconciler through the emulators: ARC's scenarios for it
+(docs/reconcilers.md#arcs-test-scenarios) and this project's changes.
 
 Only the EphemeralRunner controller runs, on runners created directly (as ARC's tests do), and
 no kubelet: each test writes the runner pod's status the way a kubelet would, so one pod state

@@ -1,8 +1,8 @@
-"""A runner pod refused on create (arc-controllers.md 7.1 step 9) through the emulators.
+"""A runner pod refused on create (docs/reconcilers.md#pod-creation-refused) through the emulators.
 
 The Kubernetes emulator answers the pod create with an injected `403 Forbidden` whose Status
 message is the one a ResourceQuota admission writes (`exceeded quota: ...`) or another refusal's.
-Only the EphemeralRunner controller runs, without a kubelet, as in test_ephemeralrunner.
+Only the EphemeralRunner controller runs, without a kubelet, as in test_reconciler.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The EphemeralRunner's pod rules (arc-controllers.md 7.1 step 10, with this project's changes)."""
+"""The EphemeralRunner's pod rules, with this project's changes
+(docs/reconcilers.md#ephemeralrunner)."""
 
 from __future__ import annotations
 

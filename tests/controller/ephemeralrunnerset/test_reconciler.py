@@ -1,5 +1,6 @@
-"""The EphemeralRunnerSet reconciler through the emulators (arc-controllers.md 13.3, 8.1 and
-appendix B).
+"""The EphemeralRunnerSet reconciler through the emulators: ARC's scenarios for it
+(docs/reconcilers.md#arcs-test-scenarios), the patch-id protocol and the newer upstream rules
+(docs/reconcilers.md#ephemeralrunnerset).
 
 As in ARC's tests, only the EphemeralRunnerSet controller runs: each test writes runner phases
 and ids itself, and strips the finalizers of the runners the set deletes (the EphemeralRunner

@@ -1,4 +1,5 @@
-"""The EphemeralRunnerSet's decisions (arc-controllers.md 6.1-6.4, 8.1 and appendix B)."""
+"""The EphemeralRunnerSet's decisions: buckets, the patch-id protocol, victims, failed runners
+(docs/reconcilers.md#ephemeralrunnerset)."""
 
 from __future__ import annotations
 

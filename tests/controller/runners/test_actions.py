@@ -1,4 +1,4 @@
-"""GitHub credentials from the config Secret (arc-controllers.md 3.7)."""
+"""GitHub credentials from the config Secret (docs/reconcilers.md#github-credentials)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A runner spec's proxy and GitHub server TLS reach the controller's Actions calls
-(arc-controllers.md 13.4 22 and 24, 13.3 15)."""
+(docs/reconcilers.md#proxy-and-tls; ARC's scenarios: docs/reconcilers.md#arcs-test-scenarios)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Construction of EphemeralRunners, JIT Secrets and runner Pods (arc-controllers.md 9.7-9.9)."""
+"""Construction of EphemeralRunners, JIT Secrets and runner Pods (docs/reconcilers.md#objects)."""
 
 from __future__ import annotations
 

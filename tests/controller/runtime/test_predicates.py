@@ -244,7 +244,8 @@ def test_pod_ready_reads_the_ready_condition(conditions: object, ready: bool) ->
 
 
 # What each owner's reconciler reads, written out as paths independently of the projections
-# (design.md behaviour 2); the property checks that a dropped update leaves all of them equal.
+# (docs/controller-runtime.md#predicates); the property checks that a dropped update leaves all
+# of them equal.
 READS: dict[str, list[Path]] = {
     ERS_TO_ARS.name: [("spec",), ("status", "phase"), ("status", "appliedActionableRevision")],
     ER_TO_ERS.name: [("spec",), ("status", "phase"), ("status", "runnerId")],
