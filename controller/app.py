@@ -57,15 +57,10 @@ def runner_deps(
     )
 
 
-def install_reconcilers(
-    manager: Manager,
-    *,
-    settings: RunnerSettings | None = None,
-    clients: ActionsClients | None = None,
-) -> RunnerDeps:
-    """Every reconciler `gha-controller` runs, on `manager` (settings from the environment by
-    default)."""
-    deps = runner_deps(manager, settings or runner_settings_from_environment(), clients=clients)
+def install_reconcilers(manager: Manager) -> RunnerDeps:
+    """Every reconciler `gha-controller` runs, on `manager`, with settings from the
+    environment."""
+    deps = runner_deps(manager, runner_settings_from_environment())
     ephemeralrunnerset.setup(manager, deps)
     ephemeralrunner.setup(manager, deps)
     return deps
