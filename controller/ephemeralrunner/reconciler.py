@@ -34,7 +34,7 @@ from controller.ephemeralrunner.rules import (
     retry_delay,
     too_many_failures,
 )
-from controller.runners.deps import UNREGISTERED, RunnerDeps
+from controller.runners.deps import RunnerDeps
 from controller.runtime import (
     Controller,
     LazyObject,
@@ -80,7 +80,7 @@ log = logging.getLogger(__name__)
 REGISTRATION_RETRY_SECONDS = 1.0
 ALREADY_EXISTS_RETRY_SECONDS = 5.0
 POD_EXPECTATION_SECONDS = 5.0
-# Steps recorded in the expectations, per runner uid (and UNREGISTERED, shared with the set).
+# Steps recorded in the expectations, per runner uid.
 SECRET_DELETED = "secret deleted"
 POD_CREATED = "pod created"
 QUOTA_MESSAGE = "exceeded quota:"
@@ -107,6 +107,7 @@ class EphemeralRunnerReconciler:
         self._runners = runners
         self._pods = pods
         self._objects = objects
+        self._deps = deps
         self._clients = deps.clients
         self._events = deps.events
         self._settings = deps.settings
@@ -204,22 +205,16 @@ class EphemeralRunnerReconciler:
 
     async def _remove_registration(self, runner: JSONDict) -> bool:
         """Unregister the runner; False while the service says its job still runs."""
-        if self._did(runner, UNREGISTERED):
+        if self._deps.unregistered(runner):
             return True
-        rid = runner_id(runner)
-        if rid == 0:
-            rid = await self._id_from_secret(runner)
+        rid = runner_id(runner) or await self._id_from_secret(runner)
         if rid == 0:
             return True
-        meta = runner["metadata"]
-        removed = await self._clients.remove_runner(
-            meta["namespace"], runner.get("spec") or {}, rid
-        )
-        if removed:
-            self._mark(runner, UNREGISTERED)
-        else:
+        removed = await self._deps.unregister(runner, rid)
+        if not removed:
             log.info(
-                "runner still has a job, removal retried later", extra={"runner": meta["name"]}
+                "runner still has a job, removal retried later",
+                extra={"runner": metadata_of(runner)["name"]},
             )
         return removed
 

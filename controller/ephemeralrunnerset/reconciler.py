@@ -46,7 +46,7 @@ from controller.ephemeralrunnerset.rules import (
     replacement_due,
     scale_down_candidates,
 )
-from controller.runners.deps import UNREGISTERED, RunnerDeps
+from controller.runners.deps import RunnerDeps
 from controller.runners.network import proxy_data
 from controller.runners.objects import proxy_secret_name
 from controller.runtime import (
@@ -113,7 +113,7 @@ class EphemeralRunnerSetReconciler:
         self._sets = runner_sets
         self._runners = runners
         self._objects = objects
-        self._clients = deps.clients
+        self._deps = deps
         self._events = deps.events
         self._settings = deps.settings
         self._replacement = deps.settings.replacement_policy()
@@ -315,14 +315,7 @@ class EphemeralRunnerSetReconciler:
     async def _unregister(self, runner: JSONDict) -> bool:
         """Remove an idle runner from the service; False when it took a job meanwhile."""
         rid = runner_id(runner)
-        uid = str(metadata_of(runner).get("uid"))
-        if rid == 0 or self._expected.noted(uid, UNREGISTERED) is not None:
-            return True
-        namespace = runner["metadata"]["namespace"]
-        removed = await self._clients.remove_runner(namespace, runner.get("spec") or {}, rid)
-        if removed:
-            self._expected.note(uid, UNREGISTERED)
-        return removed
+        return rid == 0 or await self._deps.unregister(runner, rid)
 
     async def _delete_runner(self, runner: JSONDict) -> None:
         meta = runner["metadata"]
