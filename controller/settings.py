@@ -10,7 +10,7 @@ import argparse
 import os
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, NoReturn
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
@@ -143,10 +143,7 @@ def parse_settings(argv: Sequence[str], environ: dict[str, str]) -> ControllerSe
     try:
         return ControllerSettings.model_validate(values)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]).replace("_", "-")
-        message = first["msg"].removeprefix("Value error, ")
-        raise ConfigError(f"{where}: {message}" if where else message) from None
+        raise _one_line(exc, lambda loc: ".".join(loc).replace("_", "-")) from None
 
 
 def runner_settings_from_environment() -> RunnerSettings:
@@ -155,6 +152,13 @@ def runner_settings_from_environment() -> RunnerSettings:
     try:
         return RunnerSettings()
     except ValidationError as exc:
-        first = exc.errors()[0]
-        variable = ENV_PREFIX + "_".join(str(p) for p in first["loc"]).upper()
-        raise ConfigError(f"{variable}: {first['msg']}") from None
+        raise _one_line(exc, lambda loc: ENV_PREFIX + "_".join(loc).upper()) from None
+
+
+def _one_line(exc: ValidationError, name: Callable[[list[str]], str]) -> ConfigError:
+    """The first validation error as `<setting>: <what is wrong>`, the setting named by `name`
+    from the error's location (a flag, an environment variable)."""
+    first = exc.errors()[0]
+    where = name([str(part) for part in first["loc"]])
+    message = first["msg"].removeprefix("Value error, ")
+    return ConfigError(f"{where}: {message}" if where else message)
