@@ -10,6 +10,7 @@ way.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 from collections import deque
 from collections.abc import Iterator
@@ -19,6 +20,10 @@ from typing import Any
 Obj = dict[str, Any]
 TypeKey = tuple[str, str]
 ObjKey = tuple[str, str]
+
+# The user a write is made for: the API server sets it per request, so a subscriber can audit
+# who wrote what (the demo's invariants); the emulator's own controllers write as "".
+ACTOR: contextvars.ContextVar[str] = contextvars.ContextVar("actor", default="")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +35,7 @@ class Event:
     key: TypeKey
     obj: Obj
     old: Obj | None = None
+    actor: str = ""
 
 
 @dataclass
@@ -95,7 +101,7 @@ class Store:
         okey = (meta.get("namespace", ""), meta["name"])
         self.bucket(key).objects[okey] = obj
         self.uids[meta["uid"]] = (key, okey)
-        self._publish(Event(rv, event, key, obj, old))
+        self._publish(Event(rv, event, key, obj, old, ACTOR.get()))
         return obj
 
     def remove(self, key: TypeKey, obj: Obj) -> Obj:
@@ -107,7 +113,7 @@ class Store:
         self.uids.pop(meta["uid"], None)
         final = copy.deepcopy(obj)
         final["metadata"]["resourceVersion"] = str(rv)
-        self._publish(Event(rv, "DELETED", key, final, old))
+        self._publish(Event(rv, "DELETED", key, final, old, ACTOR.get()))
         return final
 
     def _publish(self, ev: Event) -> None:

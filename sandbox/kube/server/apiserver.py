@@ -44,7 +44,7 @@ from sandbox.kube.status import (
     method_not_allowed,
     unknown_path,
 )
-from sandbox.kube.store import Store
+from sandbox.kube.store import ACTOR, Store
 
 log = logging.getLogger("sandbox.kube")
 
@@ -107,6 +107,7 @@ class ApiServer:
             user = self.gate.impersonate(request, user)
             user_name = user.name
             request[USER] = user
+            ACTOR.set(user_name)
             info = parse_path(request.method, request.path, query=request.query)
             if self.faults.paused or self.faults.rules:
                 await self.faults.wait_resumed()
