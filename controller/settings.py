@@ -30,9 +30,11 @@ class ControllerSettings(BaseModel):
 
     model_config = {"extra": "forbid", "use_attribute_docstrings": True}
 
-    namespaces: list[str] = Field(default_factory=list)
-    """Namespaces to watch (comma-separated in the environment); empty watches all, which needs
-    cluster-wide list/watch RBAC. A set keeps the caches and the RBAC to those namespaces."""
+    watch_namespaces: list[str] = Field(default_factory=list)
+    """Namespaces to watch (`--watch-namespace`, repeatable; comma-separated in the environment);
+    empty watches all, which needs the ClusterRole's list/watch. With a set, every informer lists
+    and watches only those namespaces, so namespaced Roles suffice and several controllers can
+    split a cluster by namespace."""
     workers: int = Field(4, ge=1, le=256)
     """Concurrent reconciles per controller; ARC's single worker per kind is its bottleneck."""
     leader_elect: bool = True
@@ -82,7 +84,7 @@ class ControllerSettings(BaseModel):
 
     def runtime(self) -> RuntimeSettings:
         return RuntimeSettings(
-            namespaces=frozenset(self.namespaces) or None,
+            namespaces=frozenset(self.watch_namespaces) or None,
             workers=self.workers,
             backoff=Backoff(base=self.backoff_base, maximum=self.backoff_max),
             watch=WatchSettings(
@@ -121,8 +123,8 @@ def _parser() -> _Parser:
         flag = "--" + name.replace("_", "-")
         if name == "leader_elect":
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
-        elif name == "namespaces":
-            p.add_argument("--namespace", dest=name, action="append", default=None)
+        elif name == "watch_namespaces":
+            p.add_argument("--watch-namespace", dest=name, action="append", default=None)
         else:
             p.add_argument(flag, dest=name, default=None)
     return p
@@ -137,7 +139,7 @@ def parse_settings(argv: Sequence[str], environ: dict[str, str]) -> ControllerSe
         if args.get(name) is not None:
             values[name] = args[name]
         elif env is not None:
-            values[name] = [n for n in env.split(",") if n] if name == "namespaces" else env
+            values[name] = [n for n in env.split(",") if n] if name == "watch_namespaces" else env
     if "kubeconfig" not in values and environ.get("KUBECONFIG"):
         values["kubeconfig"] = environ["KUBECONFIG"]
     try:

@@ -66,15 +66,26 @@ async def test_a_setup_that_rejects_its_settings_exits_2_with_one_line(
     ("argv", "env", "workers", "namespaces"),
     [
         ([], {}, 4, []),
-        ([], {"GHA_CONTROLLER_WORKERS": "8", "GHA_CONTROLLER_NAMESPACES": "a,b"}, 8, ["a", "b"]),
-        (["--workers", "2", "--namespace", "c"], {"GHA_CONTROLLER_WORKERS": "8"}, 2, ["c"]),
+        (
+            [],
+            {"GHA_CONTROLLER_WORKERS": "8", "GHA_CONTROLLER_WATCH_NAMESPACES": "a,b"},
+            8,
+            ["a", "b"],
+        ),
+        (
+            ["--workers", "2", "--watch-namespace", "c", "--watch-namespace", "d"],
+            {"GHA_CONTROLLER_WORKERS": "8", "GHA_CONTROLLER_WATCH_NAMESPACES": "a"},
+            2,
+            ["c", "d"],
+        ),
     ],
 )
 def test_flags_win_over_the_environment(
     argv: list[str], env: dict[str, str], workers: int, namespaces: list[str]
 ) -> None:
     settings = parse_settings(argv, env)
-    assert (settings.workers, settings.namespaces) == (workers, namespaces)
+    assert (settings.workers, settings.watch_namespaces) == (workers, namespaces)
+    assert settings.runtime().namespaces == (frozenset(namespaces) or None)
 
 
 async def test_the_process_serves_leads_and_releases_on_sigterm(
@@ -85,7 +96,7 @@ async def test_the_process_serves_leads_and_releases_on_sigterm(
     health, metrics = free_port(), free_port()
     proc = await asyncio.create_subprocess_exec(
         str(GHA_CONTROLLER),
-        "--namespace",
+        "--watch-namespace",
         ns,
         "--lease-namespace",
         ns,

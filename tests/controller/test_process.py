@@ -55,7 +55,7 @@ async def test_gha_controller_registers_a_runner_and_publishes_gauges(
             "--kubeconfig",
             str(kubeconfig),
             "--no-leader-elect",
-            "--namespace",
+            "--watch-namespace",
             namespace,
             "--bind-address",
             "127.0.0.1",

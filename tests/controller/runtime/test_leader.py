@@ -214,7 +214,7 @@ class Candidate:
                 str(record),
                 "--kubeconfig",
                 str(kubeconfig),
-                "--namespace",
+                "--watch-namespace",
                 ns,
                 "--identity",
                 identity,
