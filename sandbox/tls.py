@@ -1,4 +1,5 @@
-"""A throwaway certificate authority and a loopback server certificate for TLS mode."""
+"""A throwaway certificate authority, a loopback server certificate, and client certificates the
+same CA signs (kube's x509 authentication: CN is the user, each O a group)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,15 @@ class ServerCertificate:
     ca_pem: bytes
     cert_pem: bytes
     key_pem: bytes
+    ca_key: ec.EllipticCurvePrivateKey | None = None
 
-    def server_context(self) -> ssl.SSLContext:
+    def server_context(self, *, client_certificates: bool = False) -> ssl.SSLContext:
+        """The server's TLS context; with `client_certificates`, clients may present a
+        certificate this CA signed (optional, so bearer-token clients still connect)."""
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        if client_certificates:
+            context.verify_mode = ssl.CERT_OPTIONAL
+            context.load_verify_locations(cadata=self.ca_pem.decode())
         # ssl loads chains only from files; the directory lives just long enough to load them.
         with tempfile.TemporaryDirectory() as directory:
             cert, key = Path(directory, "cert.pem"), Path(directory, "key.pem")
@@ -32,6 +39,45 @@ class ServerCertificate:
             key.write_bytes(self.key_pem)
             context.load_cert_chain(cert, key)
         return context
+
+    def client_certificate(self, user: str, groups: tuple[str, ...] = ()) -> tuple[bytes, bytes]:
+        """A client certificate and key (PEM) for `user` in `groups`, signed by this CA."""
+        if self.ca_key is None:
+            raise ValueError("this certificate was made without its CA key")
+        now = datetime.datetime.now(datetime.UTC)
+        ca_cert = x509.load_pem_x509_certificate(self.ca_pem)
+        subject = x509.Name(
+            [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups]
+            + [x509.NameAttribute(NameOID.COMMON_NAME, user)]
+        )
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(ca_cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + _LIFETIME)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(
+                x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
+            )
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.ca_key.public_key()),
+                critical=False,
+            )
+            .sign(self.ca_key, hashes.SHA256())
+        )
+        return _pem(cert, key)
+
+
+def _pem(cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> tuple[bytes, bytes]:
+    return cert.public_bytes(serialization.Encoding.PEM), key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
 
 
 def _name(common_name: str) -> x509.Name:
@@ -96,12 +142,10 @@ def generate(hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> ServerCerti
         )
         .sign(ca_key, hashes.SHA256())
     )
+    cert_pem, key_pem = _pem(cert, key)
     return ServerCertificate(
         ca_pem=ca_cert.public_bytes(serialization.Encoding.PEM),
-        cert_pem=cert.public_bytes(serialization.Encoding.PEM),
-        key_pem=key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ),
+        cert_pem=cert_pem,
+        key_pem=key_pem,
+        ca_key=ca_key,
     )

@@ -22,6 +22,7 @@ from sandbox.kube.gc import Controllers, cancel
 from sandbox.kube.kubelet.lifecycle import Kubelet
 from sandbox.kube.kubelet.runtime import ContainerRuntime, RunUntilDeleted
 from sandbox.kube.rbac import (
+    CLUSTER_ADMINS,
     DEFAULT_CLUSTER_ROLE_BINDINGS,
     DEFAULT_CLUSTER_ROLES,
     MASTERS,
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 
 Obj = dict[str, Any]
 ADMIN_USER = "kubernetes-admin"
+# The admin's groups, as in a kind/kubeadm admin kubeconfig's client certificate.
+ADMIN_GROUPS = (MASTERS, CLUSTER_ADMINS)
 
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -110,7 +113,9 @@ class KubeEmulator:
             garbage_collection=garbage_collection,
         )
         self.tokens = Tokens()
-        self.admin_token = self.tokens.issue(User(ADMIN_USER, (MASTERS, "system:authenticated")))
+        self.admin_token = self.tokens.issue(
+            User(ADMIN_USER, (*ADMIN_GROUPS, "system:authenticated"))
+        )
         self.authorizer = Authorizer(self.store)
         self.faults = Faults(seed=fault_seed)
         self.requests = Requests()
@@ -175,7 +180,11 @@ class KubeEmulator:
             self._runner,
             self.host,
             self.port,
-            ssl_context=self._certificate.server_context() if self._certificate else None,
+            ssl_context=(
+                self._certificate.server_context(client_certificates=True)
+                if self._certificate
+                else None
+            ),
         )
         try:
             await site.start()
@@ -219,16 +228,33 @@ class KubeEmulator:
 
     # --- identities and clients --------------------------------------------------------------
 
+    def client_certificate(self, user: str, groups: Iterable[str] = ()) -> tuple[bytes, bytes]:
+        """A client certificate and key (PEM) the cluster CA signed: CN `user`, O `groups`.
+        Only with `tls=True`."""
+        if self._certificate is None:
+            raise RuntimeError("client certificates need tls=True")
+        return self._certificate.client_certificate(user, tuple(groups))
+
     def kubeconfig_dict(self, *, token: str | None = None) -> Obj:
-        """A kubeconfig for the admin identity, or for the identity behind `token`."""
+        """A kubeconfig for the admin identity, or for the identity behind `token`.
+
+        With TLS the admin authenticates with a client certificate, as in a kind or kubeadm
+        admin kubeconfig; without it (and for `token`) with a bearer token."""
         cluster: Obj = {"server": self.url}
+        user: Obj = {"token": token or self.admin_token}
         if self.tls:
             cluster["certificate-authority-data"] = base64.b64encode(self._ca_pem).decode()
+            if token is None:
+                cert, key = self.client_certificate(ADMIN_USER, ADMIN_GROUPS)
+                user = {
+                    "client-certificate-data": base64.b64encode(cert).decode(),
+                    "client-key-data": base64.b64encode(key).decode(),
+                }
         return {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "sandbox", "cluster": cluster}],
-            "users": [{"name": "sandbox-user", "user": {"token": token or self.admin_token}}],
+            "users": [{"name": "sandbox-user", "user": user}],
             "contexts": [
                 {
                     "name": "sandbox",

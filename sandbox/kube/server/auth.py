@@ -1,6 +1,9 @@
-"""Who is asking and may they: bearer-token authentication, impersonation and RBAC."""
+"""Who is asking and may they: client-certificate and bearer-token authentication,
+impersonation and RBAC."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from aiohttp import web
 
@@ -22,6 +25,12 @@ class Gate:
         self.insecure_admin = insecure_admin
 
     def authenticate(self, request: web.Request) -> User:
+        # kube-apiserver tries x509 before bearer tokens: a verified client certificate wins.
+        user = certificate_user(
+            request.transport.get_extra_info("peercert") if request.transport else None
+        )
+        if user is not None:
+            return user
         header = request.headers.get("Authorization", "")
         if header.lower().startswith("bearer "):
             user = self.tokens.lookup(header[7:].strip())
@@ -81,3 +90,22 @@ class Gate:
         raise forbidden(
             info.resource, group=info.group, name=info.name, why=attrs.forbidden_message()
         )
+
+
+def certificate_user(peercert: Any) -> User | None:
+    """The identity of a verified client certificate (ssl's getpeercert() form): the common
+    name is the user, each organization a group, as kube-apiserver's x509 authenticator reads
+    it. None without a certificate (the TLS layer already rejected unverifiable ones)."""
+    if not peercert:
+        return None
+    name = ""
+    groups: list[str] = []
+    for rdn in peercert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                name = value
+            elif key == "organizationName":
+                groups.append(value)
+    if not name:
+        return None
+    return User(name, (*groups, "system:authenticated"))
