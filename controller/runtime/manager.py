@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from kubernetes_asyncio import client
 
@@ -61,8 +62,12 @@ class Manager:
         clock: Clock | None = None,
     ) -> None:
         self.settings = settings or RuntimeSettings()
-        self.objects = Objects(api, timeout=self.settings.request_timeout)
         self.metrics = metrics or RuntimeMetrics()
+        self.objects = Objects(
+            api,
+            timeout=self.settings.request_timeout,
+            observer=self.metrics.rest_client(urlsplit(api.configuration.host).netloc),
+        )
         self._clock = clock or MonotonicClock()
         self._informers: dict[Kind, Informer] = {}
         self._controllers: list[Controller] = []
@@ -110,6 +115,7 @@ class Manager:
     def add(self, ctrl: Controller) -> None:
         """Register a controller; its kinds' informers are created now."""
         ctrl.queue = WorkQueue[Request](ctrl.name, backoff=ctrl.backoff or self.settings.backoff)
+        self.metrics.observe_controller(ctrl.name)
         self.metrics.observe_queue(ctrl.queue)
         for kind, _ in handlers(ctrl, self.metrics):
             self.informer(kind)

@@ -5,6 +5,8 @@
   the key comes back once `done` is called.
 - `add_after` delays a key; `add_rate_limited` delays it by the key's exponential backoff, which
   `forget` resets.
+- `observe_wait`, when set, gets each key's time in the queue, from the add that made it wait to
+  the worker taking it (client-go's queue duration).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import asyncio
 import contextlib
 import heapq
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -50,11 +52,13 @@ class WorkQueue(Generic[K]):
         self._failures: dict[K, int] = {}
         self._delayed: list[tuple[float, int, K]] = []
         self._due: dict[K, float] = {}
+        self._added_at: dict[K, float] = {}
         self._seq = 0
         self._wakeup = asyncio.Event()
         self._shutdown = False
         self.adds = 0
         self.retries = 0
+        self.observe_wait: Callable[[float], None] | None = None
 
     def __len__(self) -> int:
         """Keys ready for a worker (the depth metric)."""
@@ -74,6 +78,7 @@ class WorkQueue(Generic[K]):
             return
         self.adds += 1
         self._dirty.add(key)
+        self._added_at[key] = self._clock.now()
         if key not in self._processing:
             self._ready.append(key)
         self._wakeup.set()
@@ -129,6 +134,9 @@ class WorkQueue(Generic[K]):
         key = self._ready.popleft()
         self._dirty.discard(key)
         self._processing.add(key)
+        added_at = self._added_at.pop(key)
+        if self.observe_wait is not None:
+            self.observe_wait(self._clock.now() - added_at)
         return key
 
     async def get(self) -> K | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,12 +76,24 @@ async def _error(resp: aiohttp.ClientResponse) -> KubeError:
     return from_api_exception(exc)
 
 
+RequestObserver = Callable[[str, str], None]
+"""Called after each request with its method and the answer's status code, or "<error>" when no
+answer came (client-go's rest_client_requests_total labels)."""
+
+
 class Objects:
     """Get, list, create, replace, merge-patch, delete and watch objects of any `Kind`."""
 
-    def __init__(self, api: client.ApiClient, *, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        observer: RequestObserver | None = None,
+    ) -> None:
         self.api = api
         self.timeout = timeout
+        self._observe: RequestObserver = observer or (lambda _method, _code: None)
 
     async def _call(
         self,
@@ -93,17 +105,24 @@ class Objects:
         content_type: str = "application/json",
         request_timeout: float | aiohttp.ClientTimeout | None = None,
     ) -> aiohttp.ClientResponse:
-        async with kube_errors():
-            resp: aiohttp.ClientResponse = await self.api.call_api(
-                path,
-                method,
-                query_params=_query(query or {}),
-                header_params={"Accept": "application/json", "Content-Type": content_type},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=request_timeout if request_timeout is not None else self.timeout,
-            )
+        try:
+            async with kube_errors():
+                resp: aiohttp.ClientResponse = await self.api.call_api(
+                    path,
+                    method,
+                    query_params=_query(query or {}),
+                    header_params={"Accept": "application/json", "Content-Type": content_type},
+                    body=body,
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _request_timeout=(
+                        request_timeout if request_timeout is not None else self.timeout
+                    ),
+                )
+        except KubeError:
+            self._observe(method, "<error>")
+            raise
+        self._observe(method, str(resp.status))
         if resp.status >= 300:
             async with kube_errors():
                 err = await _error(resp)

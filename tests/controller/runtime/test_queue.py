@@ -240,3 +240,20 @@ async def test_worker_does_not_requeue_a_terminal_error() -> None:
     assert ctrl.queue.waiting == 0
     assert ctrl.queue.failures(A) == 0
     await stop(ctrl, task)
+
+
+async def test_the_wait_observer_times_a_key_from_its_first_add_to_a_worker() -> None:
+    clock = FakeClock()
+    queue = make_queue(clock)
+    waits: list[float] = []
+    queue.observe_wait = waits.append
+    queue.add(A)
+    await clock.advance(2.0)
+    queue.add(A)  # coalesced: the key keeps waiting since its first add
+    await clock.advance(1.0)
+    assert queue.try_get() == A
+    queue.add(A)  # added while processing: it waits from now until `done` hands it out again
+    await clock.advance(0.5)
+    queue.done(A)
+    assert queue.try_get() == A
+    assert waits == [3.0, 0.5]

@@ -66,3 +66,17 @@ async def test_a_request_the_server_holds_times_out(
     }
     with pytest.raises(Timeout):
         await calls[verb]()
+
+
+async def test_the_observer_sees_each_request_with_its_answer(
+    kube: KubeEmulator, kube_api: client.ApiClient, ns: str
+) -> None:
+    seen: list[tuple[str, str]] = []
+    objects = Objects(kube_api, timeout=0.3, observer=lambda m, c: seen.append((m, c)))
+    await objects.create(EPHEMERAL_RUNNER, ns, runner_body("r1"))
+    with pytest.raises(NotFound):
+        await objects.get(EPHEMERAL_RUNNER, ns, "missing")
+    kube.faults.latency(2.0, verb="get")
+    with pytest.raises(Timeout):
+        await objects.get(EPHEMERAL_RUNNER, ns, "r1")
+    assert seen == [("POST", "201"), ("GET", "404"), ("GET", "<error>")]
