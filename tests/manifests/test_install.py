@@ -102,26 +102,68 @@ async def test_listener_service_account_can_do_exactly_its_job(kubeconfig: Path)
 
 
 CONTROLLER_CAN = {
+    # Cluster-wide, only the informers' list and watch.
+    ("kube-system", "get", "secrets"): False,
+    ("kube-system", "list", "secrets"): False,
+    ("kube-system", "list", "pods"): True,
+    ("kube-system", "create", "pods"): False,
+    ("kube-system", "delete", "pods"): False,
+    ("kube-system", "patch", "ephemeralrunners"): False,
+    ("kube-system", "list", "ephemeralrunners"): True,
+    ("kube-system", "get", "configmaps"): False,
+    ("kube-system", "create", "events"): False,
+    ("default", "create", "serviceaccounts"): False,
+    ("default", "create", "roles"): False,
+    ("default", "create", "rolebindings"): False,
+    # A runner namespace with the component: what the two runner reconcilers do.
+    ("arc-runners", "get", "secrets"): True,
+    ("arc-runners", "create", "secrets"): True,
+    ("arc-runners", "update", "secrets"): True,
+    ("arc-runners", "watch", "secrets"): False,
+    ("arc-runners", "patch", "secrets"): False,
     ("arc-runners", "create", "ephemeralrunners"): True,
+    ("arc-runners", "delete", "ephemeralrunners"): True,
+    ("arc-runners", "update", "ephemeralrunners"): False,
     ("arc-runners", "patch", "ephemeralrunnersets:status"): True,
     ("arc-runners", "update", "ephemeralrunnersets:status"): False,
     ("arc-runners", "update", "ephemeralrunnersets:finalizers"): True,
-    ("arc-runners", "patch", "autoscalinglisteners:status"): False,
+    ("arc-runners", "create", "ephemeralrunnersets"): False,
+    ("arc-runners", "create", "pods"): True,
     ("arc-runners", "delete", "pods"): True,
-    ("arc-runners", "create", "roles"): True,
-    ("arc-runners", "update", "ephemeralrunners"): False,
-    ("arc-runners", "create", "autoscalingrunnersets"): False,
-    ("arc-runners", "watch", "secrets"): False,
+    ("arc-runners", "patch", "pods"): False,
+    ("arc-runners", "get", "configmaps"): True,
+    ("arc-runners", "create", "events"): True,
+    ("arc-runners", "create", "roles"): False,
+    ("arc-runners", "create", "serviceaccounts"): False,
+    ("arc-runners", "patch", "autoscalingrunnersets"): False,
     ("arc-runners", "update", "leases"): False,
     ("gha-runner-scaler-system", "update", "leases"): True,
     ("gha-runner-scaler-system", "delete", "leases"): False,
+    ("gha-runner-scaler-system", "get", "secrets"): False,
 }
 
 
 async def test_controller_service_account_permissions(kubeconfig: Path) -> None:
+    """The install plus the runner-namespace component for arc-runners, as the README says."""
     await _apply(kubeconfig, "-k", str(MANIFESTS))
+    assert (await _kubectl(kubeconfig, "create", "namespace", "arc-runners"))[0] == 0
+    await _apply(kubeconfig, "-k", str(MANIFESTS / "examples" / "runner-namespace"))
     answers = {
         (namespace, verb, what): await _can_i(kubeconfig, CONTROLLER, namespace, verb, what)
         for namespace, verb, what in CONTROLLER_CAN
     }
     assert answers == CONTROLLER_CAN
+    code, output = await _kubectl(
+        kubeconfig, "auth", "can-i", "get", "secrets", "--all-namespaces", "--as", CONTROLLER
+    )
+    assert (code, output.strip()) == (1, "no")
+
+
+async def test_without_the_component_the_controller_writes_nothing_in_a_namespace(
+    kubeconfig: Path,
+) -> None:
+    await _apply(kubeconfig, "-k", str(MANIFESTS))
+    assert (await _kubectl(kubeconfig, "create", "namespace", "team-b"))[0] == 0
+    for verb, what in [("create", "pods"), ("get", "secrets"), ("patch", "ephemeralrunners")]:
+        assert not await _can_i(kubeconfig, CONTROLLER, "team-b", verb, what)
+    assert await _can_i(kubeconfig, CONTROLLER, "team-b", "watch", "ephemeralrunners")

@@ -144,53 +144,71 @@ def test_probes_and_ports(install: list[dict[str, Any]]) -> None:
 
 
 CLUSTER_RULES: Rules = {
+    ("actions.github.com", "ephemeralrunnersets", frozenset({"list", "watch"}), ()),
+    ("actions.github.com", "ephemeralrunners", frozenset({"list", "watch"}), ()),
+    ("", "pods", frozenset({"list", "watch"}), ()),
+}
+"""Cluster-wide, only what the informers list and watch: no Secret, no write."""
+
+RUNNER_NAMESPACE_RULES: Rules = {
+    ("actions.github.com", "ephemeralrunnersets", frozenset({"list", "watch", "patch"}), ()),
     (
         "actions.github.com",
-        "autoscalingrunnersets",
-        frozenset({"get", "list", "watch", "patch", "delete"}),
+        "ephemeralrunners",
+        frozenset({"list", "watch", "create", "patch", "delete"}),
         (),
     ),
-    *(
-        (
-            "actions.github.com",
-            r,
-            frozenset({"get", "list", "watch", "create", "patch", "delete"}),
-            (),
-        )
-        for r in ("autoscalinglisteners", "ephemeralrunnersets", "ephemeralrunners")
-    ),
-    *(
-        ("actions.github.com", f"{r}/status", frozenset({"patch"}), ())
-        for r in ("autoscalingrunnersets", "ephemeralrunnersets", "ephemeralrunners")
-    ),
-    *(
-        ("actions.github.com", f"{r}/finalizers", frozenset({"update"}), ())
-        for r in (
-            "autoscalingrunnersets",
-            "autoscalinglisteners",
-            "ephemeralrunnersets",
-            "ephemeralrunners",
-        )
-    ),
-    ("", "pods", frozenset({"get", "list", "watch", "create", "patch", "delete"}), ()),
-    ("", "secrets", frozenset({"get", "list", "create", "update", "patch", "delete"}), ()),
-    ("", "serviceaccounts", frozenset({"get", "list", "watch", "create", "patch", "delete"}), ()),
+    ("actions.github.com", "ephemeralrunnersets/status", frozenset({"patch"}), ()),
+    ("actions.github.com", "ephemeralrunners/status", frozenset({"patch"}), ()),
+    ("actions.github.com", "ephemeralrunnersets/finalizers", frozenset({"update"}), ()),
+    ("actions.github.com", "ephemeralrunners/finalizers", frozenset({"update"}), ()),
+    ("", "pods", frozenset({"list", "watch", "create", "delete"}), ()),
+    ("", "secrets", frozenset({"get", "list", "create", "update", "delete"}), ()),
     ("", "configmaps", frozenset({"get"}), ()),
-    ("", "events", frozenset({"create", "patch"}), ()),
-    *(
-        (
-            "rbac.authorization.k8s.io",
-            r,
-            frozenset({"get", "list", "watch", "create", "patch", "delete"}),
-            (),
-        )
-        for r in ("roles", "rolebindings")
-    ),
+    ("", "events", frozenset({"create"}), ()),
 }
+"""What the two runner reconcilers do in a runner namespace (the runner-namespace component)."""
+
+
+@pytest.fixture(scope="module")
+def runner_namespace() -> list[dict[str, Any]]:
+    return _kustomize(MANIFESTS / "examples" / "runner-namespace")
 
 
 def test_controller_cluster_role_is_exact(install: list[dict[str, Any]]) -> None:
     assert _rules(_one(install, "ClusterRole", "gha-controller")) == CLUSTER_RULES
+
+
+def test_cluster_role_reads_no_secret_and_writes_nothing(install: list[dict[str, Any]]) -> None:
+    for _, resource, verbs, _ in _rules(_one(install, "ClusterRole", "gha-controller")):
+        assert resource != "secrets"
+        assert verbs <= {"list", "watch"}, resource
+
+
+def test_runner_namespace_role_is_exact(runner_namespace: list[dict[str, Any]]) -> None:
+    assert _rules(_one(runner_namespace, "Role", "gha-controller")) == RUNNER_NAMESPACE_RULES
+
+
+def test_runner_namespace_component_binds_the_controller_in_the_runner_namespace(
+    runner_namespace: list[dict[str, Any]], docker_run: list[dict[str, Any]]
+) -> None:
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in runner_namespace) == [
+        ("Role", "gha-controller"),
+        ("RoleBinding", "gha-controller"),
+    ]
+    for objects in (runner_namespace, docker_run):
+        binding = _one(objects, "RoleBinding", "gha-controller")
+        assert binding["metadata"]["namespace"] == "arc-runners"
+        assert _one(objects, "Role", "gha-controller")["metadata"]["namespace"] == "arc-runners"
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "gha-controller",
+        }
+        # The subject keeps the controller's namespace through the namespace transformer.
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "gha-controller", "namespace": NAMESPACE}
+        ]
 
 
 def test_leader_election_role_is_exact(install: list[dict[str, Any]]) -> None:
@@ -222,31 +240,40 @@ def test_controller_bindings(
 
 
 def test_no_wildcards_anywhere(
-    install: list[dict[str, Any]], docker_run: list[dict[str, Any]]
+    install: list[dict[str, Any]],
+    docker_run: list[dict[str, Any]],
+    runner_namespace: list[dict[str, Any]],
 ) -> None:
-    for role in [o for o in install + docker_run if o["kind"] in {"Role", "ClusterRole"}]:
+    everything = install + docker_run + runner_namespace
+    for role in [o for o in everything if o["kind"] in {"Role", "ClusterRole"}]:
         for group, resource, verbs, _ in _rules(role):
             assert "*" not in {group, resource, *verbs}, role["metadata"]["name"]
 
 
-def _readme_table() -> Rules:
+def _readme_table() -> dict[str, Rules]:
+    """The README's RBAC table by its "Where" column."""
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Install on a cluster", 1)[1].split("\n## ", 1)[0]
-    rows: Rules = set()
+    rows: dict[str, Rules] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 4 or cells[0] in {"API group", "---"}:
+        if len(cells) != 5 or cells[0] in {"Where", "---"}:
             continue
-        group = "" if cells[0] == "core" else cells[0].strip("`")
-        verbs = frozenset(v.strip() for v in cells[2].split(","))
-        for resource in re.findall(r"`([^`]+)`", cells[1]):
-            rows.add((group, resource, verbs, ()))
+        group = "" if cells[1] == "core" else cells[1].strip("`")
+        verbs = frozenset(v.strip() for v in cells[3].split(","))
+        for resource in re.findall(r"`([^`]+)`", cells[2]):
+            rows.setdefault(cells[0], set()).add((group, resource, verbs, ()))
     return rows
 
 
-def test_readme_table_matches_the_controller_rbac(install: list[dict[str, Any]]) -> None:
-    leader = _rules(_one(install, "Role", "gha-controller-leader-election"))
-    assert _readme_table() == _rules(_one(install, "ClusterRole", "gha-controller")) | leader
+def test_readme_table_matches_the_controller_rbac(
+    install: list[dict[str, Any]], runner_namespace: list[dict[str, Any]]
+) -> None:
+    assert _readme_table() == {
+        "cluster": _rules(_one(install, "ClusterRole", "gha-controller")),
+        "runner namespace": _rules(_one(runner_namespace, "Role", "gha-controller")),
+        "controller namespace": _rules(_one(install, "Role", "gha-controller-leader-election")),
+    }
 
 
 LISTENER_RULES: Rules = {
@@ -290,19 +317,6 @@ def test_kubectl_apply_f_of_the_listener_directory_reads_only_the_rbac() -> None
         p.name for p in (MANIFESTS / "listener").iterdir() if p.suffix in {".yaml", ".yml", ".json"}
     )
     assert readable == ["rbac.yaml"]
-
-
-def test_controller_holds_every_permission_it_grants_a_listener(
-    install: list[dict[str, Any]],
-) -> None:
-    # RBAC escalation prevention: the controller creates listener Roles without `escalate`.
-    cluster = _rules(_one(install, "ClusterRole", "gha-controller"))
-    for group, resource, verbs, _ in LISTENER_RULES:
-        held = set().union(*(v for g, r, v, _ in cluster if (g, r) == (group, resource)))
-        if resource.endswith("/status"):
-            # The listener's get on /status reads the same object as get on the main resource.
-            verbs = verbs - {"get"}
-        assert verbs <= held, (resource, verbs, held)
 
 
 def test_docker_run_example_names_one_scale_set(docker_run: list[dict[str, Any]]) -> None:
