@@ -227,6 +227,9 @@ async def test_scale_down_with_patch_id_keeps_pending_runner(rig: Rig) -> None:
 
 
 async def test_patch_zero_scales_down_registered_idle_runners_only(rig: Rig) -> None:
+    """The `Running` runner has no job, so it is idle and goes too. This test used to keep it
+    (`Running` was taken to mean busy), but a runner ARC made is `Running` as soon as its pod
+    runs, so after moving over from ARC no idle runner would ever have been scaled down."""
     await rig.create_runner_set(replicas=3, patch_id=1)
     pending, running, unregistered = await converge(rig, 3)
     await set_phase(rig, pending, "Pending")
@@ -237,8 +240,32 @@ async def test_patch_zero_scales_down_registered_idle_runners_only(rig: Rig) -> 
     assert len(await converge(rig, 3)) == 3
     await set_phase(rig, pending, "Pending", runner_id=11)
     await set_phase(rig, running, "Running", runner_id=12)
+    left = await converge(rig, 1)
+    assert names(left) == {unregistered["metadata"]["name"]}
+
+
+async def test_idle_running_runners_go_after_pending_ones_and_busy_ones_stay(rig: Rig) -> None:
+    """As ARC leaves them: idle runners `Running`; a busy one may carry only `jobRequestId`."""
+    await rig.create_runner_set(replicas=4, patch_id=1)
+    pending, idle, busy, request_only = await converge(rig, 4)
+    await set_phase(rig, pending, "Pending", runner_id=21)
+    await set_phase(rig, idle, "Running", runner_id=22)
+    await rig.set_status(busy["metadata"]["name"], phase="Running", runnerId=23, jobId="j")
+    await rig.set_status(request_only["metadata"]["name"], phase="Running", runnerId=24)
+    await rig.set_status(request_only["metadata"]["name"], jobRequestId=77)
+    await rig.settle()
+    await rig.scale(3, 0)
+    left = await converge(rig, 3)
+    assert names(left) == names([idle, busy, request_only])
+    await rig.scale(1, 0)
     left = await converge(rig, 2)
-    assert names(left) == {running["metadata"]["name"], unregistered["metadata"]["name"]}
+    assert names(left) == names([busy, request_only])
+    removed = {
+        r.path.rsplit("/", 1)[-1]
+        for r in rig.gh.state.requests
+        if r.method == "DELETE" and "/agents/" in r.path
+    }
+    assert removed == {"21", "22"}
 
 
 async def test_scale_down_skips_runner_the_service_says_is_busy(rig: Rig) -> None:
@@ -313,10 +340,12 @@ async def test_revision_change_replaces_idle_runners_and_lets_busy_finish(rig: R
     ],
 )
 async def test_status_counts_by_phase(rig: Rig) -> None:
+    """The `Running` runner has a job, so the scale-down to 0 keeps it (an idle `Running` runner
+    would go: test_patch_zero_scales_down_registered_idle_runners_only)."""
     await rig.create_runner_set(replicas=3)
     pending, running, failed = await converge(rig, 3)
     await set_phase(rig, pending, "Pending", runner_id=101)
-    await set_phase(rig, running, "Running", runner_id=102)
+    await rig.set_status(running["metadata"]["name"], phase="Running", runnerId=102, jobId="j")
     await set_phase(rig, failed, "Failed", runner_id=103)
     await status_is(
         rig,

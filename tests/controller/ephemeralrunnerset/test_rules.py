@@ -185,7 +185,7 @@ def test_replacement_plan_creates_no_extra_runner() -> None:
     assert plan == ScalePlan()
 
 
-def test_scale_down_takes_starting_then_idle_oldest_first_never_busy() -> None:
+def test_scale_down_takes_starting_then_idle_then_idle_running_oldest_first_never_busy() -> None:
     children = classify(
         [
             er("idle-new", "Pending", ready=True, created=9),
@@ -196,14 +196,22 @@ def test_scale_down_takes_starting_then_idle_oldest_first_never_busy() -> None:
             er("busy", "Running", job="j", created=0),
             er("busy-pending-cache", "Pending", job="j", created=0),
             er("failed", "Failed", created=0),
+            er("running-idle-new", "Running", created=3),
+            er("running-idle-old", "Running", created=0),
+            er("running-unregistered", "Running", runner_id=0, created=0),
         ],
         applied_revision=0,
     )
+    request_only = er("busy-request-only", "Running", created=0)
+    request_only["status"]["jobRequestId"] = 7
+    children.running.append(request_only)
     assert names(scale_down_candidates(children)) == [
         "starting-old",
         "starting-new",
         "idle-old",
         "idle-new",
+        "running-idle-old",
+        "running-idle-new",
     ]
 
 

@@ -1,5 +1,6 @@
 """Scale-down never takes a runner with a job, whatever order listener patches, job starts and
-completions arrive in (a model of the cache, the service and the EphemeralRunnerSet's rules)."""
+completions arrive in (a model of the cache, the service and the EphemeralRunnerSet's rules).
+Runners may also turn `Running` without a job, as ARC's runners do when their pod runs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.ephemeralrunnerset.rules import classify, plan_scaling, scale_down_candidates
+from controller.ephemeralrunnerset.rules import (
+    classify,
+    plan_scaling,
+    scale_down_candidates,
+)
 from shared.typedefs import JSONDict
 
 
@@ -62,7 +67,8 @@ class World:
                 continue  # the service answers JobStillRunning
             self.registered.discard(rid)
             name = victim["metadata"]["name"]
-            if rid in self.busy_on_service or victim["status"].get("jobId"):
+            status = victim["status"]
+            if rid in self.busy_on_service or status.get("jobId") or status.get("jobRequestId"):
                 self.deleted_busy.append(name)
             del self.runners[name]
             removed += 1
@@ -73,6 +79,7 @@ ops = st.one_of(
     st.tuples(st.just("reconcile"), st.just(0), st.just(False)),
     st.tuples(st.just("register"), st.integers(0, 20), st.booleans()),
     st.tuples(st.just("assign"), st.integers(0, 20), st.booleans()),
+    st.tuples(st.just("pod_running"), st.integers(0, 20), st.booleans()),
     st.tuples(st.just("job_started"), st.integers(0, 20), st.booleans()),
     st.tuples(st.just("complete"), st.integers(0, 20), st.booleans()),
 )
@@ -102,10 +109,17 @@ def test_scale_down_never_deletes_a_runner_with_a_job(
             rid = runner["status"].get("runnerId", 0)
             if rid in world.registered and rid not in world.busy_on_service:
                 world.busy_on_service.add(rid)
+        elif op == "pod_running":
+            if runner["status"].get("runnerId") and runner["status"].get("phase") == "Pending":
+                runner["status"]["phase"] = "Running"
         elif op == "job_started":
             rid = runner["status"].get("runnerId", 0)
-            if rid in world.busy_on_service and runner["status"].get("phase") == "Pending":
-                runner["status"].update(phase="Running", jobId=f"job-{rid}")
+            if rid in world.busy_on_service and runner["status"].get("phase") in (
+                "Pending",
+                "Running",
+            ):
+                job = {"jobId": f"job-{rid}"} if flag else {"jobRequestId": rid}
+                runner["status"].update(phase="Running", **job)
         elif op == "complete":
             rid = runner["status"].get("runnerId", 0)
             if rid in world.busy_on_service:
@@ -115,5 +129,5 @@ def test_scale_down_never_deletes_a_runner_with_a_job(
         children = classify(world.runners.values(), applied_revision=0)
         for candidate in scale_down_candidates(children):
             assert not candidate["status"].get("jobId")
-            assert candidate["status"].get("phase") != "Running"
+            assert not candidate["status"].get("jobRequestId")
     assert world.deleted_busy == []
