@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from sandbox.kube import discovery
+from sandbox.kube import discovery, openapi
 from sandbox.kube.resources import Catalog
 from sandbox.kube.server.wire import json_response, typed_response
 from sandbox.kube.status import unknown_path
@@ -30,6 +30,13 @@ def non_resource(request: web.Request, *, catalog: Catalog, host: str) -> web.Re
         return web.Response(text="ok", content_type="text/plain")
     if path == "/openapi/v2":
         return web.Response(body=b"", content_type="application/octet-stream")
+    if path == "/openapi/v3":
+        return json_response(openapi.index(catalog))
+    if path.startswith("/openapi/v3/"):
+        doc = openapi.document(catalog, path.removeprefix("/openapi/v3/"))
+        if doc is None:
+            raise unknown_path()
+        return json_response(doc)
     parts = path.strip("/").split("/")
     if parts[0] == "api" and len(parts) == 2:
         doc = discovery.resource_list(catalog, group="", version=parts[1])

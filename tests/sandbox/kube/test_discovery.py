@@ -64,6 +64,7 @@ async def test_aggregated_discovery_when_asked(kube: KubeEmulator) -> None:
 
 
 async def test_version_and_openapi(kube: KubeEmulator) -> None:
+    """/openapi/v3 is served now (tests/sandbox/kube/test_openapi.py); v2 stays empty."""
     status, _, version = await raw(kube, "/version")
     assert (status, version["major"], version["minor"]) == (200, "1", "32")
     headers = {"Authorization": f"Bearer {kube.admin_token}"}
@@ -72,7 +73,7 @@ async def test_version_and_openapi(kube: KubeEmulator) -> None:
             assert (resp.status, await resp.read()) == (200, b"")
             assert resp.headers["Content-Type"] == "application/octet-stream"
         async with http.get(kube.url + "/openapi/v3", headers=headers) as resp:
-            assert resp.status == 404
+            assert resp.status == 200
 
 
 async def test_crd_reports_established(kube_api: client.ApiClient) -> None:
