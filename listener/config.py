@@ -2,14 +2,19 @@
 
 ARC's controller writes a JSON file (snake_case keys) and points `LISTENER_CONFIG_PATH` at it;
 every key can also come from a `LISTENER_<KEY>` variable, which wins over the file, so a
-`docker run` user can keep a secret out of the file. Keys after `metrics` are this project's
-additions; ARC's controller never writes them and their defaults keep ARC's behaviour or better.
+`docker run` user can keep a secret out of the file; the two secrets can also be read from a file
+named by `LISTENER_<KEY>_FILE`, so they do not show in the container's environment either. Keys
+after `metrics` are this project's additions; ARC's controller never writes them and their
+defaults keep ARC's behaviour or better.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -18,10 +23,17 @@ from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validat
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from shared.actions.config import GitHubConfig, parse_config_url
+from shared.actions.errors import InvalidArgument
+from shared.actions.transport import ssl_context
 
 CONFIG_PATH_VARIABLE = "LISTENER_CONFIG_PATH"
 ENV_PREFIX = "LISTENER_"
 MAX_INT32 = 2**31 - 1
+# The secrets a `LISTENER_<KEY>_FILE` variable may name a file for (Docker's `_FILE` convention).
+SECRET_FILE_KEYS = ("github_token", "github_app_private_key")
+# Go's listen address forms: ":port", "host:port", "[ipv6]:port".
+_ADDRESS = re.compile(r"(?:\[(?P<ipv6>[^\]]+)\]|(?P<host>[^:\[\]]*)):(?P<port>[0-9]{1,5})")
+_DISABLED = ("", "0")
 
 LogLevel = Literal["debug", "info", "warn", "error"]
 
@@ -51,7 +63,7 @@ class ListenerSettings(BaseSettings):
     github_app_id: str = Field("", description="GitHub App ID or client ID")
     github_app_installation_id: int = Field(0, ge=0)
     github_app_private_key: SecretStr = Field(SecretStr(""), description="App key (PEM)")
-    vault_type: str = Field("", description="ARC's Azure Key Vault lookup; not supported here")
+    vault_type: str = Field("", description="ARC's Azure Key Vault lookup; rejected here")
     vault_lookup_key: str = ""
     azure_key_vault: dict[str, Any] | None = None
     ephemeral_runner_set_namespace: str = Field("", description="namespace of the set we scale")
@@ -63,11 +75,18 @@ class ListenerSettings(BaseSettings):
     server_root_ca: str = Field("", description="PEM bundle trusted for GitHub (GHES)")
     log_level: LogLevel = "info"
     log_format: Literal["text", "json"] = "text"
-    metrics_addr: str = Field(":8080", description="[host]:port of /metrics, /healthz, /readyz")
-    metrics_endpoint: str = "/metrics"
+    metrics_addr: str = Field(
+        ":8080", description='[host]:port of /metrics, /healthz, /readyz; "" or "0": off'
+    )
+    metrics_endpoint: str = Field("/metrics", description='"" only when metrics_addr is off')
     metrics: MetricsConfig | None = Field(None, description="null: ARC's default metric set")
 
     runner_group: str = Field("", description="runner group for lookup/registration by name")
+    library_log_level: LogLevel = Field(
+        "info",
+        description="level of the libraries' loggers (Kubernetes and HTTP clients...), which "
+        "log_level leaves at info",
+    )
     runner_scale_set_labels: list[str] = Field(
         default_factory=list, description="extra labels when this listener registers the set"
     )
@@ -119,7 +138,7 @@ class ListenerSettings(BaseSettings):
         # Older ARC releases wrote the App ID as a JSON number.
         return str(value) if isinstance(value, int) else value
 
-    @field_validator("log_level", "log_format", mode="before")
+    @field_validator("log_level", "log_format", "library_log_level", mode="before")
     @classmethod
     def _case_insensitive(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
@@ -127,18 +146,30 @@ class ListenerSettings(BaseSettings):
     @field_validator("metrics_addr")
     @classmethod
     def _address(cls, value: str) -> str:
-        if value in ("", "0"):
+        if value in _DISABLED:
             return value
-        host, sep, port = value.rpartition(":")
-        if not sep or not port.isdigit() or not 0 <= int(port) <= 65535 or ":" in host:
-            raise ValueError(f'expected "[host]:port", "0" or "" (disabled), got "{value}"')
+        if _listen_address(value) is None:
+            raise ValueError(
+                f'expected "host:port", ":port", "[ipv6]:port", "0" or "" (disabled), got "{value}"'
+            )
         return value
 
     @field_validator("metrics_endpoint")
     @classmethod
     def _endpoint(cls, value: str) -> str:
-        if not value.startswith("/") or value in ("/healthz", "/readyz"):
+        # ARC's controller writes "" next to an empty metrics_addr when metrics are off.
+        if value and (not value.startswith("/") or value in ("/healthz", "/readyz")):
             raise ValueError('must be a path starting with "/" other than /healthz and /readyz')
+        return value
+
+    @field_validator("server_root_ca")
+    @classmethod
+    def _root_ca(cls, value: str) -> str:
+        if value:
+            try:
+                ssl_context(value)
+            except InvalidArgument as exc:
+                raise ValueError(str(exc)) from None
         return value
 
     @model_validator(mode="after")
@@ -156,6 +187,8 @@ class ListenerSettings(BaseSettings):
                 f'MinRunners "{self.min_runners}" cannot be greater than '
                 f'MaxRunners "{self.max_runners}"'
             )
+        if self.metrics_listen is not None and not self.metrics_endpoint:
+            raise ValueError("metrics_endpoint is required when metrics_addr is set")
         if self.retry_initial_seconds > self.retry_max_seconds:
             raise ValueError("retry_initial_seconds cannot be greater than retry_max_seconds")
         self._check_credentials()
@@ -168,8 +201,9 @@ class ListenerSettings(BaseSettings):
                     'VaultLookupKey is required when VaultType is set to "azure_key_vault"'
                 )
             raise ValueError(
-                'vault_type "azure_key_vault" is not supported by gha-listener: put the '
-                "credentials in the config file or in LISTENER_GITHUB_* variables"
+                'vault_type "azure_key_vault" is not supported by gha-listener: give the GitHub '
+                "credentials in the config file or in a file named by LISTENER_GITHUB_TOKEN_FILE "
+                "(or LISTENER_GITHUB_APP_PRIVATE_KEY_FILE)"
             )
         if self.vault_type:
             raise ValueError(f'unknown vault type: "{self.vault_type}"')
@@ -200,10 +234,23 @@ class ListenerSettings(BaseSettings):
     @property
     def metrics_listen(self) -> tuple[str, int] | None:
         """(host, port) of the telemetry server, or None when it is disabled."""
-        if self.metrics_addr in ("", "0"):
+        if self.metrics_addr in _DISABLED:
             return None
-        host, _, port = self.metrics_addr.rpartition(":")
-        return host or "0.0.0.0", int(port)
+        return _listen_address(self.metrics_addr)
+
+
+def _listen_address(value: str) -> tuple[str, int] | None:
+    """(host, port) of a Go listen address; an empty host is every IPv4 address."""
+    found = _ADDRESS.fullmatch(value)
+    if found is None or int(found["port"]) > 65535:
+        return None
+    if found["ipv6"] is not None:
+        try:
+            ipaddress.IPv6Address(found["ipv6"])
+        except ValueError:
+            return None
+        return found["ipv6"], int(found["port"])
+    return found["host"] or "0.0.0.0", int(found["port"])
 
 
 def read_config_file(path: str) -> dict[str, Any]:
@@ -228,12 +275,38 @@ class LoadedConfig:
     ignored_keys: list[str]
 
 
+def read_secret_files(environ: Mapping[str, str]) -> dict[str, str]:
+    """The secrets named by `LISTENER_<KEY>_FILE` variables, each file's text without the
+    surrounding whitespace (an editor's or `echo`'s final newline)."""
+    values = {}
+    for key in SECRET_FILE_KEYS:
+        variable = f"{ENV_PREFIX}{key.upper()}"
+        path = environ.get(f"{variable}_FILE")
+        if not path:
+            continue
+        if environ.get(variable):
+            raise ConfigError(f"{variable} and {variable}_FILE are both set: keep one")
+        try:
+            value = Path(path).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(f"cannot read {variable}_FILE {path}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{variable}_FILE {path} is not UTF-8 text") from None
+        if not value:
+            raise ConfigError(f"{variable}_FILE {path} is empty")
+        values[key] = value
+    return values
+
+
 def load_settings() -> LoadedConfig:
-    """The validated settings from the config file and the environment, or ConfigError."""
+    """The validated settings from the config file, the environment and the secret files named
+    in it, or ConfigError."""
     path = os.environ.get(CONFIG_PATH_VARIABLE)
     file_values = read_config_file(path) if path else {}
+    # A secret file stands for its variable, so it wins over the config file too.
+    init_values = {**file_values, **read_secret_files(os.environ)}
     try:
-        settings = ListenerSettings(**file_values)
+        settings = ListenerSettings(**init_values)
     except ValidationError as exc:
         raise ConfigError(describe(exc)) from None
     ignored = sorted(set(file_values) - set(ListenerSettings.model_fields))

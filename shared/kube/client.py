@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from kubernetes_asyncio import client, config
 
+from shared.telemetry.logs import mask
 from shared.typedefs import JSONDict
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -37,6 +38,8 @@ async def load_configuration(
         )
     else:
         config.load_incluster_config(client_configuration=cfg)
+    bearer = cfg.api_key.get("BearerToken", "")
+    mask(bearer.removeprefix("Bearer "))
     return cfg
 
 

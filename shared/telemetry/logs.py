@@ -1,4 +1,11 @@
-"""Process logging in text or JSON, with secrets redacted before any handler sees them."""
+"""Process logging in text or JSON, with secrets redacted before any handler sees them.
+
+Both processes log through `configure_logging`: this project's loggers at the configured level,
+every other library's at INFO unless asked otherwise (at DEBUG, kubernetes-asyncio logs every
+response body it reads, which holds whole objects, pod templates included). Whatever the levels,
+no line carries an API object body, a credential the process registered with `mask`, or anything
+shaped like a token or a private key; uncaught exceptions take the same path.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +13,15 @@ import json
 import logging
 import re
 import sys
+import threading
 import time
+from types import TracebackType
 from typing import Literal
 
 LogFormat = Literal["text", "json"]
+
+# The loggers of this project's code; everything else is a library.
+PROJECT_LOGGERS = ("listener", "controller", "shared")
 
 # Shapes of the secrets this project handles: GitHub tokens (ghp_, ghs_, gho_, github_pat_...),
 # JWTs (three base64url segments, which JIT configs and Actions tokens are), PEM private keys,
@@ -21,10 +33,29 @@ _SECRET_PATTERNS = [
     re.compile(r"(?i)(bearer|token|authorization)([\s:=\"']+)[A-Za-z0-9._~+/=-]{12,}"),
 ]
 REDACTED = "[REDACTED]"
+# Shorter values are too likely to occur in ordinary text to be replaced everywhere.
+_MIN_MASKED_LENGTH = 8
+# Library log calls whose arguments are whole response bodies: kept, with the bodies left out.
+_BODY_MESSAGES = {("kubernetes_asyncio.client.rest", "response body: %s")}
+OMITTED = "[body omitted]"
+
+_masked: set[str] = set()
+_masked_lock = threading.Lock()
+
+
+def mask(*values: str) -> None:
+    """Redact these exact values (credentials of any shape, e.g. an opaque Kubernetes token)
+    from every log line from now on."""
+    with _masked_lock:
+        _masked.update(v for v in values if len(v) >= _MIN_MASKED_LENGTH)
 
 
 def redact(text: str) -> str:
-    """The text with every secret-shaped substring replaced by [REDACTED]."""
+    """The text with every masked value and secret-shaped substring replaced by [REDACTED]."""
+    with _masked_lock:
+        masked = sorted(_masked, key=len, reverse=True)
+    for value in masked:
+        text = text.replace(value, REDACTED)
     for pattern in _SECRET_PATTERNS:
         if pattern.groups >= 2:
             text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
@@ -37,11 +68,18 @@ class RedactingFilter(logging.Filter):
     """Renders the message once, redacted, so no formatter can print an argument raw."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if (record.name, record.msg) in _BODY_MESSAGES:
+            record.args = None
+            record.msg = str(record.msg).replace("%s", OMITTED)
         record.msg = redact(record.getMessage())
         record.args = None
         if record.exc_info and record.exc_info[1] is not None:
             record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
             record.exc_info = None
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
         return True
 
 
@@ -66,8 +104,27 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(payload, default=str)
 
 
-def configure_logging(*, fmt: LogFormat = "text", level: str = "INFO") -> None:
-    """Route the root logger to stderr in the chosen format, redacting secrets."""
+def _log_uncaught(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    logging.getLogger("uncaught").critical("uncaught exception", exc_info=(kind, exc, tb))
+
+
+def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_value is None:
+        return
+    logging.getLogger("uncaught").critical(
+        "uncaught exception in thread %s",
+        args.thread.name if args.thread is not None else "?",
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+    )
+
+
+def configure_logging(
+    *, fmt: LogFormat = "text", level: str = "INFO", library_level: str = "INFO"
+) -> None:
+    """Route every logger to stderr in the chosen format, redacting secrets: this project's
+    loggers at `level`, the libraries' at `library_level`, uncaught exceptions (of the main
+    thread and of any other) as one CRITICAL record. An asyncio loop's default exception
+    handler logs through the `asyncio` logger, so it is covered too."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(RedactingFilter())
     if fmt == "json":
@@ -76,4 +133,8 @@ def configure_logging(*, fmt: LogFormat = "text", level: str = "INFO") -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    root.setLevel(library_level.upper())
+    for name in PROJECT_LOGGERS:
+        logging.getLogger(name).setLevel(level.upper())
+    sys.excepthook = _log_uncaught
+    threading.excepthook = _log_uncaught_in_thread

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from listener.config import MAX_INT32, ConfigError, load_settings
+
+ARC_FIXTURES = Path(__file__).parent / "fixtures" / "arc"
 
 TOKEN = "ghp_0123456789abcdefghijklmnopqrstuvwxyz"
 KEY = "-----BEGIN RSA PRIVATE KEY-----\nMIIEsecret\n-----END RSA PRIVATE KEY-----"
@@ -39,7 +42,13 @@ ARC_CONFIG: dict[str, Any] = {
 
 @pytest.fixture
 def write_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    for name in ("LISTENER_MIN_RUNNERS", "LISTENER_GITHUB_TOKEN", "LISTENER_MAX_RUNNERS"):
+    for name in (
+        "LISTENER_MIN_RUNNERS",
+        "LISTENER_GITHUB_TOKEN",
+        "LISTENER_MAX_RUNNERS",
+        "LISTENER_GITHUB_TOKEN_FILE",
+        "LISTENER_GITHUB_APP_PRIVATE_KEY_FILE",
+    ):
         monkeypatch.delenv(name, raising=False)
 
     def write(**changes: Any) -> Path:
@@ -120,12 +129,21 @@ def test_app_id_number_from_older_arc_is_accepted(write_config: Any) -> None:
         ),
         (
             {"vault_type": "azure_key_vault", "vault_lookup_key": "k"},
-            'vault_type "azure_key_vault" is not supported',
+            'vault_type "azure_key_vault" is not supported by gha-listener: give the GitHub '
+            "credentials in the config file or in a file named by LISTENER_GITHUB_TOKEN_FILE",
         ),
         ({"log_level": "verbose"}, "log_level: Input should be 'debug', 'info', 'warn' or 'error'"),
         ({"log_level": ""}, "log_level: Input should be"),
         ({"log_format": "xml"}, "log_format: Input should be 'text' or 'json'"),
-        ({"metrics_addr": "8080"}, 'metrics_addr: expected "[host]:port"'),
+        ({"metrics_addr": "8080"}, 'metrics_addr: expected "host:port"'),
+        ({"metrics_addr": "::1:8080"}, 'metrics_addr: expected "host:port"'),
+        ({"metrics_addr": "[nope]:8080"}, 'metrics_addr: expected "host:port"'),
+        ({"metrics_addr": ":65536"}, 'metrics_addr: expected "host:port"'),
+        ({"metrics_endpoint": ""}, "metrics_endpoint is required when metrics_addr is set"),
+        (
+            {"server_root_ca": "not a certificate"},
+            "server_root_ca: the server root CA is not a valid PEM certificate bundle",
+        ),
         ({"metrics_endpoint": "/healthz"}, "metrics_endpoint: must be a path"),
         ({"runner_scale_set_id": "seven"}, "runner_scale_set_id: Input should be a valid integer"),
     ],
@@ -175,3 +193,116 @@ def test_invalid_secret_value_is_not_echoed(write_config: Any) -> None:
         load_settings()
     assert "github_app_installation_id: Input should be a valid integer" in str(caught.value)
     assert TOKEN not in str(caught.value)
+
+
+@dataclass(frozen=True)
+class ArcCase:
+    """A config file as ARC's controller writes it (docs/listener.md, "Configuration")."""
+
+    file: str
+    credentials: str
+    listen: tuple[str, int] | None
+    endpoint: str
+    root_ca: bool = False
+
+
+ARC_CASES = [
+    ArcCase("pat-metrics-on.json", "pat", ("0.0.0.0", 8080), "/metrics"),
+    ArcCase("app-metrics-off.json", "app", None, ""),
+    ArcCase("pat-metrics-ipv6.json", "pat", ("::", 8080), "/metrics"),
+    ArcCase("pat-server-root-ca.json", "pat", ("0.0.0.0", 8080), "/metrics", root_ca=True),
+]
+
+
+@pytest.mark.parametrize("case", ARC_CASES, ids=[case.file for case in ARC_CASES])
+def test_every_config_arcs_controller_writes_loads(
+    case: ArcCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: metrics off ("" and "") and "[::]:8080" were rejected with exit 2."""
+    path = ARC_FIXTURES / case.file
+    written = json.loads(path.read_text())
+    assert list(written)[:3] == ["configure_url", "vault_type", "vault_lookup_key"]
+    assert list(written)[-3:] == ["metrics_addr", "metrics_endpoint", "metrics"]
+    assert (written["max_runners"], written["log_level"]) == (MAX_INT32, "debug")
+    monkeypatch.setenv("LISTENER_CONFIG_PATH", str(path))
+    loaded = load_settings()
+    settings = loaded.settings
+    assert loaded.ignored_keys == []
+    assert settings.metrics_listen == case.listen
+    assert settings.metrics_endpoint == case.endpoint
+    assert settings.log_level == "debug"
+    assert bool(settings.server_root_ca) is case.root_ca
+    if case.credentials == "pat":
+        assert settings.github_token.get_secret_value() == written["github_token"]
+    else:
+        assert settings.github_app_installation_id == written["github_app_installation_id"]
+        assert settings.github_token.get_secret_value() == ""
+    if written["metrics"] is not None:
+        assert settings.metrics is not None
+        assert settings.metrics.histograms["gha_job_startup_duration_seconds"].buckets == [
+            1,
+            5,
+            30,
+            60,
+            300,
+        ]
+
+
+def test_arcs_azure_key_vault_config_is_refused_naming_the_alternative(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LISTENER_CONFIG_PATH", str(ARC_FIXTURES / "azure-key-vault.json"))
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert "LISTENER_GITHUB_TOKEN_FILE" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("github_token", TOKEN), ("github_app_private_key", KEY)]
+)
+def test_a_secret_can_come_from_the_file_its_variable_names(
+    write_config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str, value: str
+) -> None:
+    if key == "github_token":
+        write_config(github_token="ghp_fromTheConfigFileWhichTheFileOverrides")
+    else:
+        write_config(github_token="", github_app_id="1", github_app_installation_id=2)
+    secret = tmp_path / "secret"
+    secret.write_text(value + "\n")
+    monkeypatch.setenv(f"LISTENER_{key.upper()}_FILE", str(secret))
+    settings = load_settings().settings
+    assert getattr(settings, key).get_secret_value() == value
+
+
+@pytest.mark.parametrize(
+    ("content", "environment", "message"),
+    [
+        (None, {}, "cannot read LISTENER_GITHUB_TOKEN_FILE {path}: No such file or directory"),
+        ("", {}, "LISTENER_GITHUB_TOKEN_FILE {path} is empty"),
+        (
+            TOKEN,
+            {"LISTENER_GITHUB_TOKEN": TOKEN},
+            "LISTENER_GITHUB_TOKEN and LISTENER_GITHUB_TOKEN_FILE are both set: keep one",
+        ),
+    ],
+    ids=["missing", "empty", "both"],
+)
+def test_an_unusable_secret_file_is_one_line(
+    write_config: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    content: str | None,
+    environment: dict[str, str],
+    message: str,
+) -> None:
+    write_config(github_token="")
+    secret = tmp_path / "token"
+    if content is not None:
+        secret.write_text(content)
+    monkeypatch.setenv("LISTENER_GITHUB_TOKEN_FILE", str(secret))
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value) == message.format(path=secret)
