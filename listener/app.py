@@ -34,7 +34,7 @@ from shared.actions.transport import RetryPolicy, SystemInfo
 from shared.kube.client import load_configuration, new_api_client
 from shared.kube.errors import KubeError
 from shared.kube.objects import Objects
-from shared.telemetry.logs import configure_logging
+from shared.telemetry.logs import configure_logging, mask
 from shared.telemetry.tracing import configure_tracing
 
 log = logging.getLogger("listener")
@@ -49,14 +49,16 @@ class _Unusable(Exception):
 
 def credentials_of(settings: ListenerSettings) -> Credentials:
     """The PAT or App credentials; a key that does not parse is a configuration error."""
+    token = settings.github_token.get_secret_value()
+    private_key = settings.github_app_private_key.get_secret_value()
+    mask(token, private_key)
     try:
-        token = settings.github_token.get_secret_value()
         if token:
             return PersonalAccessToken(token)
         return GitHubApp(
             client_id=settings.github_app_id,
             installation_id=settings.github_app_installation_id,
-            private_key=settings.github_app_private_key.get_secret_value(),
+            private_key=private_key,
         )
     except InvalidCredentials as exc:
         raise ConfigError(str(exc)) from None
@@ -202,7 +204,11 @@ def run() -> int:
         print(f"gha-listener: invalid configuration: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     settings = loaded.settings
-    configure_logging(fmt=settings.log_format, level=_LEVELS[settings.log_level])
+    configure_logging(
+        fmt=settings.log_format,
+        level=_LEVELS[settings.log_level],
+        library_level=_LEVELS[settings.library_log_level],
+    )
     if loaded.ignored_keys:
         log.warning("ignoring unknown config keys: %s", ", ".join(loaded.ignored_keys))
     return asyncio.run(_until_signalled(settings, credentials))
