@@ -24,7 +24,7 @@ from sandbox.kube import patch as patches
 from sandbox.kube import schema as schemas
 from sandbox.kube.apply import AppliedFields
 from sandbox.kube.clock import Clock, timestamp, utcnow
-from sandbox.kube.kinds import crds, namespaces, pods
+from sandbox.kube.kinds import builtins, crds, namespaces, pods, services, subresources
 from sandbox.kube.kinds import secrets as secret_kind
 from sandbox.kube.resources import Catalog, ResourceType
 from sandbox.kube.selectors import FieldSelector, LabelSelector
@@ -48,6 +48,7 @@ Obj = dict[str, Any]
 SECRETS = ("", "secrets")
 NAMESPACES = ("", "namespaces")
 PODS = ("", "pods")
+SERVICES = ("", "services")
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 # The request's fieldValidation mode and the warnings it collects; set per request by the
@@ -70,6 +71,7 @@ _LABEL_MSG = (
     "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
 FOREGROUND = "foregroundDeletion"
+PARTIAL = ("scale", "approval", "finalize")
 ORPHAN = "orphan"
 
 
@@ -294,8 +296,12 @@ class Registry:
             namespaces.prepare_create(obj)
         elif rt.key == PODS:
             pods.prepare_create(obj)
+        elif rt.key == SERVICES:
+            services.prepare_create(obj, others=self.store.items(SERVICES))
         elif rt.key == CRDS:
             crds.prepare(obj)
+        else:
+            builtins.prepare_create(rt, obj)
 
     # --- update and patch --------------------------------------------------------------------
 
@@ -310,7 +316,12 @@ class Registry:
         dry_run: bool = False,
     ) -> tuple[Obj, bool]:
         """PUT. Returns the object and whether it was created (create-on-update types)."""
-        new = self._check_body(rt, body)
+        if subresource == "scale":
+            if not isinstance(body, dict):
+                raise bad_request("the request body must be a JSON object")
+            new = copy.deepcopy(body)
+        else:
+            new = self._check_body(rt, body)
         meta = new.setdefault("metadata", {})
         if meta.get("name") and meta["name"] != name:
             raise bad_request(
@@ -346,7 +357,30 @@ class Registry:
                 )
         elif rv != cur["metadata"]["resourceVersion"]:
             raise conflict(rt.plural, group=rt.group, name=name, why=STALE)
+        if subresource in PARTIAL:
+            return self._write_part(rt, cur, new, subresource, dry_run=dry_run), False
         return self.commit(rt, cur=cur, new=new, subresource=subresource, dry_run=dry_run), False
+
+    def read_subresource(self, rt: ResourceType, *, ns: str, name: str, subresource: str) -> Obj:
+        """GET of a subresource: the object itself, or its Scale."""
+        obj = self.get(rt, ns=ns, name=name)
+        return subresources.scale_of(obj) if subresource == "scale" else self.render(rt, obj)
+
+    def _write_part(
+        self, rt: ResourceType, cur: Obj, body: Any, subresource: str, *, dry_run: bool
+    ) -> Obj:
+        """A write to `scale`, `approval` or `finalize`: only that part of the object changes."""
+        name = cur["metadata"]["name"]
+        if subresource == "scale":
+            causes = subresources.replicas_causes(body)
+            if causes:
+                raise invalid("Scale", group="autoscaling", name=name, causes=causes)
+            new = subresources.with_scale(cur, body)
+            result = self.commit(rt, cur=cur, new=new, dry_run=dry_run)
+            return subresources.scale_of(result)
+        new = subresources.with_part(cur, body, subresource)
+        via = "status" if subresource == "approval" else ""
+        return self.commit(rt, cur=cur, new=new, subresource=via, dry_run=dry_run)
 
     def patch(
         self,
@@ -387,7 +421,7 @@ class Registry:
                     self.applied.record(created, manager=field_manager, body=body)
                 return created, True
             raise not_found(rt.plural, group=rt.group, name=name)
-        base = self.render(rt, cur)
+        base = subresources.scale_of(cur) if subresource == "scale" else self.render(rt, cur)
         try:
             if content_type == patches.JSON_PATCH:
                 patched = patches.json_patch(base, body)
@@ -411,6 +445,8 @@ class Registry:
         rv = patched_meta.get("resourceVersion")
         if rv and rv != cur["metadata"]["resourceVersion"]:
             raise conflict(rt.plural, group=rt.group, name=name, why=STALE)
+        if subresource in PARTIAL:
+            return self._write_part(rt, cur, patched, subresource, dry_run=dry_run), False
         result = self.commit(rt, cur=cur, new=patched, subresource=subresource, dry_run=dry_run)
         if content_type == patches.APPLY and not dry_run:
             self.applied.record(cur, manager=field_manager, body=body)
@@ -523,10 +559,14 @@ class Registry:
             secret_kind.prepare_update(new, cur)
         elif rt.key == PODS:
             pods.prepare_update(rt, new=new, cur=cur)
+        elif rt.key == SERVICES:
+            services.prepare_update(new, cur, others=self.store.items(SERVICES))
         elif rt.key == NAMESPACES:
             namespaces.prepare_update(new, cur)
         elif rt.key == CRDS:
             crds.prepare(new)
+        else:
+            builtins.prepare_update(rt, new=new, cur=cur)
 
     def _validate(self, rt: ResourceType, obj: Obj) -> None:
         causes: list[Cause] = []
@@ -551,6 +591,10 @@ class Registry:
                 )
         if rt.key == CRDS:
             causes.extend(crds.causes(obj))
+        elif rt.key == PODS:
+            causes.extend(pods.causes(obj.get("spec") or {}))
+        elif not rt.crd:
+            causes.extend(builtins.causes(rt, obj))
         if rt.schema is not None:
             dropped: list[str] = []
             pruned = schemas.prune_and_default(rt.schema, obj, dropped=dropped)

@@ -4,8 +4,10 @@ and graceful deletion of pods on a node."""
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
+from sandbox.kube.kinds import shapes
 from sandbox.kube.resources import ResourceType
 from sandbox.kube.status import Cause, invalid
 
@@ -18,13 +20,37 @@ POD_UPDATE_FORBIDDEN = (
     "set to 1 if it was previously negative)"
 )
 TERMINAL_PHASES = ("Succeeded", "Failed")
+# The DefaultTolerationSeconds admission plugin's two tolerations.
+DEFAULT_TOLERATIONS = tuple(
+    {
+        "key": f"node.kubernetes.io/{key}",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    }
+    for key in ("not-ready", "unreachable")
+)
+RESTART_POLICIES = ("Always", "OnFailure", "Never")
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
+PROTOCOLS = ("SCTP", "TCP", "UDP")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
+    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
 
 
 def prepare_create(obj: Obj) -> None:
+    shapes.check("Pod", shapes.POD, obj)
     default_pod(obj)
+    add_default_tolerations(obj["spec"])
 
 
 def prepare_update(rt: ResourceType, *, new: Obj, cur: Obj) -> None:
+    shapes.check("Pod", shapes.POD, new)
     default_pod(new)
     if _spec_frozen(new.get("spec") or {}) != _spec_frozen(cur.get("spec") or {}):
         raise invalid(
@@ -49,9 +75,28 @@ def grace(cur: Obj, *, opts: Obj) -> int:
     return max(int(seconds), 0)
 
 
+def add_default_tolerations(spec: Obj) -> None:
+    """Tolerate a not-ready or unreachable node for 300 s, unless the pod already says how."""
+    tolerations = spec.setdefault("tolerations", [])
+    for default in DEFAULT_TOLERATIONS:
+        if not any(
+            t.get("key") == default["key"] and t.get("effect") in ("NoExecute", None, "")
+            for t in tolerations
+        ):
+            tolerations.append(dict(default))
+
+
 def default_pod(obj: Obj) -> None:
     """The defaults a real server fills into a Pod, so clients read back what they expect."""
     spec = obj.setdefault("spec", {})
+    default_pod_spec(spec)
+    status = obj.setdefault("status", {})
+    status.setdefault("phase", "Pending")
+    status.setdefault("qosClass", _qos_class(spec))
+
+
+def default_pod_spec(spec: Obj) -> None:
+    """The defaults of a PodSpec, in a Pod or in a workload's pod template."""
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("dnsPolicy", "ClusterFirst")
@@ -73,9 +118,151 @@ def default_pod(obj: Obj) -> None:
             image = str(c.get("image", ""))
             latest = ":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest")
             c.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
-    status = obj.setdefault("status", {})
-    status.setdefault("phase", "Pending")
-    status.setdefault("qosClass", _qos_class(spec))
+            for port in c.get("ports") or []:
+                port.setdefault("protocol", "TCP")
+
+
+def causes(spec: Obj, *, path: str = "spec") -> list[Cause]:
+    """The PodSpec validation a real server applies, with its field paths and words."""
+    out: list[Cause] = []
+    containers = spec.get("containers") or []
+    if not containers:
+        out.append(Cause("FieldValueRequired", field=f"{path}.containers", detail=""))
+    seen: set[str] = set()
+    for key in ("containers", "initContainers"):
+        for i, c in enumerate(spec.get(key) or []):
+            out.extend(_container_causes(c, f"{path}.{key}[{i}]", seen))
+    _supported(out, spec, "restartPolicy", RESTART_POLICIES, path)
+    _supported(out, spec, "dnsPolicy", DNS_POLICIES, path)
+    grace = spec.get("terminationGracePeriodSeconds")
+    if isinstance(grace, int) and grace < 0:
+        out.append(
+            Cause(
+                "FieldValueInvalid",
+                field=f"{path}.terminationGracePeriodSeconds",
+                detail=f"{grace}: must be greater than or equal to 0",
+            )
+        )
+    return out
+
+
+def _supported(out: list[Cause], obj: Obj, key: str, values: tuple[str, ...], path: str) -> None:
+    value = obj.get(key)
+    if value is not None and value not in values:
+        supported = ", ".join(f'"{v}"' for v in values)
+        out.append(
+            Cause(
+                "FieldValueNotSupported",
+                field=f"{path}.{key}",
+                detail=f'"{value}": supported values: {supported}',
+            )
+        )
+
+
+def _container_causes(c: Obj, path: str, seen: set[str]) -> list[Cause]:
+    out: list[Cause] = []
+    name = c.get("name")
+    if not name:
+        out.append(Cause("FieldValueRequired", field=f"{path}.name", detail=""))
+    elif not _DNS_LABEL.match(name) or len(name) > 63:
+        out.append(
+            Cause("FieldValueInvalid", field=f"{path}.name", detail=f'"{name}": {LABEL_MSG}')
+        )
+    elif name in seen:
+        out.append(Cause("FieldValueDuplicate", field=f"{path}.name", detail=f'"{name}"'))
+    else:
+        seen.add(name)
+    if not c.get("image"):
+        out.append(Cause("FieldValueRequired", field=f"{path}.image", detail=""))
+    _supported(out, c, "imagePullPolicy", PULL_POLICIES, path)
+    for j, port in enumerate(c.get("ports") or []):
+        number = port.get("containerPort")
+        if not isinstance(number, int) or not 1 <= number <= 65535:
+            out.append(
+                Cause(
+                    "FieldValueRequired" if number is None else "FieldValueInvalid",
+                    field=f"{path}.ports[{j}].containerPort",
+                    detail=""
+                    if number is None
+                    else f"{number}: must be between 1 and 65535, inclusive",
+                )
+            )
+        _supported(out, port, "protocol", PROTOCOLS, f"{path}.ports[{j}]")
+    for j, var in enumerate(c.get("env") or []):
+        out.extend(_env_causes(var, f"{path}.env[{j}]"))
+    for j, source in enumerate(c.get("envFrom") or []):
+        refs = [k for k in ("configMapRef", "secretRef") if k in source]
+        if len(refs) != 1:
+            out.append(
+                Cause(
+                    "FieldValueInvalid",
+                    field=f"{path}.envFrom[{j}]",
+                    detail='"": may not have more than one field specified at a time'
+                    if refs
+                    else '"": must specify one of: `configMapRef` or `secretRef`',
+                )
+            )
+        for ref in refs:
+            if not source[ref].get("name"):
+                out.append(
+                    Cause("FieldValueRequired", field=f"{path}.envFrom[{j}].{ref}.name", detail="")
+                )
+    return out
+
+
+def _env_causes(var: Obj, path: str) -> list[Cause]:
+    name = var.get("name")
+    if not name:
+        return [Cause("FieldValueRequired", field=f"{path}.name", detail="")]
+    if not _ENV_NAME.match(name):
+        return [
+            Cause(
+                "FieldValueInvalid",
+                field=f"{path}.name",
+                detail=f'"{name}": a valid environment variable name must consist of alphabetic '
+                "characters, digits, '_', '-', or '.', and must not start with a digit",
+            )
+        ]
+    source = var.get("valueFrom")
+    if source is None:
+        return []
+    refs = [
+        k
+        for k in ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef")
+        if k in source
+    ]
+    if len(refs) != 1:
+        return [
+            Cause(
+                "FieldValueInvalid",
+                field=f"{path}.valueFrom",
+                detail='"": may not have more than one field specified at a time'
+                if refs
+                else '"": must specify one of: `fieldRef`, `resourceFieldRef`, '
+                "`configMapKeyRef` or `secretKeyRef`",
+            )
+        ]
+    if var.get("value"):
+        return [
+            Cause(
+                "FieldValueInvalid",
+                field=f"{path}.valueFrom",
+                detail='"": may not be specified when `value` is not empty',
+            )
+        ]
+    ref, out = source[refs[0]], []
+    required = {
+        "fieldRef": ("fieldPath",),
+        "resourceFieldRef": ("resource",),
+        "configMapKeyRef": ("key",),
+        "secretKeyRef": ("key",),
+    }[refs[0]]
+    for key in required:
+        if not ref.get(key):
+            out.append(
+                Cause("FieldValueRequired", field=f"{path}.valueFrom.{refs[0]}.{key}", detail="")
+            )
+    return out
 
 
 def _spec_frozen(spec: Obj) -> Obj:

@@ -16,6 +16,7 @@ import yaml
 from aiohttp import web
 
 from sandbox.kube.faults import Faults, Request, Requests
+from sandbox.kube.kinds.subresources import READABLE, WRITABLE
 from sandbox.kube.rbac import Authorizer, Tokens, User
 from sandbox.kube.registry import FIELD_VALIDATION, Registry
 from sandbox.kube.resources import Catalog, ResourceType
@@ -250,11 +251,13 @@ class ApiServer:
         if sub == "log" and rt.key == ("", "pods"):
             self.registry.get(rt, ns=info.namespace, name=info.name)
             return web.Response(text="", content_type="text/plain")
-        if sub != "status" or not rt.has_subresource(sub):
+        if sub not in WRITABLE or not rt.has_subresource(sub):
             raise unknown_path()
-        if request.method == "GET":
+        if request.method == "GET" and sub in READABLE:
             return json_response(
-                self.registry.render(rt, self.registry.get(rt, ns=info.namespace, name=info.name))
+                self.registry.read_subresource(
+                    rt, ns=info.namespace, name=info.name, subresource=sub
+                )
             )
         if request.method == "PUT":
             body = await read_body(request)
