@@ -10,7 +10,12 @@ import json
 from collections.abc import Sequence
 from importlib import metadata
 
-from controller.runners.objects import filter_and_merge_labels, fnv_hash_string, resource_meta
+from controller.runners.objects import (
+    filter_and_merge_labels,
+    fnv_hash_string,
+    propagated_annotations,
+    resource_meta,
+)
 from controller.runtime.controllerutil import controller_reference
 from shared.api.names import (
     ENV_HTTP_PROXY,
@@ -130,7 +135,10 @@ def runner_pod(runner: JSONDict) -> JSONDict:
         LABEL_EPHEMERAL_RUNNER: EPHEMERAL_RUNNER_LABEL_VALUE,
         LABEL_POD_TEMPLATE_HASH: _template_hash(spec),
     }
-    annotations = {**(meta.get("annotations") or {}), **(template_meta.get("annotations") or {})}
+    annotations = {
+        **propagated_annotations(meta.get("annotations")),
+        **(template_meta.get("annotations") or {}),
+    }
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -7,7 +7,12 @@ import copy
 from collections.abc import Sequence
 
 from controller.ephemeralrunnerset.rules import FAILED_LINEAGE_ANNOTATION
-from controller.runners.objects import filter_and_merge_labels, proxy_secret_name, resource_meta
+from controller.runners.objects import (
+    filter_and_merge_labels,
+    propagated_annotations,
+    proxy_secret_name,
+    resource_meta,
+)
 from controller.runtime.controllerutil import controller_reference
 from shared.api.names import (
     ANNOTATION_ACTIONABLE_REVISION,
@@ -45,7 +50,7 @@ def new_ephemeral_runner(
     )
     annotations = {
         **user_annotations,
-        **(meta.get("annotations") or {}),
+        **propagated_annotations(meta.get("annotations")),
         ANNOTATION_PATCH_ID: str(patch_id),
         ANNOTATION_ACTIONABLE_REVISION: str(revision),
     }

@@ -1,6 +1,7 @@
 """Building blocks of the objects both runner reconcilers build: ARC's name hash, the proxy
-Secret's name, and label propagation (docs/reconcilers.md#objects: controller-computed labels win
-over the user's, and label keys under an excluded prefix are never propagated)."""
+Secret's name, label propagation (docs/reconcilers.md#objects: controller-computed labels win
+over the user's, and label keys under an excluded prefix are never propagated) and annotation
+propagation (tool-owned annotations stay on the object the tool applied)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,20 @@ from collections.abc import Mapping, Sequence
 from shared.typedefs import JSONDict
 
 _SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+# The key domains (a domain or any subdomain of it) of annotations that deployment tools keep on
+# the objects they apply; each describes that object only (docs/reconcilers.md#objects).
+TOOL_ANNOTATION_DOMAINS = (
+    "kubectl.kubernetes.io",  # kubectl: last-applied-configuration, restartedAt
+    "meta.helm.sh",  # Helm: the release that owns the object
+    "helm.sh",  # Helm: hooks, hook weights and deletion policies, resource-policy
+    "argocd.argoproj.io",  # Argo CD: tracking-id, sync options and waves, hooks, compare options
+    "config.kubernetes.io",  # kustomize and kpt: origin, path, index, local-config
+    "config.k8s.io",  # kustomize: id, behavior, needs-hash (kustomize.config.k8s.io)
+    "fluxcd.io",  # Flux: reconcile requests, SSA and prune options
+    "objectset.rio.cattle.io",  # Rancher Fleet: the applied manifest, its object set
+    "pulumi.com",  # Pulumi: auto-naming, patch force, skip-await
+)
 
 
 def fnv_hash_string(value: str) -> str:
@@ -38,3 +53,15 @@ def resource_meta(spec: JSONDict, key: str) -> tuple[dict[str, str], dict[str, s
     """The labels and annotations of a ResourceMeta field (`ephemeralRunnerMetadata`...)."""
     value = spec.get(key) or {}
     return dict(value.get("labels") or {}), dict(value.get("annotations") or {})
+
+
+def is_tool_annotation(key: str) -> bool:
+    domain, slash, _ = key.partition("/")
+    return bool(slash) and any(
+        domain == tool or domain.endswith(f".{tool}") for tool in TOOL_ANNOTATION_DOMAINS
+    )
+
+
+def propagated_annotations(annotations: Mapping[str, str] | None) -> dict[str, str]:
+    """The annotations of an object that its children inherit: all but the tool-owned ones."""
+    return {k: v for k, v in (annotations or {}).items() if not is_tool_annotation(k)}

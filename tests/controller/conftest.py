@@ -320,6 +320,8 @@ class RigOptions:
     """Runner containers run as the Actions emulator's simulated runners (else they idle)."""
     runtime: ContainerRuntime | None = None
     settings: RunnerSettings = FAST
+    tls: bool = False
+    """The emulator serves TLS (kubectl sends its bearer token only over TLS)."""
 
 
 @pytest.fixture
@@ -343,7 +345,10 @@ async def open_rig(
     if rig_options.simulated_runners:
         runtime = actions.runtime
     async with KubeEmulator(
-        container_runtime=runtime, kubelet=rig_options.kubelet, restart_backoff=0.01
+        container_runtime=runtime,
+        kubelet=rig_options.kubelet,
+        restart_backoff=0.01,
+        tls=rig_options.tls,
     ) as kube:
         kube.apply_crds(project_crds())
         kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
@@ -376,7 +381,11 @@ async def open_rig(
         deps = runner_deps(
             manager,
             rig_options.settings,
-            clients=ActionsClients(objects=manager.objects, factory=test_factory),
+            clients=ActionsClients(
+                objects=manager.objects,
+                factory=test_factory,
+                credentials_ttl=rig_options.settings.credentials_ttl_seconds,
+            ),
         )
         if "ephemeralrunner" in rig_options.controllers:
             ephemeralrunner.setup(manager, deps)

@@ -1,8 +1,15 @@
 """Both controllers with the kubelet running the Actions emulator's simulated runners: runners
 that keep crashing (docs/reconcilers.md#failed-runners), a deprecated runner version
-(docs/reconcilers.md#outdated-runners), and the registration with the `gha-controller` process."""
+(docs/reconcilers.md#outdated-runners), a set applied with kubectl and other tools' annotations
+(docs/reconcilers.md#objects), and the registration with the `gha-controller` process."""
 
 from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from pathlib import Path
 
 import pytest
 from kubernetes_asyncio import client
@@ -13,7 +20,7 @@ from controller.ephemeralrunnerset.predicates import ER_TO_ERS
 from controller.runtime import Manager
 from shared.kube.objects import EVENT
 from shared.typedefs import JSONDict
-from tests.controller.conftest import FAST, Rig, RigOptions, metric
+from tests.controller.conftest import FAST, TEST_USER, Rig, RigOptions, metric
 
 CRASHING = RigOptions(
     simulated_runners=True,
@@ -107,6 +114,77 @@ async def test_deprecated_runner_version_parks_the_set_until_the_revision_moves(
 
 async def no_runners(rig: Rig) -> bool:
     return not await rig.runners()
+
+
+# Annotations deployment tools put on the set they apply; none describes a runner or a pod.
+TOOL_ANNOTATIONS = {
+    "meta.helm.sh/release-name": "runners",
+    "meta.helm.sh/release-namespace": "arc-runners",
+    "helm.sh/resource-policy": "keep",
+    "argocd.argoproj.io/tracking-id": "runners:actions.github.com/EphemeralRunnerSet:ns/arc",
+    "argocd.argoproj.io/sync-wave": "1",
+    "config.kubernetes.io/origin": "path: runners/set.yaml",
+    "internal.config.kubernetes.io/path": "set.yaml",
+    "kustomize.config.k8s.io/id": "kind: EphemeralRunnerSet",
+    "kustomize.toolkit.fluxcd.io/ssa": "Merge",
+    "objectset.rio.cattle.io/id": "fleet-runners",
+    "pulumi.com/patchForce": "true",
+}
+
+
+async def kubectl(kubeconfig: Path, *args: str) -> str:
+    kubectl_bin = shutil.which("kubectl")
+    assert kubectl_bin is not None, "kubectl is not installed"
+    process = await asyncio.create_subprocess_exec(
+        kubectl_bin,
+        "--kubeconfig",
+        str(kubeconfig),
+        *args,
+        env={**os.environ, "HOME": str(kubeconfig.parent)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await process.communicate()
+    assert process.returncode == 0, output.decode()
+    return output.decode()
+
+
+@pytest.mark.parametrize("rig_options", [RigOptions(tls=True)])
+async def test_tool_annotations_of_a_kubectl_applied_set_stay_off_runners_and_pods(
+    rig: Rig, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    rig.kube.write_kubeconfig(kubeconfig, token=rig.kube.user_token(TEST_USER, ["system:masters"]))
+    runner_spec = rig.runner_spec(
+        metadata={"annotations": {"kubectl.kubernetes.io/default-container": "runner"}}
+    )
+    manifest = {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "EphemeralRunnerSet",
+        "metadata": {
+            "name": "arc",
+            "namespace": rig.namespace,
+            "annotations": {"team": "platform", **TOOL_ANNOTATIONS},
+        },
+        "spec": {"replicas": 1, "patchID": 1, "ephemeralRunnerSpec": runner_spec},
+    }
+    (tmp_path / "set.json").write_text(json.dumps(manifest))
+    await kubectl(kubeconfig, "apply", "-f", str(tmp_path / "set.json"))
+    applied = (await rig.runner_set())["metadata"]["annotations"]
+    assert "kubectl.kubernetes.io/last-applied-configuration" in applied
+
+    [runner] = await rig.registered(1)
+    name = runner["metadata"]["name"]
+    pod = await rig.until(lambda: rig.pod(name), what="the runner's pod")
+    on_runner = runner["metadata"]["annotations"]
+    on_pod = pod["metadata"]["annotations"]
+    for key in ("kubectl.kubernetes.io/last-applied-configuration", *TOOL_ANNOTATIONS):
+        assert key not in on_runner
+        assert key not in on_pod
+    assert on_runner["team"] == on_pod["team"] == "platform"
+    assert on_runner["actions.github.com/patch-id"] == "1"
+    # The pod template's own annotations are the user's word for the pod, kubectl's included.
+    assert on_pod["kubectl.kubernetes.io/default-container"] == "runner"
 
 
 async def test_both_reconcilers_are_installed_in_gha_controller() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from controller.ephemeralrunner.objects import jit_secret, runner_pod
 from controller.ephemeralrunnerset.objects import new_ephemeral_runner
-from controller.runners.objects import fnv_hash_string, proxy_secret_name
+from controller.runners.objects import fnv_hash_string, is_tool_annotation, proxy_secret_name
 from shared.api.views import has_container_hooks
 from shared.kube.views import secret_value
 from shared.typedefs import JSONDict
@@ -89,6 +89,32 @@ def test_new_runner_metadata_and_ownership() -> None:
 def test_new_runner_with_proxy_references_the_set_proxy_secret() -> None:
     er = new_ephemeral_runner(runner_set(proxy=True), patch_id=0, revision=0)
     assert er["spec"]["proxySecretRef"] == proxy_secret_name(set_name="arc", namespace="ns")
+
+
+def test_tool_annotations_stay_on_the_set_and_on_the_runner() -> None:
+    tools = {
+        "kubectl.kubernetes.io/last-applied-configuration": "{}",
+        "meta.helm.sh/release-name": "runners",
+        "internal.config.kubernetes.io/path": "set.yaml",
+    }
+    ers = runner_set()
+    ers["metadata"]["annotations"].update(tools)
+    er = new_ephemeral_runner(ers, patch_id=0, revision=0)
+    assert not set(tools) & set(er["metadata"]["annotations"])
+    # A runner ARC made carries the set's annotations, kubectl's included.
+    er["metadata"].update(name="arc-runner-abcde", uid="er-uid")
+    er["metadata"]["annotations"].update(tools)
+    annotations = runner_pod(er)["metadata"]["annotations"]
+    assert not set(tools) & set(annotations)
+    assert annotations["actions.github.com/runner-group-name"] == "default"
+
+
+def test_tool_annotations_are_matched_by_domain_and_subdomain() -> None:
+    assert is_tool_annotation("kustomize.toolkit.fluxcd.io/ssa")
+    assert is_tool_annotation("argocd.argoproj.io/tracking-id")
+    assert not is_tool_annotation("notkubectl.kubernetes.io/x")
+    assert not is_tool_annotation("kubectl.kubernetes.io")
+    assert not is_tool_annotation("actions.github.com/values-hash")
 
 
 def test_fnv_hash_string_is_arcs() -> None:
