@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from aiohttp import web
 
+from sandbox.kube import bootstrap
 from sandbox.kube.clock import Clock, utcnow
 from sandbox.kube.faults import Faults, Requests
 from sandbox.kube.gc import Controllers, cancel
@@ -36,6 +37,7 @@ from sandbox.kube.resources import BUILTINS, SEEDED_NAMESPACES, Catalog
 from sandbox.kube.server.apiserver import ApiServer
 from sandbox.kube.status import ApiError
 from sandbox.kube.store import Store
+from sandbox.kube.workloads import Workloads
 from sandbox.tls import generate as generate_certificate
 
 if TYPE_CHECKING:
@@ -139,6 +141,7 @@ class KubeEmulator:
             ca_pem=self._ca_pem.decode() or "sandbox-without-tls\n",
             gc=garbage_collection,
         )
+        self.workloads = Workloads(registry=self.registry, store=self.store)
         self.kubelet = (
             Kubelet(
                 registry=self.registry,
@@ -170,6 +173,7 @@ class KubeEmulator:
 
     async def start(self) -> None:
         self._tasks.append(asyncio.create_task(self.controllers.run(), name="kube-controllers"))
+        self._tasks.append(asyncio.create_task(self.workloads.run(), name="kube-workloads"))
         if self.kubelet is not None:
             self._tasks.append(asyncio.create_task(self.kubelet.run(), name="kube-kubelet"))
         await asyncio.sleep(0)
@@ -225,6 +229,7 @@ class KubeEmulator:
             self.registry.create(crb_type, ns="", body=json.loads(json.dumps(binding)))
         if self.kubelet is not None:
             self.kubelet.register_node()
+        bootstrap.seed(self.registry)
 
     # --- identities and clients --------------------------------------------------------------
 
