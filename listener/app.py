@@ -6,8 +6,9 @@ object client and the `Listener` service, runs it until `stop` is set and return
 Benchmarks and tests call `serve()` with their own settings and stop event.
 
 Exit codes: 0 after SIGTERM/SIGINT (session deleted), 1 on an error retrying cannot fix
-(credentials refused, scale set gone, a session conflict that outlived its wait), 2 on a
-configuration that cannot work (one line on stderr says what to fix).
+(credentials refused, scale set gone, a session conflict that outlived its wait, the
+EphemeralRunnerSet patch refused for good), 2 on a configuration that cannot work, missing
+Kubernetes permissions included (one line says what to fix).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from kubernetes_asyncio import client
 
 from listener.config import ConfigError, ListenerSettings, load_settings
 from listener.health import Progress, bound_port, start_server, telemetry_app
-from listener.kube import RunnerSetClient
+from listener.kube import MissingPermissions, RunnerSetClient
 from listener.metrics import ListenerMetrics
 from listener.service import Listener
 from shared.actions.client import ActionsClient
@@ -179,6 +180,9 @@ async def serve(
             )
             try:
                 await listener.run()
+            except MissingPermissions as exc:
+                log.error("cannot start: %s", exc)
+                return EXIT_CONFIG
             except (ActionsError, KubeError) as exc:
                 log.error("listener stopped: %s", exc)
                 return EXIT_FAILED

@@ -3,7 +3,8 @@
 `/healthz` answers while the process runs: transient failures are retried in process, so a
 restart would not help. `/readyz` answers 200 only while a message session is open and a long
 poll finished recently, which catches the silent stalls ARC's listener was known for (a listener
-that is "up" but receives nothing).
+that is "up" but receives nothing), and goes non-200 for good once the loop met an error it
+cannot recover from, before the process exits.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Progress:
         self._clock = clock
         self.session_open = False
         self._last_poll: float | None = None
+        self._failure: str | None = None
 
     def poll_finished(self) -> None:
         self._last_poll = self._clock()
@@ -35,7 +37,13 @@ class Progress:
     def session_closed(self) -> None:
         self.session_open = False
 
+    def failed(self, reason: str) -> None:
+        """The listener cannot do its job any more and is about to exit."""
+        self._failure = reason
+
     def not_ready_reason(self) -> str | None:
+        if self._failure is not None:
+            return self._failure
         if not self.session_open:
             return "no message session"
         if self._last_poll is None:

@@ -5,6 +5,10 @@ phase, and writes it only to a runner that is neither finished nor being deleted
 patch carries the resourceVersion it was decided on, so a terminal phase or a deletion written in
 between makes the server answer 409 and the decision is taken again on fresh data, never
 overwritten.
+
+A runner is only touched when its controller ownerReference is this listener's
+EphemeralRunnerSet: another set in the same namespace may have a runner of the same name (its
+scale set on GitHub is another one), and that runner is left alone.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import enum
 from listener.kube import RunnerSetClient
 from shared.actions.models import JobStarted
 from shared.api import EphemeralRunnerPhase
+from shared.api.kinds import EPHEMERAL_RUNNER_SET
 from shared.api.views import is_terminal
 from shared.kube.errors import Conflict, KubeError, NotFound
 from shared.kube.views import is_deleting, metadata_of, status_of
@@ -40,6 +45,20 @@ def status_patch(runner: JSONDict, job_fields: JSONDict) -> JSONDict | None:
     }
 
 
+def owned_by(runner: JSONDict, *, runner_set: str, uid: str | None) -> bool:
+    """Whether the runner's controller is the EphemeralRunnerSet `runner_set` (of `uid` when
+    known: a set deleted and made again under the same name is another set)."""
+    for ref in metadata_of(runner).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return (
+                ref.get("apiVersion") == EPHEMERAL_RUNNER_SET.api_version
+                and ref.get("kind") == EPHEMERAL_RUNNER_SET.kind
+                and ref.get("name") == runner_set
+                and (uid is None or ref.get("uid") == uid)
+            )
+    return False
+
+
 def job_fields(job: JobStarted) -> JSONDict:
     """The EphemeralRunner status fields ARC's listener writes for a started job."""
     return {
@@ -57,6 +76,7 @@ class Outcome(enum.Enum):
     RECORDED = "job recorded, phase kept"
     UNCHANGED = "already recorded"
     MISSING = "runner not found"
+    FOREIGN = "runner not owned by this listener's EphemeralRunnerSet, left alone"
 
 
 class ConflictsExhausted(KubeError):
@@ -79,6 +99,8 @@ async def record_job_started(
             runner = await kube.get_runner(job.runner_name)
         except NotFound:
             return Outcome.MISSING
+        if not owned_by(runner, runner_set=kube.runner_set, uid=kube.runner_set_uid):
+            return Outcome.FOREIGN
         patch = status_patch(runner, fields)
         if patch is None:
             return Outcome.UNCHANGED

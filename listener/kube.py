@@ -1,19 +1,85 @@
 """The listener's Kubernetes calls: one EphemeralRunnerSet and the EphemeralRunners it owns.
 
 Exactly what the listener Role allows (manifests/listener/): patch of the one set, get and
-patch(/status) of runners. Every call gets a timeout (`Objects`) and a trace span.
+patch(/status) of runners. Every call gets a timeout (`Objects`) and a trace span. At start the
+listener asks the API server whether it holds those permissions (a SelfSubjectAccessReview each,
+which every authenticated identity may create) and who it is (a SelfSubjectReview), so that a
+missing rule is named before the first job instead of after it (docs/listener.md,
+"Permissions").
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from opentelemetry.trace import SpanKind, Tracer
 
 from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from shared.api.names import GROUP
+from shared.kube.errors import KubeError, NotFound, Unauthorized
 from shared.kube.objects import Kind, Objects
+from shared.kube.views import metadata_of
 from shared.typedefs import JSONDict
+
+SELF_SUBJECT_ACCESS_REVIEW = Kind(
+    "SelfSubjectAccessReview",
+    "selfsubjectaccessreviews",
+    group="authorization.k8s.io",
+    namespaced=False,
+)
+SELF_SUBJECT_REVIEW = Kind(
+    "SelfSubjectReview", "selfsubjectreviews", group="authentication.k8s.io", namespaced=False
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Permission:
+    """One verb on one resource of the `actions.github.com` group, in the set's namespace."""
+
+    verb: str
+    resource: str
+    subresource: str = ""
+    name: str = ""
+    """Empty: any object of the resource; otherwise the rule must allow this one name."""
+
+    @property
+    def resource_path(self) -> str:
+        return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+
+    def rule(self) -> str:
+        """The Role rule granting it, as it would be written in the Role's YAML."""
+        names = f", resourceNames: [{self.name}]" if self.name else ""
+        return (
+            f"{{apiGroups: [{GROUP}], resources: [{self.resource_path}]{names}, "
+            f"verbs: [{self.verb}]}}"
+        )
+
+    def review(self, namespace: str) -> JSONDict:
+        attributes: JSONDict = {
+            "namespace": namespace,
+            "verb": self.verb,
+            "group": GROUP,
+            "resource": self.resource,
+        }
+        if self.subresource:
+            attributes["subresource"] = self.subresource
+        if self.name:
+            attributes["name"] = self.name
+        return {
+            "apiVersion": SELF_SUBJECT_ACCESS_REVIEW.api_version,
+            "kind": SELF_SUBJECT_ACCESS_REVIEW.kind,
+            "spec": {"resourceAttributes": attributes},
+        }
+
+
+class MissingPermissions(Exception):
+    """The identity lacks a permission the listener needs; the message names the rules."""
+
+
+class KubernetesAccessLost(KubeError):
+    """A call the listener cannot work without was refused for good (401, 403, 404)."""
 
 
 class RunnerSetClient:
@@ -24,6 +90,23 @@ class RunnerSetClient:
         self.namespace = namespace
         self.runner_set = runner_set
         self._tracer = tracer
+        self.identity: str | None = None
+        """Who the API server says we are, once `check_access` asked."""
+        self.runner_set_uid: str | None = None
+        """The set's uid, from the answer to the last successful patch of it."""
+
+    @property
+    def permissions(self) -> tuple[Permission, ...]:
+        """What the listener does: read a runner, patch its status, patch the one set."""
+        return (
+            Permission("get", EPHEMERAL_RUNNER.plural),
+            Permission("patch", EPHEMERAL_RUNNER.plural, subresource="status"),
+            Permission("patch", EPHEMERAL_RUNNER_SET.plural, name=self.runner_set),
+        )
+
+    @property
+    def set_patch(self) -> Permission:
+        return self.permissions[2]
 
     @contextmanager
     def _span(self, verb: str, kind: Kind, *, name: str) -> Iterator[None]:
@@ -38,11 +121,74 @@ class RunnerSetClient:
         ):
             yield
 
+    async def check_access(self) -> None:
+        """Learn the identity, then raise MissingPermissions unless every permission is held.
+
+        Transient errors propagate for the caller to retry.
+        """
+        self.identity = await self._whoami()
+        missing = [
+            permission for permission in self.permissions if not await self._allowed(permission)
+        ]
+        if missing:
+            raise MissingPermissions(self._describe_missing(missing))
+
+    async def _whoami(self) -> str | None:
+        body: JSONDict = {
+            "apiVersion": SELF_SUBJECT_REVIEW.api_version,
+            "kind": SELF_SUBJECT_REVIEW.kind,
+        }
+        try:
+            review = await self._objects.create(SELF_SUBJECT_REVIEW, None, body)
+        except NotFound:
+            # API servers before 1.28 serve no authentication.k8s.io/v1 SelfSubjectReview.
+            return None
+        user = review.get("status", {}).get("userInfo", {}).get("username")
+        return str(user) if user else None
+
+    async def _allowed(self, permission: Permission) -> bool:
+        review = await self._objects.create(
+            SELF_SUBJECT_ACCESS_REVIEW, None, permission.review(self.namespace)
+        )
+        return bool(review.get("status", {}).get("allowed"))
+
+    def _who(self) -> str:
+        return f'"{self.identity}"' if self.identity else "(identity unknown)"
+
+    def _describe_missing(self, missing: list[Permission]) -> str:
+        verbs = ", ".join(
+            f"{p.verb} {p.resource_path}" + (f' "{p.name}"' if p.name else "") for p in missing
+        )
+        rules = " and ".join(p.rule() for p in missing)
+        return (
+            f"the Kubernetes identity {self._who()} may not {verbs} in namespace "
+            f'"{self.namespace}", which the listener needs (docs/listener.md#permissions); '
+            f"add to its Role: {rules}"
+        )
+
+    def set_patch_refused(self, exc: KubeError) -> KubernetesAccessLost:
+        """The one line that says why the set patch was refused for good with `exc`."""
+        target = f'ephemeralrunnersets "{self.namespace}/{self.runner_set}"'
+        if isinstance(exc, Unauthorized):
+            why = (
+                f"the API server no longer accepts the credentials of {self._who()} "
+                "(an expired or revoked token?)"
+            )
+        elif isinstance(exc, NotFound):
+            why = "the EphemeralRunnerSet (or its CRD) does not exist"
+        else:
+            why = f"the identity {self._who()} lacks the Role rule {self.set_patch.rule()}"
+        return KubernetesAccessLost(
+            f"Kubernetes refused patch {target}: {why} ({exc})", code=exc.code, reason=exc.reason
+        )
+
     async def patch_runner_set(self, patch: JSONDict) -> JSONDict:
         with self._span("patch", EPHEMERAL_RUNNER_SET, name=self.runner_set):
-            return await self._objects.patch(
+            updated = await self._objects.patch(
                 EPHEMERAL_RUNNER_SET, self.namespace, self.runner_set, patch
             )
+        self.runner_set_uid = metadata_of(updated).get("uid") or self.runner_set_uid
+        return updated
 
     async def get_runner(self, name: str) -> JSONDict:
         with self._span("get", EPHEMERAL_RUNNER, name=name):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.typedefs import JSONDict
+
 MAX_INT32 = 2**31 - 1
 
 
@@ -20,9 +22,13 @@ class Desired:
     replicas: int
     patch_id: int
 
-    def ers_patch(self) -> dict[str, object]:
-        """The merge patch of the EphemeralRunnerSet carrying this state."""
-        return {"spec": {"replicas": self.replicas, "patchID": self.patch_id}}
+    def ers_patch(self, *, scale_set_id: int | None = None) -> JSONDict:
+        """The merge patch of the EphemeralRunnerSet carrying this state, and the scale set id
+        for the runners' spec when one is given (docs/listener.md, "The scale set id")."""
+        spec: JSONDict = {"replicas": self.replicas, "patchID": self.patch_id}
+        if scale_set_id is not None:
+            spec["ephemeralRunnerSpec"] = {"runnerScaleSetId": scale_set_id}
+        return {"spec": spec}
 
 
 class Scaler:

@@ -6,6 +6,10 @@ count. An empty poll publishes too. Where ARC's listener exits and crash-loops, 
 in process: transient errors are retried with backoff, a session the service lost is re-created
 (unacknowledged messages come again, and every step is safe to repeat), a 409 conflict waits for
 the old session for a bounded time.
+
+What retrying cannot fix ends the process instead of leaving it up and useless: permissions the
+listener lacks stop it at start (`MissingPermissions`), and a set patch refused for good (401,
+403, 404) makes `/readyz` fail and then ends `run` with `KubernetesAccessLost`.
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ from opentelemetry.trace import Tracer
 
 from listener.config import ListenerSettings
 from listener.health import Progress
-from listener.job_started import record_job_started
-from listener.kube import RunnerSetClient
+from listener.job_started import Outcome, record_job_started
+from listener.kube import KubernetesAccessLost, RunnerSetClient
 from listener.metrics import ListenerMetrics
 from listener.retry import Backoff, Stopping, is_transient, retry_transient
 from listener.scaler import Scaler
@@ -46,7 +50,8 @@ from shared.actions.models import (
     Statistics,
 )
 from shared.actions.session import MessageSession
-from shared.kube.errors import KubeError
+from shared.kube.errors import Forbidden, KubeError, Unauthorized
+from shared.kube.errors import NotFound as KubeNotFound
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +68,14 @@ SESSION_LOST = (NotFound, SessionExpired, MessageQueueTokenExpired)
 
 class SessionLost(Exception):
     """The current message session cannot be used any more."""
+
+
+class SessionWithoutStatistics(Exception):
+    """The service opened a session but sent no statistics with it.
+
+    Publishing from it would mean `min_runners` with patch id 0, which lets the controller scale
+    down runners that assigned jobs need; ARC's listener refuses such a session too.
+    """
 
 
 class Listener:
@@ -91,6 +104,8 @@ class Listener:
             initial=settings.retry_initial_seconds, maximum=settings.retry_max_seconds
         )
         self.scale_set_id = settings.runner_scale_set_id
+        self.unwritten_scale_set_id: int | None = None
+        """An id found or registered by name, not yet written into the EphemeralRunnerSet."""
         self.latest = Statistics()
         self.unrecorded: list[JobStarted] = []
         """JobStarted messages acknowledged but not yet written to their runner."""
@@ -119,15 +134,16 @@ class Listener:
     async def run(self) -> None:
         """Serve until `stop` is set (returns) or an unrecoverable error (raises)."""
         try:
+            await self._retry(self.kube.check_access, "Kubernetes permission review")
             if not self.scale_set_id:
                 await self._find_or_register_scale_set()
             self.metrics.record_static(
                 min_runners=self.settings.min_runners, max_runners=self.settings.max_runners
             )
             while not self.stop.is_set():
-                session = await self._open_session()
+                session, statistics = await self._open_session()
                 try:
-                    await self._serve(session)
+                    await self._serve(session, statistics)
                 except SessionLost as lost:
                     log.warning("message session lost, opening a new one: %s", lost.__cause__)
                 finally:
@@ -139,6 +155,7 @@ class Listener:
     async def _find_or_register_scale_set(self) -> None:
         found = await self._scale_set_by_name()
         self.scale_set_id = found
+        self.unwritten_scale_set_id = found
         self.actions.set_system_info(
             dataclasses.replace(self.actions.system_info, scale_set_id=found)
         )
@@ -176,13 +193,13 @@ class Listener:
         log.info("registered runner scale set %r (id %d)", name, created.id)
         return created.id
 
-    async def _open_session(self) -> MessageSession:
+    async def _open_session(self) -> tuple[MessageSession, Statistics]:
         timeout = self.settings.session_conflict_timeout_seconds
 
         def give_up(exc: BaseException, elapsed: float) -> bool:
             return isinstance(exc, SessionConflict) and elapsed >= timeout
 
-        async def create() -> MessageSession:
+        async def open_session() -> MessageSession:
             try:
                 return await self.actions.open_message_session(self.scale_set_id, owner=self.owner)
             except ScaleSetNotFound:
@@ -194,15 +211,28 @@ class Listener:
                 await self._find_or_register_scale_set()
                 return await self.actions.open_message_session(self.scale_set_id, owner=self.owner)
 
-        session = await self._retry(
+        async def create() -> tuple[MessageSession, Statistics]:
+            session = await open_session()
+            statistics = session.session.statistics
+            if statistics is None:
+                await self._close(session)
+                raise SessionWithoutStatistics(
+                    f"message session {session.session_id} came without statistics; "
+                    "refused, nothing published from it"
+                )
+            return session, statistics
+
+        session, statistics = await self._retry(
             create,
             "message session creation",
-            retry_on=lambda exc: is_transient(exc) or isinstance(exc, SessionConflict),
+            retry_on=lambda exc: (
+                is_transient(exc) or isinstance(exc, SessionConflict | SessionWithoutStatistics)
+            ),
             give_up=give_up,
         )
         log.info("message session %s open for scale set %d", session.session_id, self.scale_set_id)
         self.progress.session_opened()
-        return session
+        return session, statistics
 
     async def _close(self, session: MessageSession) -> None:
         try:
@@ -213,10 +243,8 @@ class Listener:
         else:
             log.info("message session %s deleted", session.session_id)
 
-    async def _serve(self, session: MessageSession) -> None:
-        statistics = session.session.statistics
-        if statistics is not None:
-            self.latest = statistics
+    async def _serve(self, session: MessageSession, statistics: Statistics) -> None:
+        self.latest = statistics
         self.metrics.record_statistics(self.latest)
         await self._publish()
         last_message_id = 0
@@ -332,19 +360,30 @@ class Listener:
                     return
                 log.error("JobStarted for runner %s dropped: %s", job.runner_name, exc)
                 continue
-            log.info(
-                "JobStarted job %s on runner %s: %s", job.job_id, job.runner_name, outcome.value
+            log.log(
+                logging.WARNING if outcome is Outcome.FOREIGN else logging.INFO,
+                "JobStarted job %s on runner %s: %s",
+                job.job_id,
+                job.runner_name,
+                outcome.value,
             )
 
     async def _publish(self, *, record: bool = True) -> None:
-        """Patch the EphemeralRunnerSet with the desired count for `self.latest`."""
+        """Patch the EphemeralRunnerSet with the desired count for `self.latest`, and with the
+        scale set id when it was found by name and is not written yet."""
         desired = self.scaler.desired(self.latest.total_assigned_jobs)
+        scale_set_id = self.unwritten_scale_set_id
+        patch = desired.ers_patch(scale_set_id=scale_set_id)
         try:
             await self._retry(
-                lambda: self.kube.patch_runner_set(desired.ers_patch()),
+                lambda: self.kube.patch_runner_set(patch),
                 "EphemeralRunnerSet patch",
                 give_up=self._past_two_backoff_caps,
             )
+        except (Unauthorized, Forbidden, KubeNotFound) as exc:
+            lost: KubernetesAccessLost = self.kube.set_patch_refused(exc)
+            self.progress.failed(str(lost))
+            raise lost from exc
         except KubeError as exc:
             self.scaler.publication_failed()
             log.error(
@@ -355,5 +394,14 @@ class Listener:
             )
             return
         log.debug("published replicas=%d patchID=%d", desired.replicas, desired.patch_id)
+        if scale_set_id is not None:
+            self.unwritten_scale_set_id = None
+            log.info(
+                "wrote runner scale set id %d into EphemeralRunnerSet %s/%s "
+                "(spec.ephemeralRunnerSpec.runnerScaleSetId)",
+                scale_set_id,
+                self.kube.namespace,
+                self.kube.runner_set,
+            )
         if record:
             self.metrics.record_desired(desired.replicas)

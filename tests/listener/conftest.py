@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
+import os
+import re
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 from aiohttp import web
@@ -80,15 +85,29 @@ class Cluster:
     async def runner(self, name: str) -> JSONDict:
         return self._stored(EPHEMERAL_RUNNER, name)
 
-    async def create_runner(self, name: str, *, phase: str, deleting: bool = False) -> None:
-        template = (await self.objects.get(EPHEMERAL_RUNNER_SET, self.namespace, RUNNER_SET))[
-            "spec"
-        ]["ephemeralRunnerSpec"]
+    async def create_runner(
+        self, name: str, *, phase: str, deleting: bool = False, runner_set: str = RUNNER_SET
+    ) -> None:
+        """A runner as the controller makes it: `runner_set` is its controller owner."""
+        owner = await self.objects.get(EPHEMERAL_RUNNER_SET, self.namespace, runner_set)
         body: JSONDict = {
             "apiVersion": "actions.github.com/v1alpha1",
             "kind": "EphemeralRunner",
-            "metadata": {"name": name, "namespace": self.namespace},
-            "spec": copy.deepcopy(template),
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "ownerReferences": [
+                    {
+                        "apiVersion": owner["apiVersion"],
+                        "kind": owner["kind"],
+                        "name": runner_set,
+                        "uid": owner["metadata"]["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": copy.deepcopy(owner["spec"]["ephemeralRunnerSpec"]),
         }
         if deleting:
             # A finalizer keeps the deleted object, with its deletionTimestamp, in place.
@@ -291,3 +310,104 @@ async def start_listener(
     for running in started:
         if not running.task.done():
             assert await running.stop() == 0
+
+
+GHA_LISTENER = str(Path(sys.executable).parent / "gha-listener")
+PORT_LINE = re.compile(r"serving /healthz, /readyz and /metrics on port (\d+)")
+
+
+@dataclass
+class Process:
+    proc: asyncio.subprocess.Process
+    lines: list[str] = field(default_factory=list)
+    port: asyncio.Future[int] = field(default_factory=asyncio.Future)
+    reader: asyncio.Task[None] | None = None
+
+    async def read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        async for raw in self.proc.stderr:
+            line = raw.decode().rstrip("\n")
+            self.lines.append(line)
+            found = PORT_LINE.search(line)
+            if found and not self.port.done():
+                self.port.set_result(int(found.group(1)))
+
+    async def wait(self) -> int:
+        code = await asyncio.wait_for(self.proc.wait(), DEADLINE)
+        if self.reader is not None:
+            await self.reader
+        return code
+
+
+@pytest.fixture
+async def spawn(cluster: Cluster, github: GitHub, tmp_path: Path) -> AsyncIterator[Any]:
+    kubeconfig = tmp_path / "listener.kubeconfig"
+    cluster.kube.write_kubeconfig(kubeconfig, token=cluster.listener_token)
+    processes: list[Process] = []
+
+    async def start(config: dict[str, Any], **environment: str) -> Process:
+        path = tmp_path / f"config-{len(processes)}.json"
+        path.write_text(json.dumps(config))
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "LISTENER_CONFIG_PATH": str(path),
+            "LISTENER_GITHUB_TOKEN": github.token,
+            "KUBECONFIG": str(kubeconfig),
+            **environment,
+        }
+        env = {name: value for name, value in env.items() if value}
+        proc = await asyncio.create_subprocess_exec(
+            GHA_LISTENER, env=env, stderr=asyncio.subprocess.PIPE
+        )
+        process = Process(proc=proc)
+        process.reader = asyncio.create_task(process.read_stderr())
+        processes.append(process)
+        return process
+
+    yield start
+    for process in processes:
+        if process.proc.returncode is None:
+            process.proc.kill()
+            await process.wait()
+
+
+def listener_config(cluster: Cluster, github: GitHub, **changes: Any) -> dict[str, Any]:
+    return {
+        "configure_url": github.emulator.config_url(),
+        "ephemeral_runner_set_namespace": cluster.namespace,
+        "ephemeral_runner_set_name": RUNNER_SET,
+        "runner_scale_set_name": SCALE_SET,
+        "min_runners": 0,
+        "max_runners": 10,
+        "log_level": "debug",
+        "log_format": "json",
+        "metrics_addr": "127.0.0.1:0",
+        "retry_initial_seconds": 0.05,
+        "retry_max_seconds": 0.2,
+        **changes,
+    }
+
+
+async def readyz_until(process: Process, *, ready: bool) -> str:
+    """Poll the process's /readyz until it answers 200 (`ready`) or not; its last body."""
+    port = await asyncio.wait_for(asyncio.shield(process.port), DEADLINE)
+    body = ""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
+
+        async def answered() -> bool:
+            nonlocal body
+            async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
+                body = await response.text()
+                return (response.status == 200) is ready
+
+        await eventually(answered, what=f"/readyz {'200' if ready else 'non-200'}")
+    return body
+
+
+async def wait_ready(process: Process) -> None:
+    await readyz_until(process, ready=True)
+
+
+def messages(process: Process) -> list[str]:
+    """The messages of the process's JSON log lines."""
+    return [str(json.loads(line)["message"]) for line in process.lines]

@@ -158,28 +158,6 @@ async def test_listener_service_account_suffices_for_a_full_job_cycle(
     assert cluster.forbidden_requests() == 0
 
 
-async def test_a_service_account_without_the_listener_role_is_refused(
-    cluster: Cluster, github: GitHub, start_listener: StartListener
-) -> None:
-    cluster.kube.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "nobody", "namespace": cluster.namespace},
-        }
-    )
-    running = await start_listener(
-        kube_token=cluster.kube.service_account_token(cluster.namespace, "nobody")
-    )
-    nobody = f"system:serviceaccount:{cluster.namespace}:nobody"
-
-    async def refused() -> bool:
-        return cluster.kube.requests.count(user=nobody, code=403) > 0
-
-    await eventually(refused, what="a 403 for a ServiceAccount without the Role")
-    assert not running.task.done()
-
-
 async def test_redelivered_job_started_patches_nothing(
     cluster: Cluster,
     github: GitHub,

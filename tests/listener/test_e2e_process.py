@@ -2,114 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import re
 import signal
-import sys
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 from tests.listener.conftest import (
-    DEADLINE,
-    RUNNER_SET,
-    SCALE_SET,
     Cluster,
     GitHub,
+    Process,
     eventually,
+    listener_config,
+    wait_ready,
 )
-
-GHA_LISTENER = str(Path(sys.executable).parent / "gha-listener")
-PORT_LINE = re.compile(r"serving /healthz, /readyz and /metrics on port (\d+)")
-
-
-@dataclass
-class Process:
-    proc: asyncio.subprocess.Process
-    lines: list[str] = field(default_factory=list)
-    port: asyncio.Future[int] = field(default_factory=asyncio.Future)
-    reader: asyncio.Task[None] | None = None
-
-    async def read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        async for raw in self.proc.stderr:
-            line = raw.decode().rstrip("\n")
-            self.lines.append(line)
-            found = PORT_LINE.search(line)
-            if found and not self.port.done():
-                self.port.set_result(int(found.group(1)))
-
-    async def wait(self) -> int:
-        code = await asyncio.wait_for(self.proc.wait(), DEADLINE)
-        if self.reader is not None:
-            await self.reader
-        return code
-
-
-@pytest.fixture
-async def spawn(cluster: Cluster, github: GitHub, tmp_path: Path) -> AsyncIterator[Any]:
-    kubeconfig = tmp_path / "listener.kubeconfig"
-    cluster.kube.write_kubeconfig(kubeconfig, token=cluster.listener_token)
-    processes: list[Process] = []
-
-    async def start(config: dict[str, Any], **environment: str) -> Process:
-        path = tmp_path / f"config-{len(processes)}.json"
-        path.write_text(json.dumps(config))
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "LISTENER_CONFIG_PATH": str(path),
-            "LISTENER_GITHUB_TOKEN": github.token,
-            "KUBECONFIG": str(kubeconfig),
-            **environment,
-        }
-        env = {name: value for name, value in env.items() if value}
-        proc = await asyncio.create_subprocess_exec(
-            GHA_LISTENER, env=env, stderr=asyncio.subprocess.PIPE
-        )
-        process = Process(proc=proc)
-        process.reader = asyncio.create_task(process.read_stderr())
-        processes.append(process)
-        return process
-
-    yield start
-    for process in processes:
-        if process.proc.returncode is None:
-            process.proc.kill()
-            await process.wait()
-
-
-def listener_config(cluster: Cluster, github: GitHub, **changes: Any) -> dict[str, Any]:
-    return {
-        "configure_url": github.emulator.config_url(),
-        "ephemeral_runner_set_namespace": cluster.namespace,
-        "ephemeral_runner_set_name": RUNNER_SET,
-        "runner_scale_set_name": SCALE_SET,
-        "min_runners": 0,
-        "max_runners": 10,
-        "log_level": "debug",
-        "log_format": "json",
-        "metrics_addr": "127.0.0.1:0",
-        "retry_initial_seconds": 0.05,
-        "retry_max_seconds": 0.2,
-        **changes,
-    }
-
-
-async def wait_ready(process: Process) -> None:
-    port = await asyncio.wait_for(asyncio.shield(process.port), DEADLINE)
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
-
-        async def ready() -> bool:
-            async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
-                return response.status == 200
-
-        await eventually(ready, what="/readyz 200")
 
 
 async def test_sigterm_deletes_the_session_and_a_restart_resumes(
