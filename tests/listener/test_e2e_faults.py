@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import uuid
 from typing import Literal
 
 import pytest
 
-from tests.listener.conftest import Cluster, GitHub, RunningListener, StartListener, eventually
+from shared.api.kinds import EPHEMERAL_RUNNER_SET
+from shared.typedefs import JSONDict
+from tests.listener.conftest import (
+    DEADLINE,
+    RUNNER_SET,
+    Cluster,
+    GitHub,
+    RunningListener,
+    StartListener,
+    eventually,
+)
 from tests.listener.test_e2e_job_started import recorded, start_job_on
 
 
@@ -191,4 +205,58 @@ async def test_scale_set_deleted_on_the_service_is_registered_again(
     github.enqueue(2)
     await scaled_to(cluster, 2)
     assert github.emulator.state.count("create_scale_set", status=200) == 2
+    # The new id reaches the runners' spec too.
+    [new_id] = [i for i in github.emulator.state.scale_sets if i != github.scale_set_id]
+    spec = await cluster.runner_set_spec()
+    assert spec["ephemeralRunnerSpec"]["runnerScaleSetId"] == new_id
     assert still_running(running)
+
+
+async def first_spec_change(cluster: Cluster, resource_version: str) -> JSONDict:
+    """The EphemeralRunnerSet's spec in its first change after `resource_version`, watched over
+    the API."""
+    events = cluster.objects.watch(
+        EPHEMERAL_RUNNER_SET,
+        cluster.namespace,
+        resource_version=resource_version,
+        timeout_seconds=60,
+        inactivity_timeout=DEADLINE,
+    )
+    async with contextlib.aclosing(events):
+        async for event in events:
+            if event["type"] == "MODIFIED" and event["object"]["metadata"]["name"] == RUNNER_SET:
+                spec: JSONDict = event["object"]["spec"]
+                return spec
+    pytest.fail("the watch ended without a change of the set")
+
+
+async def test_session_without_statistics_is_refused_and_publishes_nothing(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    """Two jobs are assigned when a listener restarts and its first session comes without
+    statistics: publishing from it would be min_runners (0) with patch id 0, which lets the
+    controller remove the runners those jobs need. The listener refuses that session and
+    publishes only from the next one."""
+    first = await start_listener()
+    github.enqueue(2, duration=60.0)
+    await scaled_to(cluster, 2)
+    assert await first.stop() == 0
+    runner_set = await cluster.objects.get(EPHEMERAL_RUNNER_SET, cluster.namespace, RUNNER_SET)
+    no_statistics = {
+        "sessionId": str(uuid.uuid4()),
+        "ownerName": "listener",
+        "messageQueueUrl": github.emulator.config_url() + "/no-such-queue",
+        "messageQueueAccessToken": "not-a-token",
+    }
+    fault = github.emulator.faults.inject(
+        "create_session", status=200, body=json.dumps(no_statistics), count=1
+    )
+    change = asyncio.create_task(
+        first_spec_change(cluster, runner_set["metadata"]["resourceVersion"])
+    )
+    second = await start_listener()
+    spec = await asyncio.wait_for(change, DEADLINE)
+    assert fault.hits == 1
+    assert (spec["replicas"], spec["patchID"]) == (2, 0)
+    assert github.emulator.state.count("create_session", status=200) == 3
+    assert still_running(second)
