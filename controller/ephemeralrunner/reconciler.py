@@ -25,16 +25,23 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from controller.ephemeralrunner.metrics import RunnerMetrics
 from controller.ephemeralrunner.objects import jit_secret, runner_pod
-from controller.ephemeralrunner.predicates import POD_TO_ER, pod_ready
+from controller.ephemeralrunner.predicates import POD_TO_ER
 from controller.ephemeralrunner.rules import (
+    REASON_REGISTRATION_FAILED,
+    REASON_REGISTRATION_TIMED_OUT,
     REASON_TOO_MANY_POD_FAILURES,
     PodOutcome,
+    RegistrationFailure,
     decide_from_pod,
+    registration_failure,
+    registration_timed_out,
     retry_delay,
     too_many_failures,
 )
-from controller.runners.deps import RunnerDeps
+from controller.runners.actions import GitHubConfigError
+from controller.runners.deps import Removal, RunnerDeps
 from controller.runtime import (
     Controller,
     LazyObject,
@@ -70,9 +77,16 @@ from shared.api.views import (
     runner_work_folder,
     secret_runner_id,
 )
-from shared.kube.errors import AlreadyExists, Forbidden, Invalid, KubeError, NotFound
+from shared.kube.errors import AlreadyExists, Conflict, Forbidden, Invalid, KubeError, NotFound
 from shared.kube.objects import POD, SECRET, Kind, Objects
-from shared.kube.views import is_deleting, metadata_of, parse_time, secret_value, status_of
+from shared.kube.views import (
+    is_deleting,
+    metadata_of,
+    parse_time,
+    pod_ready,
+    secret_value,
+    status_of,
+)
 from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
@@ -84,6 +98,8 @@ POD_EXPECTATION_SECONDS = 5.0
 SECRET_DELETED = "secret deleted"
 POD_CREATED = "pod created"
 QUOTA_MESSAGE = "exceeded quota:"
+PENDING = EphemeralRunnerPhase.PENDING.value
+REASON_REGISTRATION_LEFT_BEHIND = "RegistrationLeftBehind"
 
 
 def deep_merge(target: JSONDict, patch: JSONDict) -> None:
@@ -102,6 +118,7 @@ class EphemeralRunnerReconciler:
         pods: Store,
         objects: Objects,
         deps: RunnerDeps,
+        metrics: RunnerMetrics | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._runners = runners
@@ -118,6 +135,7 @@ class EphemeralRunnerReconciler:
         # deleted), which a pass reading an older runner or pod must not repeat, and the status
         # values written.
         self._expected = deps.expectations
+        self._metrics = metrics
         self._now = now
 
     async def reconcile(self, request: Request) -> Result:
@@ -127,9 +145,25 @@ class EphemeralRunnerReconciler:
             # read it, even after its last finalizer was removed.
             self._expected.forget(EPHEMERAL_RUNNER, request)
             return Result()
+        self._expected.track(EPHEMERAL_RUNNER, request, str(cached["metadata"]["uid"]))
+        try:
+            return await self._pass(LazyObject(cached, kind=EPHEMERAL_RUNNER))
+        except AlreadyExists:
+            raise
+        except Conflict:
+            # A write carrying the resourceVersion it was decided on (a `Pending`, the
+            # finalizers) met a runner the API has moved past, e.g. the listener's `Running`
+            # behind a lagging cache: decide again on the API's copy.
+            try:
+                live = await self._objects.get(EPHEMERAL_RUNNER, request.namespace, request.name)
+            except NotFound:
+                return Result()
+            return await self._pass(LazyObject(live, kind=EPHEMERAL_RUNNER))
+
+    async def _pass(self, runner: LazyObject) -> Result:
+        cached = runner.object
         uid = str(cached["metadata"]["uid"])
-        self._expected.track(EPHEMERAL_RUNNER, request, uid)
-        runner = LazyObject(cached, kind=EPHEMERAL_RUNNER)
+        request = Request.of(cached)
         if is_deleting(cached):
             return await self._finalize(runner)
         if is_terminal(cached):
@@ -170,9 +204,13 @@ class EphemeralRunnerReconciler:
         if not has_any_finalizer(obj, EPHEMERAL_RUNNER_FINALIZERS):
             return Result()
         if has_any_finalizer(obj, [FINALIZER_EPHEMERAL_RUNNER_REGISTRATION]):
-            removed = await self._remove_registration(obj)
-            if not removed and not await self._gave_up_waiting(obj):
+            removal = await self._remove_registration(obj)
+            if removal is Removal.BUSY and not await self._gave_up_waiting(obj):
                 return Result(requeue_after=self._settings.job_still_running_retry_seconds)
+            if removal is Removal.NO_CREDENTIALS:
+                wait = await self._credentials_wait(obj)
+                if wait is not None:
+                    return Result(requeue_after=wait)
         await self._delete_resources(obj)
         if has_container_hooks(obj):
             await self._delete_hook_resources(obj)
@@ -189,13 +227,36 @@ class EphemeralRunnerReconciler:
         since = parse_time(runner["metadata"]["deletionTimestamp"])
         if self._now() - since < timedelta(seconds=timeout):
             return False
-        await self._events.warning(
+        await self._left_behind(
             runner,
-            reason="RegistrationLeftBehind",
-            message=f"The service still reports a job on runner {runner_id(runner)} after "
+            f"The service still reports a job on runner {runner_id(runner)} after "
             f"{timeout:.0f} s; deleting the runner without unregistering it",
         )
         return True
+
+    async def _credentials_wait(self, runner: JSONDict) -> float | None:
+        """How long a deleting runner that cannot be unregistered for want of usable GitHub
+        credentials still waits for them; None once `missing_credentials_removal_timeout_seconds`
+        from its deletion have passed (a Warning Event and the metric say it stays registered).
+        Without the bound a deleted config Secret (namespace deletion does that first) would
+        hold the runner, its set and the namespace for ever."""
+        timeout = self._settings.missing_credentials_removal_timeout_seconds
+        since = parse_time(runner["metadata"]["deletionTimestamp"])
+        left = timeout - (self._now() - since).total_seconds()
+        if left > 0:
+            return min(left, self._settings.job_still_running_retry_seconds)
+        await self._left_behind(
+            runner,
+            f"No usable GitHub credentials to unregister runner {runner_id(runner)} after "
+            f"{timeout:.0f} s (secret {(runner.get('spec') or {}).get('githubConfigSecret')}); "
+            "deleting the runner without unregistering it",
+        )
+        return None
+
+    async def _left_behind(self, runner: JSONDict, message: str) -> None:
+        if self._metrics is not None:
+            self._metrics.left_behind(runner)
+        await self._events.warning(runner, reason=REASON_REGISTRATION_LEFT_BEHIND, message=message)
 
     def _did(self, runner: JSONDict, step: str) -> bool:
         return self._expected.noted(str(metadata_of(runner).get("uid")), step) is not None
@@ -203,20 +264,20 @@ class EphemeralRunnerReconciler:
     def _mark(self, runner: JSONDict, step: str) -> None:
         self._expected.note(str(metadata_of(runner).get("uid")), step)
 
-    async def _remove_registration(self, runner: JSONDict) -> bool:
-        """Unregister the runner; False while the service says its job still runs."""
+    async def _remove_registration(self, runner: JSONDict) -> Removal:
+        """Unregister the runner (a runner never registered counts as removed)."""
         if self._deps.unregistered(runner):
-            return True
+            return Removal.REMOVED
         rid = runner_id(runner) or await self._id_from_secret(runner)
         if rid == 0:
-            return True
-        removed = await self._deps.unregister(runner, rid)
-        if not removed:
+            return Removal.REMOVED
+        removal = await self._deps.remove(runner, rid)
+        if removal is Removal.BUSY:
             log.info(
                 "runner still has a job, removal retried later",
                 extra={"runner": metadata_of(runner)["name"]},
             )
-        return removed
+        return removal
 
     async def _id_from_secret(self, runner: JSONDict) -> int:
         """The id of a runner registered just before its status could record it."""
@@ -281,9 +342,12 @@ class EphemeralRunnerReconciler:
             "runnerName": secret_value(secret, SECRET_RUNNER_NAME) or meta["name"],
         }
         if not current.get("phase"):
-            desired["phase"] = EphemeralRunnerPhase.PENDING.value
+            desired["phase"] = PENDING
+        if current.get("reason") == REASON_REGISTRATION_FAILED:
+            # A registration failure reported earlier is over.
+            desired.update(reason="", message="")
         runner.mutate().setdefault("status", {}).update(desired)
-        await runner.write(self._objects)
+        await runner.write(self._objects, optimistic=desired.get("phase") == PENDING)
         self._expected.wrote_status(str(meta["uid"]), current=current, desired=desired)
         return None
 
@@ -292,16 +356,20 @@ class EphemeralRunnerReconciler:
         meta = obj["metadata"]
         spec = obj.get("spec") or {}
         scale_set_id = int(spec.get("runnerScaleSetId") or 0)
-        client = await self._clients.for_spec(meta["namespace"], spec)
         try:
+            client = await self._clients.for_spec(meta["namespace"], spec)
             config = await client.generate_jit_runner_config(
                 scale_set_id, name=meta["name"], work_folder=runner_work_folder(obj)
             )
         except RunnerExists:
             return await self._resolve_name_clash(obj, scale_set_id)
-        except ActionsError as exc:
-            self._clients.rejected(meta["namespace"], spec, exc)
-            raise
+        except (ActionsError, GitHubConfigError) as exc:
+            if isinstance(exc, ActionsError):
+                self._clients.rejected(meta["namespace"], spec, exc)
+            failure = registration_failure(exc, scale_set_id=scale_set_id)
+            if not await self._registration_failed(runner, failure):
+                raise
+            return Result()
         body = jit_secret(
             obj,
             encoded_jit_config=config.encoded_jit_config.get_secret_value(),
@@ -314,6 +382,33 @@ class EphemeralRunnerReconciler:
             return await self._objects.create(SECRET, meta["namespace"], body)
         except AlreadyExists:
             return await self._objects.get(SECRET, meta["namespace"], meta["name"])
+
+    async def _registration_failed(self, runner: LazyObject, failure: RegistrationFailure) -> bool:
+        """Report a failed registration on the runner; True when the runner is now `Failed`
+        (the failure is permanent, or registration has been failing for longer than
+        `registration_timeout_seconds`), False when the request is to be retried."""
+        obj = runner.object
+        timeout = self._settings.registration_timeout_seconds
+        if failure.permanent or registration_timed_out(
+            obj, now=self._now(), timeout=timedelta(seconds=timeout) if timeout else None
+        ):
+            reason, message = failure.reason, failure.message
+            if not failure.permanent:
+                reason = REASON_REGISTRATION_TIMED_OUT
+                message = f"Not registered {timeout:.0f} s after creation; last error: {message}"
+            await self._mark_failed(runner, reason=reason, message=message)
+            return True
+        uid = str(obj["metadata"]["uid"])
+        current = status_of(obj)
+        desired: JSONDict = {"reason": failure.reason, "message": failure.message}
+        if current.get("reason") != failure.reason and not self._expected.status_redundant(
+            uid, current=current, desired={"reason": failure.reason}
+        ):
+            runner.mutate().setdefault("status", {}).update(desired)
+            await runner.write(self._objects)
+            self._expected.wrote_status(uid, current=current, desired=desired)
+            await self._events.warning(obj, reason=failure.reason, message=failure.message)
+        return False
 
     async def _resolve_name_clash(self, runner: JSONDict, scale_set_id: int) -> Result:
         """A runner of this name is registered but its JIT config was lost: remove it when it
@@ -399,7 +494,9 @@ class EphemeralRunnerReconciler:
             uid, current=current, desired=outcome.status
         ):
             deep_merge(runner.mutate().setdefault("status", {}), outcome.status)
-            await runner.write(self._objects)
+            # A `Pending` carries the resourceVersion it was decided on: behind a lagging cache
+            # it must not overwrite the listener's `Running` (a Conflict re-reads the runner).
+            await runner.write(self._objects, optimistic=outcome.status.get("phase") == PENDING)
             self._expected.wrote_status(uid, current=current, desired=outcome.status)
         if outcome.delete_pod:
             await self._delete(POD, pod)
@@ -415,6 +512,7 @@ def setup(manager: Manager, deps: RunnerDeps) -> EphemeralRunnerReconciler:
         pods=manager.cache(POD),
         objects=manager.objects,
         deps=deps,
+        metrics=RunnerMetrics(manager.metrics.metrics.meter),
     )
     manager.add(
         Controller(

@@ -17,7 +17,15 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from controller.runners.actions import GitHubConfigError
 from controller.runners.policies import FailurePolicy
+from shared.actions.errors import (
+    ActionsError,
+    AuthenticationFailed,
+    InvalidArgument,
+    NotFound,
+    ScaleSetNotFound,
+)
 from shared.api import EphemeralRunnerPhase
 from shared.api.names import (
     MESSAGE_OUTDATED,
@@ -248,6 +256,56 @@ def _count_failure(
         remove_registration=True,
         warning=(REASON_TOO_MANY_POD_FAILURES, message),
     )
+
+
+# Why a runner could not register (docs/reconcilers.md#registration-failures).
+REASON_SCALE_SET_NOT_FOUND = "ScaleSetNotFound"
+REASON_CREDENTIALS_REFUSED = "GitHubCredentialsRefused"
+REASON_INVALID_GITHUB_CONFIG = "InvalidGitHubConfig"
+REASON_REGISTRATION_FAILED = "RegistrationFailed"
+REASON_REGISTRATION_TIMED_OUT = "RegistrationTimedOut"
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationFailure:
+    """Why registering a runner failed: `permanent` when only a change by a human can help
+    (the runner is failed at once), else the same request may succeed later."""
+
+    reason: str
+    message: str
+    permanent: bool
+
+
+def registration_failure(error: Exception, *, scale_set_id: int) -> RegistrationFailure:
+    """Classify an error of the JIT config request or of the client it needs. Messages hold
+    what the Actions client and the client pool put in theirs: URLs, statuses and object names,
+    every credential already scrubbed."""
+    if isinstance(error, GitHubConfigError):
+        return RegistrationFailure(error.reason, error.message, permanent=True)
+    if isinstance(error, ScaleSetNotFound | NotFound):
+        return RegistrationFailure(
+            REASON_SCALE_SET_NOT_FOUND,
+            f"runner scale set {scale_set_id} does not exist on this GitHub configuration "
+            "(check runnerScaleSetId)",
+            permanent=True,
+        )
+    if isinstance(error, InvalidArgument):
+        return RegistrationFailure(REASON_INVALID_GITHUB_CONFIG, str(error), permanent=True)
+    if isinstance(error, AuthenticationFailed) or (
+        isinstance(error, ActionsError) and error.status in (401, 403)
+    ):
+        # The client renews its tokens and repeats a call once on a 401 before raising.
+        return RegistrationFailure(REASON_CREDENTIALS_REFUSED, str(error), permanent=True)
+    return RegistrationFailure(REASON_REGISTRATION_FAILED, str(error), permanent=False)
+
+
+def registration_timed_out(runner: JSONDict, *, now: datetime, timeout: timedelta | None) -> bool:
+    """Whether the runner has been trying to register for longer than `timeout` (None: never
+    too long), counted from its creation."""
+    created = runner.get("metadata", {}).get("creationTimestamp")
+    if timeout is None or not created:
+        return False
+    return now - parse_time(str(created)) >= timeout
 
 
 def retry_delay(runner: JSONDict, *, now: datetime, policy: FailurePolicy) -> timedelta | None:

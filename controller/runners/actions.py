@@ -35,9 +35,27 @@ from shared.api.names import (
     SECRET_GITHUB_APP_PRIVATE_KEY,
     SECRET_GITHUB_TOKEN,
 )
+from shared.kube.errors import Forbidden, NotFound
 from shared.kube.objects import SECRET, Objects
 from shared.kube.views import secret_value
 from shared.typedefs import JSONDict
+
+REASON_CONFIG_SECRET_NOT_FOUND = "GitHubConfigSecretNotFound"
+REASON_CONFIG_UNREADABLE = "GitHubConfigUnreadable"
+REASON_INVALID_CREDENTIALS = "InvalidGitHubCredentials"
+REASON_NETWORK_CONFIG_INVALID = "GitHubNetworkConfigInvalid"
+
+
+class GitHubConfigError(Exception):
+    """A runner spec's GitHub configuration cannot be used as it is: its config Secret is
+    missing or unreadable, holds no usable credentials, or a proxy Secret or CA ConfigMap it
+    names is missing. Nothing was sent to GitHub and retrying alone will not help. `reason` is
+    a CamelCase word for a status or an Event; the message names objects, never their data."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
 
 
 class ClientFactory(Protocol):
@@ -147,13 +165,46 @@ class ActionsClients:
             entry = self._entries.get(key)
             if entry is not None and self._clock() - entry.read_at < self._ttl:
                 return entry.client
-            secret = await self._objects.get(SECRET, namespace, key.secret)
+            secret = await self._config_secret(namespace, key.secret)
             version = str((secret.get("metadata") or {}).get("resourceVersion", ""))
             now = self._clock()
             if entry is not None and entry.secret_version == version:
                 entry.read_at = now
                 return entry.client
-            credentials = credentials_from_secret(secret)
+            try:
+                credentials = credentials_from_secret(secret)
+            except InvalidCredentials as exc:
+                raise GitHubConfigError(
+                    REASON_INVALID_CREDENTIALS, f"secret {key.secret}: {exc.message}"
+                ) from None
+            proxy, pem = await self._network(namespace, spec)
+            client = self._factory(key.url, credentials, proxy=proxy, root_ca_pem=pem)
+            if entry is not None:
+                await entry.client.aclose()
+            self._entries[key] = _Entry(client, now, version)
+            return client
+
+    async def _config_secret(self, namespace: str, name: str) -> JSONDict:
+        try:
+            return await self._objects.get(SECRET, namespace, name)
+        except NotFound:
+            raise GitHubConfigError(
+                REASON_CONFIG_SECRET_NOT_FOUND,
+                f"the GitHub config secret {name} does not exist in namespace {namespace}",
+            ) from None
+        except Forbidden:
+            raise GitHubConfigError(
+                REASON_CONFIG_UNREADABLE,
+                f"the controller may not read the GitHub config secret {name} in namespace "
+                f"{namespace}",
+            ) from None
+
+    async def _network(
+        self, namespace: str, spec: JSONDict
+    ) -> tuple[ProxySettings | None, str | None]:
+        """The spec's proxy and extra root CA; a Secret or ConfigMap they name that is missing
+        or unusable is a GitHubConfigError."""
+        try:
             proxy: ProxySettings | None = None
             if spec.get("proxy"):
                 data = await proxy_data(self._objects, namespace, spec["proxy"])
@@ -162,12 +213,13 @@ class ActionsClients:
                     https_proxy=data[ENV_HTTPS_PROXY],
                     no_proxy=data[ENV_NO_PROXY],
                 )
-            pem = await root_ca(self._objects, namespace, spec.get("githubServerTLS"))
-            client = self._factory(key.url, credentials, proxy=proxy, root_ca_pem=pem)
-            if entry is not None:
-                await entry.client.aclose()
-            self._entries[key] = _Entry(client, now, version)
-            return client
+            return proxy, await root_ca(self._objects, namespace, spec.get("githubServerTLS"))
+        except (NotFound, Forbidden) as exc:
+            raise GitHubConfigError(
+                REASON_NETWORK_CONFIG_INVALID, f"proxy or githubServerTLS: {exc.status_message}"
+            ) from None
+        except ValueError as exc:
+            raise GitHubConfigError(REASON_NETWORK_CONFIG_INVALID, str(exc)) from None
 
     async def remove_runner(self, namespace: str, spec: JSONDict, runner_id: int) -> bool:
         """Unregister a runner; False while the service says it runs a job (a runner the service

@@ -2,17 +2,36 @@
 
 from __future__ import annotations
 
+import enum
+import logging
 from dataclasses import dataclass
 
-from controller.runners.actions import ActionsClients
+from controller.runners.actions import ActionsClients, GitHubConfigError
 from controller.runners.settings import RunnerSettings
 from controller.runtime import EventRecorder, Expectations
+from shared.actions.errors import AuthenticationFailed
 from shared.kube.views import metadata_of
 from shared.typedefs import JSONDict
 
+log = logging.getLogger(__name__)
+
 UNREGISTERED = "unregistered"
 """The expectations step, per runner uid, saying the runner was removed from the Actions
-service: whichever reconciler removed it, the other does not ask again."""
+service: whichever reconciler removed it, the other does not ask again. Keyed by the runner
+object's uid, so two runners that share a runner id on different GitHub configurations (two
+GitHub hosts number their runners independently) never stand in for each other."""
+
+
+class Removal(enum.Enum):
+    """What asking the Actions service to remove a runner came to."""
+
+    REMOVED = "removed"
+    """Removed now or before, or unknown to the service."""
+    BUSY = "busy"
+    """The service says the runner still runs a job."""
+    NO_CREDENTIALS = "no credentials"
+    """The runner's GitHub config Secret is gone or unusable, or GitHub refused it: nothing
+    can remove the runner until someone fixes the Secret."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,13 +48,30 @@ class RunnerDeps:
         uid = str(metadata_of(runner).get("uid"))
         return self.expectations.noted(uid, UNREGISTERED) is not None
 
-    async def unregister(self, runner: JSONDict, runner_id: int) -> bool:
+    async def remove(self, runner: JSONDict, runner_id: int) -> Removal:
         """Remove the runner (registered as `runner_id`) from the Actions service, once for
-        both reconcilers; False while the service says it runs a job."""
+        both reconcilers."""
         if self.unregistered(runner):
-            return True
-        namespace = metadata_of(runner)["namespace"]
-        removed = await self.clients.remove_runner(namespace, runner.get("spec") or {}, runner_id)
-        if removed:
-            self.expectations.note(str(metadata_of(runner).get("uid")), UNREGISTERED)
-        return removed
+            return Removal.REMOVED
+        meta = metadata_of(runner)
+        try:
+            removed = await self.clients.remove_runner(
+                meta["namespace"], runner.get("spec") or {}, runner_id
+            )
+        except (GitHubConfigError, AuthenticationFailed) as exc:
+            log.warning(
+                "cannot unregister the runner without usable GitHub credentials",
+                extra={"runner": meta["name"], "error": str(exc)},
+            )
+            return Removal.NO_CREDENTIALS
+        if not removed:
+            return Removal.BUSY
+        self.expectations.note(str(meta.get("uid")), UNREGISTERED)
+        return Removal.REMOVED
+
+    async def unregister(self, runner: JSONDict, runner_id: int) -> bool:
+        """The set's removal of an idle runner before deleting it: False while the service says
+        it runs a job. A runner without usable credentials counts as removable: deleting it
+        hands it to its own finalizer, which waits for the credentials a bounded time
+        (`missing_credentials_removal_timeout_seconds`) instead of holding the set for ever."""
+        return await self.remove(runner, runner_id) is not Removal.BUSY

@@ -36,6 +36,15 @@ class RunnerSettings(BaseSettings):
     """How long a deleted runner waits for the service to stop reporting its job before it goes
     without being unregistered; 0 waits as long as it takes (ARC; upstream #4585 proposes a
     timeout)."""
+    registration_timeout_seconds: float = Field(default=600.0, ge=0)
+    """How long, from its creation, a runner may keep failing to register with an error that
+    may pass (5xx, 429, timeout, no connection) before it is marked Failed; 0 retries as long as
+    it takes (ARC). An error a human must fix (scale set not found, credentials missing or
+    refused) fails the runner at once: docs/reconcilers.md#registration-failures."""
+    missing_credentials_removal_timeout_seconds: float = Field(default=120.0, gt=0)
+    """How long a deleted runner waits for usable GitHub credentials (its config Secret gone,
+    unusable or refused) to unregister itself before its registration finalizer is dropped and
+    the runner is left registered on GitHub (reported by an Event and a metric)."""
     quota_retry_seconds: float = Field(default=30.0, gt=0)
     """Retry delay when a pod is refused by a ResourceQuota (ARC: 30 s)."""
     quota_give_up_seconds: float = Field(default=600.0, gt=0)
