@@ -218,6 +218,36 @@ def _node_status(node: Obj) -> str:
     return "Ready" if ready and ready[0].get("status") == "True" else "NotReady"
 
 
+def _node_roles(node: Obj) -> str:
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    roles = sorted(
+        {k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/")}
+        | ({labels["kubernetes.io/role"]} if labels.get("kubernetes.io/role") else set())
+    )
+    return ",".join(r for r in roles if r) or "<none>"
+
+
+def _service_ports(service: Obj) -> str:
+    ports = (service.get("spec") or {}).get("ports") or []
+    out = []
+    for p in ports:
+        node_port = f":{p['nodePort']}" if p.get("nodePort") else ""
+        out.append(f"{p.get('port')}{node_port}/{p.get('protocol', 'TCP')}")
+    return ",".join(out) or "<none>"
+
+
+def _csr_condition(csr: Obj) -> str:
+    status = csr.get("status") or {}
+    types = [
+        c.get("type")
+        for c in status.get("conditions") or []
+        if c.get("type") in ("Approved", "Denied", "Failed") and c.get("status", "True") == "True"
+    ]
+    if status.get("certificate"):
+        types.append("Issued")
+    return ",".join(types) or "Pending"
+
+
 def _role_ref(binding: Obj) -> str:
     ref = binding.get("roleRef") or {}
     return f"{ref.get('kind', '')}/{ref.get('name', '')}"
@@ -240,12 +270,28 @@ BUILTIN_COLUMNS: dict[tuple[str, str], list[tuple[str, str, Cell]]] = {
     ("", "namespaces"): [("Status", "string", lambda o: (o.get("status") or {}).get("phase"))],
     ("", "nodes"): [
         ("Status", "string", _node_status),
-        ("Roles", "string", lambda o: "<none>"),
+        ("Roles", "string", _node_roles),
         (
             "Version",
             "string",
             lambda o: ((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion"),
         ),
+    ],
+    ("", "services"): [
+        ("Type", "string", lambda o: (o.get("spec") or {}).get("type")),
+        ("Cluster-IP", "string", lambda o: (o.get("spec") or {}).get("clusterIP") or "<none>"),
+        ("External-IP", "string", lambda o: (o.get("spec") or {}).get("externalName") or "<none>"),
+        ("Port(s)", "string", _service_ports),
+    ],
+    ("certificates.k8s.io", "certificatesigningrequests"): [
+        ("SignerName", "string", lambda o: (o.get("spec") or {}).get("signerName")),
+        ("Requestor", "string", lambda o: (o.get("spec") or {}).get("username")),
+        (
+            "RequestedDuration",
+            "string",
+            lambda o: (o.get("spec") or {}).get("expirationSeconds") or "<none>",
+        ),
+        ("Condition", "string", _csr_condition),
     ],
     ("", "secrets"): [
         ("Type", "string", lambda o: o.get("type")),

@@ -6,6 +6,8 @@
 - Namespace controller: a terminating namespace's contents are deleted, then the namespace.
 - ServiceAccount and root-CA publishers: every namespace gets ServiceAccount `default` and
   ConfigMap `kube-root-ca.crt`.
+- The control-plane node's kubelet: a pod deleted there stops at once (the simulated kubelet
+  runs only its own node's pods).
 
 It runs as one task fed by the store's event stream, so cascades happen asynchronously after the
 triggering write, as on a real cluster.
@@ -19,6 +21,7 @@ import copy
 import logging
 from typing import Any
 
+from sandbox.kube.bootstrap import CONTROL_PLANE
 from sandbox.kube.registry import FOREGROUND, ORPHAN, Registry
 from sandbox.kube.status import ApiError
 from sandbox.kube.store import Event, Store, TypeKey
@@ -28,6 +31,7 @@ Ref = tuple[TypeKey, str, str]
 log = logging.getLogger("sandbox.kube.gc")
 
 NAMESPACES: TypeKey = ("", "namespaces")
+PODS: TypeKey = ("", "pods")
 
 
 class Controllers:
@@ -91,6 +95,13 @@ class Controllers:
                 self._sweep_namespace(meta["name"])
             return
         ns = meta.get("namespace", "")
+        if (
+            ev.key == PODS
+            and ev.type == "MODIFIED"
+            and meta.get("deletionTimestamp")
+            and (ev.obj.get("spec") or {}).get("nodeName") == CONTROL_PLANE
+        ):
+            self._stop_on_control_plane(ns, meta["name"])
         if ev.type == "DELETED":
             if self.gc:
                 self._collect(meta["uid"])
@@ -105,6 +116,11 @@ class Controllers:
                 self._foreground(ev, meta["uid"])
             elif ORPHAN in finalizers:
                 self._orphan(ev, meta["uid"])
+
+    def _stop_on_control_plane(self, ns: str, name: str) -> None:
+        rt = self.registry.catalog.preferred(*PODS)
+        if rt is not None:
+            self.registry.delete(rt, ns=ns, name=name, options={"gracePeriodSeconds": 0})
 
     def _index(self, ev: Event, ref: Ref) -> None:
         for uid in self.owners_of.pop(ref, set()):

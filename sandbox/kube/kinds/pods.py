@@ -78,6 +78,13 @@ def grace(cur: Obj, *, opts: Obj) -> int:
 def add_default_tolerations(spec: Obj) -> None:
     """Tolerate a not-ready or unreachable node for 300 s, unless the pod already says how."""
     tolerations = spec.setdefault("tolerations", [])
+    if any(
+        not t.get("key")
+        and t.get("operator") == "Exists"
+        and t.get("effect") in ("NoExecute", None, "")
+        for t in tolerations
+    ):
+        return
     for default in DEFAULT_TOLERATIONS:
         if not any(
             t.get("key") == default["key"] and t.get("effect") in ("NoExecute", None, "")

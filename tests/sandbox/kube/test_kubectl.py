@@ -354,9 +354,19 @@ async def test_get_watch_prints_table_rows(kubectl: Kubectl) -> None:
     [
         (["get", "namespace", "default"], ["NAME", "STATUS", "AGE"], ["default", "Active"]),
         (
-            ["get", "nodes"],
+            ["get", "node", "sandbox-node"],
             ["NAME", "STATUS", "ROLES", "VERSION", "AGE"],
             ["sandbox-node", "Ready", "<none>", "v1.32.4"],
+        ),
+        (
+            ["get", "node", "sandbox-control-plane"],
+            ["NAME", "STATUS", "ROLES", "VERSION", "AGE"],
+            ["sandbox-control-plane", "Ready", "control-plane", "v1.32.4"],
+        ),
+        (
+            ["get", "service", "kubernetes"],
+            ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"],
+            ["kubernetes", "ClusterIP", "10.96.0.1", "<none>", "443/TCP"],
         ),
         (
             ["get", "configmap", "kube-root-ca.crt"],
@@ -368,6 +378,8 @@ async def test_get_watch_prints_table_rows(kubectl: Kubectl) -> None:
 async def test_get_prints_the_builtin_columns(
     kubectl: Kubectl, args: list[str], header: list[str], row: list[str]
 ) -> None:
+    """Nodes are asked for by name: a booted cluster has two (the control plane, which runs the
+    kube-system pods, and the kubelet's worker), as a kind cluster with one worker has."""
     lines = (await kubectl.ok(*args)).splitlines()
     assert lines[0].split() == header
     assert lines[1].split()[: len(row)] == row

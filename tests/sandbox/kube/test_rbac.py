@@ -292,6 +292,8 @@ async def test_impersonating_groups_needs_its_own_grant(
 async def test_self_subject_rules_review_lists_each_bound_rule_once(
     kube: KubeEmulator, sa_api: Callable[[str, str], Any], ns: str
 ) -> None:
+    """The non-resource rules are those of the three bootstrap roles a real cluster binds to
+    every service account (discovery, public info, service-account issuer discovery)."""
     kube.apply(
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -338,5 +340,9 @@ async def test_self_subject_rules_review_lists_each_bound_rule_once(
         {"apiGroups": [GROUP], "resources": [WIDGETS], "verbs": ["get"]},
         {"apiGroups": [GROUP], "resources": [WIDGETS], "verbs": ["patch"], "resourceNames": ["r1"]},
     ]
-    assert [rule["verbs"] for rule in non_resource] == [["get"]]
-    assert "/version" in non_resource[0]["nonResourceURLs"]
+    # system:discovery, system:public-info-viewer and system:service-account-issuer-discovery,
+    # each bound to a group every service account is in, as on a real cluster.
+    assert [rule["verbs"] for rule in non_resource] == [["get"], ["get"], ["get"]]
+    assert "/apis/*" in non_resource[0]["nonResourceURLs"]
+    assert "/version" in non_resource[1]["nonResourceURLs"]
+    assert "/openid/v1/jwks" in non_resource[2]["nonResourceURLs"]
