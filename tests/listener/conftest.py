@@ -86,9 +86,16 @@ class Cluster:
         return self._stored(EPHEMERAL_RUNNER, name)
 
     async def create_runner(
-        self, name: str, *, phase: str, deleting: bool = False, runner_set: str = RUNNER_SET
+        self,
+        name: str,
+        *,
+        phase: str,
+        deleting: bool = False,
+        runner_set: str = RUNNER_SET,
+        owner_uid: str | None = None,
     ) -> None:
-        """A runner as the controller makes it: `runner_set` is its controller owner."""
+        """A runner as the controller makes it: `runner_set` is its controller owner (with
+        `owner_uid` instead of the set's: an earlier set of the same name)."""
         owner = await self.objects.get(EPHEMERAL_RUNNER_SET, self.namespace, runner_set)
         body: JSONDict = {
             "apiVersion": "actions.github.com/v1alpha1",
@@ -101,7 +108,7 @@ class Cluster:
                         "apiVersion": owner["apiVersion"],
                         "kind": owner["kind"],
                         "name": runner_set,
-                        "uid": owner["metadata"]["uid"],
+                        "uid": owner_uid or owner["metadata"]["uid"],
                         "controller": True,
                         "blockOwnerDeletion": True,
                     }

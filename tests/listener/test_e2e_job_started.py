@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import logging
+import uuid
 from typing import Any
 
 import pytest
 
-from tests.listener.conftest import Cluster, GitHub, StartListener, eventually
+from shared.api.kinds import EPHEMERAL_RUNNER_SET
+from tests.listener.conftest import RUNNER_SET, Cluster, GitHub, StartListener, eventually
 
 REPOSITORY = "octo-org/hello"
 WORKFLOW_REF = "octo-org/hello/.github/workflows/ci.yml@refs/heads/main"
@@ -206,4 +209,48 @@ async def test_redelivered_job_started_patches_nothing(
     )
     assert patches == 1
     assert (await cluster.runner("runner-a"))["status"]["phase"] == "Running"
+    assert not running.task.done()
+
+
+@pytest.mark.parametrize("owner", ["other-set", "earlier-set-of-the-same-name"])
+async def test_runner_of_another_set_is_left_alone(
+    cluster: Cluster,
+    github: GitHub,
+    start_listener: StartListener,
+    caplog: pytest.LogCaptureFixture,
+    owner: str,
+) -> None:
+    """The JobStarted names a runner that exists in the namespace but whose controller is
+    another EphemeralRunnerSet (another scale set's runner of the same name), or a set of this
+    name deleted and made again: its status is not touched."""
+    caplog.set_level(logging.INFO, logger="listener.service")
+    if owner == "other-set":
+        other = copy.deepcopy(
+            await cluster.objects.get(EPHEMERAL_RUNNER_SET, cluster.namespace, RUNNER_SET)
+        )
+        other["metadata"] = {"name": "other-runners", "namespace": cluster.namespace}
+        await cluster.objects.create(EPHEMERAL_RUNNER_SET, cluster.namespace, other)
+        await cluster.create_runner("runner-a", phase="Pending", runner_set="other-runners")
+    else:
+        await cluster.create_runner("runner-a", phase="Pending", owner_uid=str(uuid.uuid4()))
+    running = await start_listener()
+    await start_job_on(github, "runner-a")
+
+    async def left_alone() -> bool:
+        return any(
+            record.getMessage().endswith(
+                "on runner runner-a: runner not owned by this listener's EphemeralRunnerSet, "
+                "left alone"
+            )
+            and record.levelno == logging.WARNING
+            for record in caplog.records
+        )
+
+    await eventually(left_alone, what="the JobStarted on another set's runner logged")
+    status = (await cluster.runner("runner-a"))["status"]
+    assert status == {"phase": "Pending"}
+    patches = cluster.kube.requests.count(
+        verb="patch", subresource="status", user=cluster.listener_user
+    )
+    assert patches == 0
     assert not running.task.done()
