@@ -6,13 +6,27 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from shared.api.kinds import EPHEMERAL_RUNNER_SET
 from tests.listener.conftest import (
+    RUNNER_SET,
     SCALE_SET,
     Cluster,
     GitHub,
     StartListener,
     eventually,
 )
+
+UNSET_ID = 999_999
+"""A scale set id nobody has: what a user leaves in the set before the listener starts."""
+
+
+async def set_scale_set_id(cluster: Cluster, scale_set_id: int) -> None:
+    patch = {"spec": {"ephemeralRunnerSpec": {"runnerScaleSetId": scale_set_id}}}
+    await cluster.objects.patch(EPHEMERAL_RUNNER_SET, cluster.namespace, RUNNER_SET, patch)
+
+
+async def scale_set_id_in_set(cluster: Cluster) -> int:
+    return int((await cluster.runner_set_spec())["ephemeralRunnerSpec"]["runnerScaleSetId"])
 
 
 async def runner_set_patches(cluster: Cluster) -> int:
@@ -62,6 +76,7 @@ async def test_listener_registers_the_scale_set_by_name(
     cluster: Cluster, github: GitHub, start_listener: StartListener
 ) -> None:
     await github.client.delete_runner_scale_set(github.scale_set_id)
+    await set_scale_set_id(cluster, UNSET_ID)
     await start_listener(runner_scale_set_id=0)
 
     async def registered() -> bool:
@@ -76,11 +91,15 @@ async def test_listener_registers_the_scale_set_by_name(
         return (await cluster.runner_set_spec()).get("replicas") == 2
 
     await eventually(scaled, what="replicas=2 through the registered scale set")
+    registered_set = await github.client.get_runner_scale_set(runner_group_id=1, name=SCALE_SET)
+    assert registered_set is not None
+    assert await scale_set_id_in_set(cluster) == registered_set.id
 
 
 async def test_listener_finds_the_scale_set_by_name(
     cluster: Cluster, github: GitHub, start_listener: StartListener
 ) -> None:
+    await set_scale_set_id(cluster, UNSET_ID)
     await start_listener(runner_scale_set_id=0)
     github.enqueue(1)
 
@@ -89,6 +108,24 @@ async def test_listener_finds_the_scale_set_by_name(
 
     await eventually(scaled, what="replicas=1")
     assert github.emulator.state.count("create_scale_set") == 1
+    # The runners get the id it found, without anyone copying it from the log.
+    assert await scale_set_id_in_set(cluster) == github.scale_set_id
+
+
+async def test_configured_scale_set_id_leaves_the_set_spec_alone(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    """With the id in the config (ARC's listener), the set already carries it from the
+    AutoscalingRunnerSet: the listener patches replicas and patchID only."""
+    await set_scale_set_id(cluster, UNSET_ID)
+    await start_listener(runner_scale_set_id=github.scale_set_id)
+    github.enqueue(1)
+
+    async def scaled() -> bool:
+        return (await cluster.runner_set_spec()).get("replicas") == 1
+
+    await eventually(scaled, what="replicas=1")
+    assert await scale_set_id_in_set(cluster) == UNSET_ID
 
 
 async def test_probes_and_arc_metrics_are_served(
