@@ -97,6 +97,7 @@ POD_EXPECTATION_SECONDS = 5.0
 # Steps recorded in the expectations, per runner uid.
 SECRET_DELETED = "secret deleted"
 POD_CREATED = "pod created"
+LEFT_BEHIND = "left registered"
 QUOTA_MESSAGE = "exceeded quota:"
 PENDING = EphemeralRunnerPhase.PENDING.value
 REASON_REGISTRATION_LEFT_BEHIND = "RegistrationLeftBehind"
@@ -203,7 +204,9 @@ class EphemeralRunnerReconciler:
         obj = runner.object
         if not has_any_finalizer(obj, EPHEMERAL_RUNNER_FINALIZERS):
             return Result()
-        if has_any_finalizer(obj, [FINALIZER_EPHEMERAL_RUNNER_REGISTRATION]):
+        if has_any_finalizer(obj, [FINALIZER_EPHEMERAL_RUNNER_REGISTRATION]) and not self._did(
+            obj, LEFT_BEHIND
+        ):
             removal = await self._remove_registration(obj)
             if removal is Removal.BUSY and not await self._gave_up_waiting(obj):
                 return Result(requeue_after=self._settings.job_still_running_retry_seconds)
@@ -254,6 +257,10 @@ class EphemeralRunnerReconciler:
         return None
 
     async def _left_behind(self, runner: JSONDict, message: str) -> None:
+        """Report, once per runner, that it goes without being unregistered."""
+        if self._did(runner, LEFT_BEHIND):
+            return
+        self._mark(runner, LEFT_BEHIND)
         if self._metrics is not None:
             self._metrics.left_behind(runner)
         await self._events.warning(runner, reason=REASON_REGISTRATION_LEFT_BEHIND, message=message)
