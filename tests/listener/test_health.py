@@ -35,6 +35,14 @@ def test_readiness(session_open: bool, polled_ago: float, reason: str | None) ->
     assert progress.not_ready_reason() == reason
 
 
+def test_a_failure_keeps_the_listener_unready_whatever_the_polls_say() -> None:
+    progress = Progress(poll_timeout=60, clock=Clock())
+    progress.session_opened()
+    progress.failed("Kubernetes refused patch ephemeralrunnersets")
+    progress.poll_finished()
+    assert progress.not_ready_reason() == "Kubernetes refused patch ephemeralrunnersets"
+
+
 async def test_server_answers_probes_and_metrics() -> None:
     clock = Clock()
     progress = Progress(poll_timeout=60, clock=clock)
