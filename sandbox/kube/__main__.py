@@ -15,7 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
-from sandbox.kube.emulator import KubeEmulator, project_crds
+from sandbox.kube.emulator import KubeEmulator
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,18 +30,22 @@ def _parser() -> argparse.ArgumentParser:
         "--crds",
         action="append",
         default=None,
-        help="CRD YAML file or directory to register at start (repeatable; default: the "
-        "project's manifests/crds when present)",
+        help="CRD YAML file or directory to register at start (repeatable; default: none, as "
+        "a fresh cluster has no CRDs until you apply them)",
     )
     p.add_argument("--pod-start-latency", type=float, default=0.0, help="seconds before pods run")
+    p.add_argument(
+        "--no-processes",
+        action="store_true",
+        help="do not run containers of the project's image (gha-runner-scaler) as local "
+        "processes; every container then runs until its pod is deleted",
+    )
     return p
 
 
 def _crd_files(args: argparse.Namespace) -> list[Path]:
-    if args.crds is None:
-        return project_crds()
     files: list[Path] = []
-    for item in args.crds:
+    for item in args.crds or []:
         path = Path(item)
         files.extend(sorted(path.glob("*.yaml")) if path.is_dir() else [path])
     return files
@@ -57,6 +61,7 @@ async def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         pod_start_latency=args.pod_start_latency,
         insecure_admin=not args.tls,
+        run_project_image=not args.no_processes,
     )
     try:
         await kube.start()

@@ -21,6 +21,7 @@ from sandbox.kube.clock import Clock, utcnow
 from sandbox.kube.faults import Faults, Requests
 from sandbox.kube.gc import Controllers, cancel
 from sandbox.kube.kubelet.lifecycle import Kubelet
+from sandbox.kube.kubelet.process import PROJECT_IMAGE, ClusterAccess, ProcessRuntime
 from sandbox.kube.kubelet.runtime import ContainerRuntime, RunUntilDeleted
 from sandbox.kube.rbac import (
     CLUSTER_ADMINS,
@@ -99,6 +100,8 @@ class KubeEmulator:
         clock: Clock = utcnow,
         fault_seed: int | None = None,
         insecure_admin: bool = False,
+        run_project_image: bool = False,
+        project_image: str = PROJECT_IMAGE,
     ) -> None:
         self.tls = tls
         self.host = host
@@ -142,11 +145,26 @@ class KubeEmulator:
             gc=garbage_collection,
         )
         self.workloads = Workloads(registry=self.registry, store=self.store)
+        runtime: ContainerRuntime = container_runtime or RunUntilDeleted()
+        self.processes = (
+            ProcessRuntime(
+                store=self.store,
+                cluster=ClusterAccess(
+                    url=lambda: self.url,
+                    ca_pem=self._ca_pem,
+                    token_for=self.service_account_token,
+                ),
+                fallback=runtime,
+                image=project_image,
+            )
+            if run_project_image
+            else None
+        )
         self.kubelet = (
             Kubelet(
                 registry=self.registry,
                 store=self.store,
-                runtime=container_runtime or RunUntilDeleted(),
+                runtime=self.processes or runtime,
                 start_latency=pod_start_latency,
                 restart_backoff=restart_backoff,
             )
@@ -212,6 +230,8 @@ class KubeEmulator:
         for task in reversed(self._tasks):
             await cancel(task)
         self._tasks.clear()
+        if self.processes is not None:
+            self.processes.close()
 
     def _seed(self) -> None:
         ns_type = self.catalog.preferred("", "namespaces")

@@ -25,6 +25,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
+
 from sandbox.kube.clock import timestamp
 from sandbox.kube.kinds.pods import TERMINAL_PHASES
 from sandbox.kube.kubelet.env import MissingReference, resolve_env
@@ -34,6 +36,7 @@ from sandbox.kube.kubelet.podstatus import (
     image_id,
     mark_config_error,
     mark_exited,
+    mark_ready,
     mark_restarted,
     not_ready_message,
     set_condition,
@@ -61,6 +64,7 @@ class Kubelet:
         start_latency: float,
         restart_backoff: float = 1.0,
         config_retry: float = 0.2,
+        probe_interval: float = 0.5,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -68,6 +72,7 @@ class Kubelet:
         self.start_latency = start_latency
         self.restart_backoff = restart_backoff
         self.config_retry = config_retry
+        self.probe_interval = probe_interval
         self.workers: dict[str, asyncio.Task[None]] = {}
         self.deleting: dict[str, asyncio.Event] = {}
         self._next_ip = 1
@@ -370,19 +375,20 @@ class Kubelet:
         policy = pod["spec"].get("restartPolicy", "Always")
         started = timestamp(self.registry.clock())
 
+        probed = self._probed(pod, containers)
+
         def running(status: Obj, p: Obj) -> None:
             status["phase"] = "Running"
             for cs in status.get("containerStatuses") or []:
                 cs.update(
                     state={"running": {"startedAt": started}},
-                    ready=True,
+                    ready=cs["name"] not in probed,
                     started=True,
                     containerID=container_id(uid, cs["name"]),
                     imageID=image_id(cs),
                 )
             set_condition(status, "Initialized", value="True", now=started)
-            set_condition(status, "Ready", value="True", now=started)
-            set_condition(status, "ContainersReady", value="True", now=started)
+            mark_ready(status, p, name="", ready=True, at=started)
 
         envs: dict[str, dict[str, str]] = {}
         for c in containers:
@@ -396,16 +402,30 @@ class Kubelet:
         tasks = {
             c["name"]: asyncio.create_task(
                 self._container_loop(
-                    uid, c, policy=policy, deleting=deleting, results=results, env=envs[c["name"]]
+                    uid,
+                    c,
+                    policy=policy,
+                    deleting=deleting,
+                    results=results,
+                    env=envs[c["name"]],
+                    probed=c["name"] in probed,
                 )
             )
             for c in containers
         }
+        probes = [
+            asyncio.create_task(self._probe(uid, c, probed[c["name"]], deleting))
+            for c in containers
+            if c["name"] in probed
+        ]
         try:
             await asyncio.gather(*tasks.values())
         finally:
-            for t in tasks.values():
+            for t in [*tasks.values(), *probes]:
                 t.cancel()
+            for t in probes:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
         if deleting.is_set() or self._pod_obj(uid) is None:
             await self._terminate(uid, results)
             return
@@ -429,6 +449,7 @@ class Kubelet:
         deleting: asyncio.Event,
         results: dict[str, int],
         env: dict[str, str],
+        probed: bool = False,
     ) -> None:
         name = container["name"]
         restarts = 0
@@ -451,7 +472,8 @@ class Kubelet:
             )
             if not restart:
                 return
-            if await _wait_or_deleted(deleting, self.restart_backoff):
+            # Exponential back-off between restarts, as the kubelet's CrashLoopBackOff (capped).
+            if await _wait_or_deleted(deleting, self.restart_backoff * 2 ** min(restarts, 5)):
                 return
             restarts += 1
             resolved = await self._env(uid, container, deleting=deleting)
@@ -460,8 +482,71 @@ class Kubelet:
             env = resolved
             again = timestamp(self.registry.clock())
             self._write_status(
-                uid, functools.partial(mark_restarted, name=name, at=again, count=restarts)
+                uid,
+                functools.partial(
+                    mark_restarted, name=name, at=again, count=restarts, ready=not probed
+                ),
             )
+
+    # --- readiness probes --------------------------------------------------------------------
+
+    def _probed(self, pod: Obj, containers: list[Obj]) -> dict[str, str]:
+        """Containers whose readinessProbe httpGet can be reached (the runtime says where);
+        others are ready once running."""
+        probe_host = getattr(self.runtime, "probe_host", None)
+        if probe_host is None:
+            return {}
+        out = {}
+        for c in containers:
+            if not ((c.get("readinessProbe") or {}).get("httpGet")):
+                continue
+            host = probe_host(pod=pod, container=c)
+            if host:
+                out[c["name"]] = str(host)
+        return out
+
+    async def _probe(self, uid: str, container: Obj, host: str, deleting: asyncio.Event) -> None:
+        probe = container["readinessProbe"]
+        get = probe["httpGet"]
+        port = get.get("port")
+        if isinstance(port, str) and not port.isdigit():
+            port = next(
+                (
+                    p.get("containerPort")
+                    for p in container.get("ports") or []
+                    if p.get("name") == port
+                ),
+                None,
+            )
+        scheme = str(get.get("scheme", "HTTP")).lower()
+        url = f"{scheme}://{get.get('host') or host}:{port}{get.get('path', '/')}"
+        period = min(float(probe.get("periodSeconds", 10)), self.probe_interval)
+        threshold = int(probe.get("failureThreshold", 3))
+        timeout = aiohttp.ClientTimeout(total=float(probe.get("timeoutSeconds", 1)))
+        name = container["name"]
+        failures = 0
+        async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as http:
+            while True:
+                try:
+                    async with http.get(url, ssl=False) as resp:
+                        ok = 200 <= resp.status < 400
+                except (aiohttp.ClientError, TimeoutError):
+                    ok = False
+                failures = 0 if ok else failures + 1
+                pod = self._pod_obj(uid)
+                if pod is None:
+                    return
+                ready = any(
+                    cs["name"] == name and cs.get("ready")
+                    for cs in (pod.get("status") or {}).get("containerStatuses") or []
+                )
+                if ok != ready and (ok or failures >= threshold):
+                    now = timestamp(self.registry.clock())
+                    self._write_status(
+                        uid, functools.partial(mark_ready, name=name, ready=ok, at=now)
+                    )
+                if await _wait_or_deleted(deleting, period):
+                    return
 
     async def _terminate_only(self, uid: str) -> None:
         await self._terminate(uid, {})

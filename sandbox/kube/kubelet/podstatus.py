@@ -96,15 +96,39 @@ def mark_exited(status: Obj, pod: Obj, *, name: str, state: Obj, restart: bool, 
     )
 
 
-def mark_restarted(status: Obj, pod: Obj, *, name: str, at: str, count: int) -> None:
+def mark_restarted(
+    status: Obj, pod: Obj, *, name: str, at: str, count: int, ready: bool = True
+) -> None:
+    """A restarted container runs again; `ready` is False while a readiness probe decides."""
     for cs in status.get("containerStatuses") or []:
         if cs["name"] == name:
             cs.update(
-                state={"running": {"startedAt": at}}, ready=True, started=True, restartCount=count
+                state={"running": {"startedAt": at}}, ready=ready, started=True, restartCount=count
             )
     if all(cs.get("ready") for cs in status.get("containerStatuses") or []):
         set_condition(status, "Ready", value="True", now=at)
         set_condition(status, "ContainersReady", value="True", now=at)
+
+
+def mark_ready(status: Obj, pod: Obj, *, name: str, ready: bool, at: str) -> None:
+    """A readiness probe's verdict on a running container, and the pod conditions it implies."""
+    for cs in status.get("containerStatuses") or []:
+        if cs["name"] == name and "running" in (cs.get("state") or {}):
+            cs["ready"] = ready
+    statuses = status.get("containerStatuses") or []
+    unready = [cs["name"] for cs in statuses if not cs.get("ready")]
+    for ctype in ("Ready", "ContainersReady"):
+        if unready:
+            set_condition(
+                status,
+                ctype,
+                value="False",
+                now=at,
+                reason="ContainersNotReady",
+                message=f"containers with unready status: [{' '.join(unready)}]",
+            )
+        else:
+            set_condition(status, ctype, value="True", now=at)
 
 
 def mark_config_error(status: Obj, pod: Obj, *, name: str, message: str) -> None:
