@@ -1,11 +1,30 @@
+"""Redaction, the loggers' levels and uncaught exceptions (shared/telemetry/logs.py)."""
+
 from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from kubernetes_asyncio import client
 
-from shared.telemetry.logs import JsonFormatter, RedactingFilter, redact
+from sandbox.kube.emulator import KubeEmulator
+from shared.telemetry.logs import (
+    OMITTED,
+    PROJECT_LOGGERS,
+    REDACTED,
+    JsonFormatter,
+    RedactingFilter,
+    configure_logging,
+    mask,
+    redact,
+)
 
 SECRETS = [
     "ghs_16C7e42F292c6912E7710c838347Ae178B4a",
@@ -40,3 +59,92 @@ def test_filter_redacts_arguments_and_exceptions() -> None:
     assert SECRETS[0] not in line
     assert SECRETS[2] not in line
     assert json.loads(line)["message"] == "token [REDACTED]"
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """configure_logging changes the process's logging: put it back after the test."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    levels = {name: logging.getLogger(name).level for name in PROJECT_LOGGERS}
+    hooks = sys.excepthook, threading.excepthook
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for name, project_level in levels.items():
+        logging.getLogger(name).setLevel(project_level)
+    sys.excepthook, threading.excepthook = hooks
+
+
+@pytest.mark.parametrize("library_level", ["INFO", "DEBUG"])
+async def test_kubernetes_response_bodies_never_reach_the_log(
+    kube: KubeEmulator,
+    ns: str,
+    capsys: pytest.CaptureFixture[str],
+    restore_logging: None,
+    library_level: str,
+) -> None:
+    """kubernetes-asyncio logs every response body it reads at DEBUG. Before: ARC's default
+    `log_level: debug` turned that on, whole objects included."""
+    planted = f"planted-{uuid.uuid4().hex}"
+    configure_logging(level="DEBUG", library_level=library_level)
+    async with client.ApiClient(await kube.configuration()) as api:
+        core = client.CoreV1Api(api)
+        await core.create_namespaced_config_map(
+            ns, {"metadata": {"name": "c"}, "data": {"planted": planted}}
+        )
+        read = await core.read_namespaced_config_map("c", ns)
+    assert read.data == {"planted": planted}
+    logging.getLogger("shared.kube").debug("read configmap %s", read.metadata.name)
+    err = capsys.readouterr().err
+    assert planted not in err
+    assert "DEBUG shared.kube: read configmap c" in err
+    if library_level == "DEBUG":
+        assert f"kubernetes_asyncio.client.rest: response body: {OMITTED}" in err
+
+
+def test_masked_values_of_any_shape_are_redacted() -> None:
+    opaque = f"opaque-{uuid.uuid4().hex}"
+    mask(opaque, "short")
+    assert redact(f"token is {opaque}.") == f"token is {REDACTED}."
+    assert redact("a short word") == "a short word"
+
+
+UNCAUGHT = """
+import asyncio, sys, threading
+from shared.telemetry.logs import configure_logging, mask
+
+configure_logging(fmt=sys.argv[1])
+opaque, shaped = sys.argv[2], sys.argv[3]
+mask(opaque)
+loop = asyncio.new_event_loop()
+loop.call_exception_handler(
+    {"message": "task failed", "exception": RuntimeError(f"loop {opaque} {shaped}")}
+)
+thread = threading.Thread(target=lambda: (_ for _ in ()).throw(RuntimeError(f"thread {opaque}")))
+thread.start()
+thread.join()
+raise RuntimeError(f"main {opaque} {shaped}")
+"""
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_uncaught_exceptions_are_logged_redacted(fmt: str) -> None:
+    """Before: Python printed the main thread's and other threads' tracebacks raw to stderr."""
+    opaque = f"opaque-{uuid.uuid4().hex}"
+    shaped = SECRETS[0]
+    done = subprocess.run(
+        [sys.executable, "-c", UNCAUGHT, fmt, opaque, shaped],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    assert done.returncode == 1
+    for where in ("loop", "thread", "main"):
+        assert f"{where} {REDACTED}" in done.stderr
+    assert opaque not in done.stderr
+    assert shaped not in done.stderr
+    if fmt == "json":
+        records = [json.loads(line) for line in done.stderr.splitlines()]
+        assert [r["level"] for r in records] == ["error", "critical", "critical"]
