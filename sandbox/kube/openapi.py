@@ -104,7 +104,7 @@ def _required(model: type, attr: str) -> bool:
     setter = getattr(prop, "fset", None)
     if setter is None:
         return False
-    probe = model.__new__(model)
+    probe: Any = object.__new__(model)
     probe.local_vars_configuration = _validation_config()
     try:
         setter(probe, None)
@@ -227,8 +227,8 @@ def _crd_document(group: str, version: str, rts: list[ResourceType]) -> Obj:
     meta = builder.ref("V1ObjectMeta")["allOf"][0]["$ref"]
     paths: Obj = {}
     for rt in rts:
-        schema = copy.deepcopy(rt.schema) if rt.schema else {"type": "object"}
-        props = schema.setdefault("properties", {})
+        schema: Obj = copy.deepcopy(rt.schema) if rt.schema else {"type": "object"}
+        props: Obj = schema.setdefault("properties", {})
         props["apiVersion"] = {
             "type": "string",
             "description": "APIVersion defines the versioned schema of this representation of "

@@ -221,7 +221,7 @@ class Workloads:
         meta = template.get("metadata") or {}
         pods_rt = self._rt(PODS)
         for _ in range(count):
-            body = {
+            body: Obj = {
                 "apiVersion": "v1",
                 "kind": "Pod",
                 "metadata": {

@@ -143,7 +143,9 @@ async def test_replicasets_replace_deleted_pods_and_follow_scale(
     await until(lambda: len(pods_of(kube, "keep")) == 1)
     await until(
         lambda: (
-            kube.store.get(("apps", "deployments"), "default", "keep")["status"].get("replicas")
+            (kube.store.get(("apps", "deployments"), "default", "keep") or {})
+            .get("status", {})
+            .get("replicas")
             == 1
         )
     )
