@@ -151,6 +151,39 @@ BINDING: Schema = {
     3: ("roleRef", "message", ROLE_REF),
 }
 KINDS.update(Role=ROLE, ClusterRole=ROLE, RoleBinding=BINDING, ClusterRoleBinding=BINDING)
+# kubectl certificate approve|deny PUTs the whole CertificateSigningRequest to /approval.
+CSR_CONDITION: Schema = {
+    1: ("type", "string", None),
+    2: ("reason", "string", None),
+    3: ("message", "string", None),
+    4: ("lastUpdateTime", "time", None),
+    5: ("lastTransitionTime", "time", None),
+    6: ("status", "string", None),
+}
+KINDS["CertificateSigningRequest"] = {
+    1: ("metadata", "message", OBJECT_META),
+    2: (
+        "spec",
+        "message",
+        {
+            1: ("request", "bytes", None),
+            2: ("username", "string", None),
+            3: ("uid", "string", None),
+            4: ("groups", "repeated_string", None),
+            5: ("usages", "repeated_string", None),
+            7: ("signerName", "string", None),
+            8: ("expirationSeconds", "int", None),
+        },
+    ),
+    3: (
+        "status",
+        "message",
+        {
+            1: ("conditions", "repeated_message", CSR_CONDITION),
+            2: ("certificate", "bytes", None),
+        },
+    ),
+}
 
 TYPE_META: Schema = {1: ("apiVersion", "string", None), 2: ("kind", "string", None)}
 
@@ -215,6 +248,8 @@ def decode_message(buf: bytes, schema: Schema) -> Obj:
             out[name] = value
         elif kind == "bool" and isinstance(value, int):
             out[name] = bool(value)
+        elif kind == "bytes" and isinstance(value, bytes):
+            out[name] = base64.b64encode(value).decode()
         elif kind == "message" and isinstance(value, bytes):
             out[name] = decode_message(value, sub)
         elif kind == "time" and isinstance(value, bytes):
