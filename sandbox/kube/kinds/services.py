@@ -247,7 +247,10 @@ def _allocate(obj: Obj, others: list[Obj]) -> None:
         spec["clusterIPs"] = [ip]
     if spec["type"] in ("NodePort", "LoadBalancer"):
         used_ports = {
-            p.get("nodePort") for o in others for p in (o.get("spec") or {}).get("ports") or []
+            p["nodePort"]
+            for o in others
+            for p in (o.get("spec") or {}).get("ports") or []
+            if p.get("nodePort")
         }
         free = (p for p in NODE_PORTS if p not in used_ports)
         for i, port in enumerate(spec.get("ports") or []):
