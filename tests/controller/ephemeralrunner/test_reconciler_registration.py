@@ -158,8 +158,12 @@ async def test_service_errors_fail_the_runner_after_the_registration_timeout(rig
     failed = await phase(rig, runner["metadata"]["name"], "Failed")
     assert failed["status"]["reason"] == "RegistrationTimedOut"
     assert "status=503" in failed["status"]["message"]
+    # A first attempt that already ran past the timeout fails the runner without a report.
     reasons = [e["reason"] for e in await warnings(rig)]
-    assert reasons == ["RegistrationFailed", "RegistrationTimedOut"]
+    assert sorted(reasons) in (
+        ["RegistrationFailed", "RegistrationTimedOut"],
+        ["RegistrationTimedOut"],
+    )
 
 
 @pytest.mark.parametrize("rig_options", [RigOptions(kubelet=False)])
