@@ -51,12 +51,20 @@ def setup_cluster(kube: KubeEmulator) -> None:
     kube.apply(runner_set)
 
 
-def runner_object(template: dict[str, Any], name: str) -> dict[str, Any]:
+def runner_object(runner_set: dict[str, Any], name: str) -> dict[str, Any]:
+    """A runner of `runner_set`: the listener records jobs only on its own set's runners."""
+    owner = {
+        "apiVersion": runner_set["apiVersion"],
+        "kind": runner_set["kind"],
+        "name": runner_set["metadata"]["name"],
+        "uid": runner_set["metadata"]["uid"],
+        "controller": True,
+    }
     return {
         "apiVersion": "actions.github.com/v1alpha1",
         "kind": "EphemeralRunner",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": copy.deepcopy(template),
+        "metadata": {"name": name, "namespace": NAMESPACE, "ownerReferences": [owner]},
+        "spec": copy.deepcopy(runner_set["spec"]["ephemeralRunnerSpec"]),
     }
 
 
@@ -68,7 +76,7 @@ async def run(jobs: int) -> None:
         assert ers is not None
         names = [f"runner-{i}" for i in range(jobs)]
         for name in names:
-            kube.apply(runner_object(ers["spec"]["ephemeralRunnerSpec"], name))
+            kube.apply(runner_object(ers, name))
         token = gh.add_pat()
         client = ActionsClient(config_url=gh.config_url(), credentials=PersonalAccessToken(token))
         scale_set = await client.create_runner_scale_set(RunnerScaleSet(name=SET))
