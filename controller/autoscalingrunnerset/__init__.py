@@ -1,2 +1,6 @@
-"""The AutoscalingRunnerSet reconciler's home. Its reconciler is not written yet; the projection
-of its owned EphemeralRunnerSet watch is, and is tested."""
+"""The AutoscalingRunnerSet reconciler: the scale set on GitHub, its EphemeralRunnerSet and its
+listener."""
+
+from controller.autoscalingrunnerset.reconciler import setup
+
+__all__ = ["setup"]

@@ -1,6 +1,6 @@
 """What the AutoscalingRunnerSet reconciler reads from its EphemeralRunnerSets: the projection
 of its owned watch (metadata, the whole spec, `status.phase`,
-`status.appliedActionableRevision`)."""
+`status.appliedActionableRevision`, and the counts its own status copies)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,10 @@ def ephemeral_runner_set_projection(ers: JSONDict) -> tuple[object, ...]:
         ers.get("spec"),
         status.get("phase"),
         status.get("appliedActionableRevision"),
+        status.get("currentReplicas"),
+        status.get("pendingEphemeralRunners"),
+        status.get("runningEphemeralRunners"),
+        status.get("failedEphemeralRunners"),
     )
 
 

@@ -5,6 +5,8 @@ propagation (tool-owned annotations stay on the object the tool applied)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 
 from shared.typedefs import JSONDict
@@ -65,3 +67,9 @@ def is_tool_annotation(key: str) -> bool:
 def propagated_annotations(annotations: Mapping[str, str] | None) -> dict[str, str]:
     """The annotations of an object that its children inherit: all but the tool-owned ones."""
     return {k: v for k, v in (annotations or {}).items() if not is_tool_annotation(k)}
+
+
+def json_digest(value: object) -> str:
+    """A stable digest of a JSON value (key order does not matter), for integrity annotations."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -170,6 +170,17 @@ class AutoscalingRunnerSetSpec(WireModel):
         return MAX_RUNNERS_UNBOUNDED if self.max_runners is None else self.max_runners
 
 
+class Condition(WireModel):
+    """A Kubernetes condition (metav1.Condition), as `kubectl describe` shows it."""
+
+    type: str
+    status: str = Field(description='"True", "False" or "Unknown".')
+    reason: str = ""
+    message: str = ""
+    last_transition_time: KubeTime | None = None
+    observed_generation: Int64 | None = None
+
+
 class AutoscalingRunnerSetStatus(WireModel):
     current_runners: int = 0
     phase: Annotated[AutoscalingRunnerSetPhase | None, BeforeValidator(_blank_is_unset)] = Field(
@@ -178,6 +189,10 @@ class AutoscalingRunnerSetStatus(WireModel):
     pending_ephemeral_runners: int = 0
     running_ephemeral_runners: int = 0
     failed_ephemeral_runners: int = 0
+    conditions: list[Condition] | None = Field(
+        default=None,
+        description="Not in ARC: what is wrong, for `kubectl describe` (docs/crds.md).",
+    )
 
 
 class AutoscalingRunnerSet(KubeObject):

@@ -74,3 +74,14 @@ def secret_value(secret: JSONDict, key: str) -> str | None:
             return None
     text = (secret.get("stringData") or {}).get(key)
     return text if isinstance(text, str) else None
+
+
+def pod_ready(pod: JSONDict) -> bool:
+    """The one definition of readiness: the pod's Ready condition is "True"."""
+    conditions = status_of(pod).get("conditions")
+    if not isinstance(conditions, list):
+        return False
+    return any(
+        isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in conditions
+    )

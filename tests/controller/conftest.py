@@ -16,8 +16,15 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from controller import ephemeralrunner, ephemeralrunnerset
+from controller import (
+    autoscalinglistener,
+    autoscalingrunnerset,
+    ephemeralrunner,
+    ephemeralrunnerset,
+)
 from controller.app import runner_deps
+from controller.autoscalinglistener.reconciler import ListenerSettings
+from controller.autoscalingrunnerset.reconciler import AutoscalingSettings
 from controller.runners.actions import ActionsClients
 from controller.runners.deps import RunnerDeps
 from controller.runners.settings import RunnerSettings
@@ -50,6 +57,11 @@ DEFAULT_TEMPLATE: JSONDict = {
     "containers": [{"name": "runner", "image": "runner:latest"}],
 }
 CONTROLLER_USER = "kubernetes-admin"
+LISTENER_IMAGE = "ghcr.io/gha-runner-scaler/gha-runner-scaler:test"
+IN_CLUSTER = ("autoscalingrunnerset", "autoscalinglistener")
+FAST_LISTENER = ListenerSettings(
+    restart_backoff_seconds=0.05, restart_backoff_max_seconds=0.4, stable_seconds=0.5
+)
 
 
 def test_factory(
@@ -94,6 +106,8 @@ class Rig:
     config_url: str
     manager: Manager
     deps: RunnerDeps
+    system_namespace: str
+    """The controller's namespace: listeners, their pods, ServiceAccounts and Secrets."""
     _patch_ids: list[int] = field(default_factory=lambda: [0])
 
     # --- reading ---------------------------------------------------------------------------
@@ -322,6 +336,7 @@ class RigOptions:
     settings: RunnerSettings = FAST
     tls: bool = False
     """The emulator serves TLS (kubectl sends its bearer token only over TLS)."""
+    listener: ListenerSettings = FAST_LISTENER
 
 
 @pytest.fixture
@@ -351,7 +366,9 @@ async def open_rig(
         tls=rig_options.tls,
     ) as kube:
         kube.apply_crds(project_crds())
-        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        system = f"{namespace}-system"
+        for name in (namespace, system):
+            kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
         token = actions.add_pat()
         kube.apply(
             {
@@ -373,7 +390,7 @@ async def open_rig(
         manager = Manager(
             api=api,
             settings=RuntimeSettings(
-                namespaces=frozenset({namespace}),
+                namespaces=frozenset({namespace, system}),
                 backoff=Backoff(base=0.01, maximum=0.5),
                 drain_timeout=2.0,
             ),
@@ -391,6 +408,17 @@ async def open_rig(
             ephemeralrunner.setup(manager, deps)
         if "ephemeralrunnerset" in rig_options.controllers:
             ephemeralrunnerset.setup(manager, deps)
+        if "autoscalingrunnerset" in rig_options.controllers:
+            autoscalingrunnerset.setup(
+                manager,
+                clients=deps.clients,
+                events=deps.events,
+                settings=AutoscalingSettings(
+                    controller_namespace=system, listener_image=LISTENER_IMAGE
+                ),
+            )
+        if "autoscalinglistener" in rig_options.controllers:
+            autoscalinglistener.setup(manager, events=deps.events, settings=rig_options.listener)
         task = asyncio.create_task(manager.run())
         try:
             await asyncio.wait_for(manager.wait_synced(), DEADLINE)
@@ -403,6 +431,7 @@ async def open_rig(
                 config_url=actions.config_url("owner", "repo"),
                 manager=manager,
                 deps=deps,
+                system_namespace=system,
             )
         finally:
             manager.stop()

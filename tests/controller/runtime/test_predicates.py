@@ -11,9 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.autoscalingrunnerset.predicates import ERS_TO_ARS
-from controller.ephemeralrunner.predicates import POD_TO_ER, pod_ready
+from controller.ephemeralrunner.predicates import POD_TO_ER
 from controller.ephemeralrunnerset.predicates import ER_TO_ERS
 from controller.runtime import ProjectionPredicate
+from shared.kube.views import pod_ready
 from shared.typedefs import JSONDict
 
 Path = tuple[str, ...]
@@ -126,12 +127,15 @@ ERS_ROWS: list[Row] = [
     (("spec", "ephemeralRunnerSpec"), {"runnerScaleSetId": 8}, True),
     (("status", "phase"), "Outdated", True),
     (("status", "appliedActionableRevision"), 4, True),
+    # The AutoscalingRunnerSet copies these counts into its own status, so they are read (they
+    # were dropped while no AutoscalingRunnerSet reconciler existed).
+    (("status", "currentReplicas"), 3, True),
+    (("status", "pendingEphemeralRunners"), 2, True),
+    (("status", "runningEphemeralRunners"), 0, True),
+    (("status", "failedEphemeralRunners"), 1, True),
     (("metadata", "resourceVersion"), "11", False),
     (("metadata", "managedFields"), [{"manager": "listener"}], False),
-    (("status", "currentReplicas"), 3, False),
-    (("status", "pendingEphemeralRunners"), 2, False),
-    (("status", "runningEphemeralRunners"), 0, False),
-    (("status", "failedEphemeralRunners"), 1, False),
+    (("status", "finishedRunnerCleanupPatchID"), 3, False),
 ]
 
 ER_ROWS: list[Row] = [
@@ -247,7 +251,15 @@ def test_pod_ready_reads_the_ready_condition(conditions: object, ready: bool) ->
 # (docs/controller-runtime.md#predicates); the property checks that a dropped update leaves all
 # of them equal.
 READS: dict[str, list[Path]] = {
-    ERS_TO_ARS.name: [("spec",), ("status", "phase"), ("status", "appliedActionableRevision")],
+    ERS_TO_ARS.name: [
+        ("spec",),
+        ("status", "phase"),
+        ("status", "appliedActionableRevision"),
+        ("status", "currentReplicas"),
+        ("status", "pendingEphemeralRunners"),
+        ("status", "runningEphemeralRunners"),
+        ("status", "failedEphemeralRunners"),
+    ],
     ER_TO_ERS.name: [("spec",), ("status", "phase"), ("status", "runnerId")],
     POD_TO_ER.name: [
         ("metadata", "uid"),

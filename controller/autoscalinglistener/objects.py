@@ -1,0 +1,388 @@
+"""What the AutoscalingListener reconciler builds for one listener: its ServiceAccount, the Role
+and RoleBinding in the runner namespace, the config and proxy Secrets, and the pod
+(docs/autoscaling.md#the-listener-pod).
+
+Pure functions: a listener (and what was read for it) in, objects out. Each object carries
+`actions.github.com/integrity-hash`, a digest of what was computed for it; the pod's digest
+covers its spec and the config Secret's data, so a credential or CA rotation restarts it.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from collections.abc import Mapping
+
+from controller.runners.objects import json_digest, resource_meta
+from shared.api.names import (
+    ANNOTATION_INTEGRITY_HASH,
+    API_VERSION,
+    ENV_HTTP_PROXY,
+    ENV_HTTPS_PROXY,
+    ENV_LISTENER_CONFIG_PATH,
+    ENV_NO_PROXY,
+    KIND_AUTOSCALING_LISTENER,
+    LABEL_LISTENER_NAME,
+    LABEL_LISTENER_NAMESPACE,
+    LABEL_OS,
+    LABEL_SCALE_SET_NAME,
+    LABEL_SCALE_SET_NAMESPACE,
+    LISTENER_CONFIG_MOUNT_PATH,
+    LISTENER_CONFIG_PATH,
+    LISTENER_CONFIG_VOLUME,
+    LISTENER_CONTAINER,
+    METRICS_PORT_NAME,
+    OS_LINUX,
+    SECRET_LISTENER_CONFIG,
+)
+from shared.kube.views import metadata_of
+from shared.typedefs import JSONDict, RawOwnerReference
+
+LISTENER_COMMAND = "gha-listener"
+GRACE_PERIOD_SECONDS = 60
+RBAC_GROUP = "rbac.authorization.k8s.io"
+
+
+def owner_reference(listener: JSONDict) -> RawOwnerReference:
+    meta = metadata_of(listener)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND_AUTOSCALING_LISTENER,
+        "name": meta["name"],
+        "uid": str(meta.get("uid", "")),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _scale_set_labels(listener: JSONDict) -> dict[str, str]:
+    spec = listener.get("spec") or {}
+    return {
+        LABEL_SCALE_SET_NAMESPACE: str(spec.get("autoscalingRunnerSetNamespace", "")),
+        LABEL_SCALE_SET_NAME: str(spec.get("autoscalingRunnerSetName", "")),
+    }
+
+
+def _metadata(
+    listener: JSONDict,
+    *,
+    namespace: str,
+    name: str,
+    user_meta: str,
+    labels: Mapping[str, str],
+    digest: str,
+    owned: bool,
+) -> JSONDict:
+    user_labels, user_annotations = resource_meta(listener.get("spec") or {}, user_meta)
+    meta: JSONDict = {
+        "name": name,
+        "namespace": namespace,
+        "labels": {**user_labels, **labels},
+        "annotations": {**user_annotations, ANNOTATION_INTEGRITY_HASH: digest},
+    }
+    if owned:
+        meta["ownerReferences"] = [owner_reference(listener)]
+    return meta
+
+
+def service_account(listener: JSONDict) -> JSONDict:
+    meta = metadata_of(listener)
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _metadata(
+            listener,
+            namespace=meta["namespace"],
+            name=meta["name"],
+            user_meta="serviceAccountMetadata",
+            labels={**(meta.get("labels") or {}), **_scale_set_labels(listener)},
+            digest=json_digest({}),
+            owned=True,
+        ),
+    }
+
+
+def role_rules(runner_set_name: str) -> list[JSONDict]:
+    """The listener's least privilege (docs/autoscaling.md#the-listeners-role): read and patch
+    runners (it reads a runner before promoting it, which ARC's Role cannot), patch its one
+    runner set."""
+    return [
+        {
+            "apiGroups": ["actions.github.com"],
+            "resources": ["ephemeralrunnersets"],
+            "resourceNames": [runner_set_name],
+            "verbs": ["patch"],
+        },
+        {
+            "apiGroups": ["actions.github.com"],
+            "resources": ["ephemeralrunners", "ephemeralrunners/status"],
+            "verbs": ["get", "patch"],
+        },
+    ]
+
+
+def _rbac_labels(listener: JSONDict) -> dict[str, str]:
+    meta = metadata_of(listener)
+    return {
+        **(meta.get("labels") or {}),
+        **_scale_set_labels(listener),
+        LABEL_LISTENER_NAMESPACE: meta["namespace"],
+        LABEL_LISTENER_NAME: meta["name"],
+    }
+
+
+def role(listener: JSONDict) -> JSONDict:
+    spec = listener.get("spec") or {}
+    rules = role_rules(str(spec.get("ephemeralRunnerSetName", "")))
+    return {
+        "apiVersion": f"{RBAC_GROUP}/v1",
+        "kind": "Role",
+        "metadata": _metadata(
+            listener,
+            namespace=str(spec.get("autoscalingRunnerSetNamespace", "")),
+            name=metadata_of(listener)["name"],
+            user_meta="roleMetadata",
+            labels=_rbac_labels(listener),
+            digest=json_digest(rules),
+            owned=False,
+        ),
+        "rules": rules,
+    }
+
+
+def role_binding(listener: JSONDict) -> JSONDict:
+    meta = metadata_of(listener)
+    spec = listener.get("spec") or {}
+    binding = {
+        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": meta["name"]},
+        "subjects": [
+            {"kind": "ServiceAccount", "namespace": meta["namespace"], "name": meta["name"]}
+        ],
+    }
+    return {
+        "apiVersion": f"{RBAC_GROUP}/v1",
+        "kind": "RoleBinding",
+        "metadata": _metadata(
+            listener,
+            namespace=str(spec.get("autoscalingRunnerSetNamespace", "")),
+            name=meta["name"],
+            user_meta="roleBindingMetadata",
+            labels=_rbac_labels(listener),
+            digest=json_digest(binding),
+            owned=False,
+        ),
+        **binding,
+    }
+
+
+def listener_config(
+    listener: JSONDict,
+    *,
+    credentials: Mapping[str, str],
+    root_ca: str,
+    log_level: str,
+    log_format: str,
+    metrics_addr: str,
+    metrics_endpoint: str,
+) -> JSONDict:
+    """The listener's config, with ARC's keys in ARC's order (docs/listener.md#configuration).
+    `credentials` holds the GitHub Secret's keys (a PAT or an App)."""
+    spec = listener.get("spec") or {}
+    installation = credentials.get("github_app_installation_id", "")
+    return {
+        "configure_url": spec.get("githubConfigUrl", ""),
+        "vault_type": "",
+        "vault_lookup_key": "",
+        "github_app_id": credentials.get("github_app_id", ""),
+        "github_app_installation_id": int(installation) if installation.isdigit() else 0,
+        "github_app_private_key": credentials.get("github_app_private_key", ""),
+        "github_token": credentials.get("github_token", ""),
+        "ephemeral_runner_set_namespace": spec.get("autoscalingRunnerSetNamespace", ""),
+        "ephemeral_runner_set_name": spec.get("ephemeralRunnerSetName", ""),
+        "max_runners": spec.get("maxRunners", 0),
+        "min_runners": spec.get("minRunners", 0),
+        "runner_scale_set_id": spec.get("runnerScaleSetId", 0),
+        "runner_scale_set_name": spec.get("autoscalingRunnerSetName", ""),
+        "server_root_ca": root_ca,
+        "log_level": log_level,
+        "log_format": log_format,
+        "metrics_addr": metrics_addr,
+        "metrics_endpoint": metrics_endpoint,
+        "metrics": spec.get("metrics"),
+    }
+
+
+def config_secret(listener: JSONDict, config: JSONDict) -> JSONDict:
+    meta = metadata_of(listener)
+    data = {SECRET_LISTENER_CONFIG: json.dumps(config) + "\n"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _metadata(
+            listener,
+            namespace=meta["namespace"],
+            name=f"{meta['name']}-config",
+            user_meta="configSecretMetadata",
+            labels={},
+            digest=json_digest(data),
+            owned=True,
+        ),
+        "data": _encoded(data),
+    }
+
+
+def proxy_secret(listener: JSONDict, data: Mapping[str, str]) -> JSONDict:
+    meta = metadata_of(listener)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": f"{meta['name']}-proxy",
+            "namespace": meta["namespace"],
+            "labels": _scale_set_labels(listener),
+            "annotations": {ANNOTATION_INTEGRITY_HASH: json_digest(dict(data))},
+            "ownerReferences": [owner_reference(listener)],
+        },
+        "data": _encoded(data),
+    }
+
+
+def _encoded(data: Mapping[str, str]) -> dict[str, str]:
+    return {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+
+
+def _metrics_port(metrics_addr: str) -> int | None:
+    if not metrics_addr or metrics_addr == "0":
+        return None
+    port = metrics_addr.rpartition(":")[2]
+    return int(port) if port.isdigit() and int(port) > 0 else None
+
+
+def _container(listener: JSONDict, *, metrics_addr: str) -> JSONDict:
+    spec = listener.get("spec") or {}
+    env: list[JSONDict] = [{"name": ENV_LISTENER_CONFIG_PATH, "value": LISTENER_CONFIG_PATH}]
+    proxy = spec.get("proxy") or {}
+    proxy_name = f"{metadata_of(listener)['name']}-proxy"
+    for variable, present in (
+        (ENV_HTTP_PROXY, bool(proxy.get("http"))),
+        (ENV_HTTPS_PROXY, bool(proxy.get("https"))),
+        (ENV_NO_PROXY, bool(proxy.get("noProxy"))),
+    ):
+        if present:
+            env.append(
+                {
+                    "name": variable,
+                    "valueFrom": {"secretKeyRef": {"name": proxy_name, "key": variable}},
+                }
+            )
+    container: JSONDict = {
+        "name": LISTENER_CONTAINER,
+        "image": spec.get("image", ""),
+        "command": [LISTENER_COMMAND],
+        "env": env,
+        "volumeMounts": [
+            {
+                "name": LISTENER_CONFIG_VOLUME,
+                "mountPath": LISTENER_CONFIG_MOUNT_PATH,
+                "readOnly": True,
+            }
+        ],
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    port = _metrics_port(metrics_addr)
+    if port is not None:
+        container["ports"] = [{"name": METRICS_PORT_NAME, "containerPort": port, "protocol": "TCP"}]
+        container["livenessProbe"] = {
+            "httpGet": {"path": "/healthz", "port": METRICS_PORT_NAME},
+            "periodSeconds": 20,
+            "failureThreshold": 3,
+        }
+        container["readinessProbe"] = {
+            "httpGet": {"path": "/readyz", "port": METRICS_PORT_NAME},
+            "periodSeconds": 10,
+        }
+    return container
+
+
+def listener_pod(listener: JSONDict, *, config_digest: str, metrics_addr: str) -> JSONDict:
+    """The listener pod, with `spec.template` merged over it (`merge_template`)."""
+    meta = metadata_of(listener)
+    spec = listener.get("spec") or {}
+    pod_spec: JSONDict = {
+        "serviceAccountName": meta["name"],
+        "automountServiceAccountToken": True,
+        "nodeSelector": {LABEL_OS: OS_LINUX},
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": GRACE_PERIOD_SECONDS,
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [_container(listener, metrics_addr=metrics_addr)],
+        "volumes": [
+            {"name": LISTENER_CONFIG_VOLUME, "secret": {"secretName": f"{meta['name']}-config"}}
+        ],
+    }
+    if spec.get("imagePullSecrets"):
+        pod_spec["imagePullSecrets"] = spec["imagePullSecrets"]
+    pod: JSONDict = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": {},
+            "ownerReferences": [owner_reference(listener)],
+        },
+        "spec": pod_spec,
+    }
+    merged = merge_template(pod, spec.get("template"))
+    merged["metadata"]["annotations"][ANNOTATION_INTEGRITY_HASH] = json_digest(
+        [merged["spec"], merged["metadata"]["labels"], config_digest]
+    )
+    return merged
+
+
+_APPENDED = ("env", "args", "ports", "envFrom", "volumeMounts", "volumeDevices")
+
+
+def merge_template(pod: JSONDict, template: JSONDict | None) -> JSONDict:
+    """`spec.template` over the listener pod (docs/autoscaling.md#the-listener-pod): template
+    labels and annotations fill in absent keys; the container named `listener` takes the
+    template's image and command when set, appends its env, args, ports and mounts and takes
+    every other field it sets; other containers and volumes are appended; a pod field the
+    template sets replaces ours. Unlike ARC, a field the template leaves unset keeps our value
+    (ARC zeroes the 60 s grace period and more)."""
+    if not template:
+        return pod
+    out = copy.deepcopy(pod)
+    tmeta = template.get("metadata") or {}
+    for key in ("labels", "annotations"):
+        for name, value in (tmeta.get(key) or {}).items():
+            out["metadata"][key].setdefault(name, value)
+    tspec = template.get("spec") or {}
+    ours = out["spec"]
+    for container in tspec.get("containers") or []:
+        if container.get("name") != LISTENER_CONTAINER:
+            ours["containers"].append(container)
+            continue
+        target = ours["containers"][0]
+        for field, value in container.items():
+            if field == "name" or value in (None, "", [], {}):
+                continue
+            if field in _APPENDED:
+                target[field] = [*(target.get(field) or []), *value]
+            else:
+                target[field] = value
+    for field, value in tspec.items():
+        if field in ("containers", "serviceAccountName", "serviceAccount") or value is None:
+            continue
+        if field == "volumes":
+            ours["volumes"] = [*ours["volumes"], *value]
+        else:
+            ours[field] = value
+    return out

@@ -1,0 +1,392 @@
+"""The AutoscalingListener reconciler: one listener pod per scale set, with exactly the
+permissions it needs (docs/autoscaling.md#autoscalinglistener).
+
+Order of a pass:
+
+1. Read the listener from the cache; gone ends the pass.
+2. Deletion branch: delete the pod, the config and proxy Secrets, the RoleBinding, the Role and
+   the ServiceAccount; once all are gone, drop the finalizer.
+3. Finalizer. A listener whose AutoscalingRunnerSet is gone deletes itself.
+4. ServiceAccount, Role and RoleBinding (the Role's rules brought back when they drift), the
+   proxy Secret, the config Secret (its data rebuilt from the GitHub Secret and the CA each
+   pass, so a rotation reaches the listener).
+5. The pod: created, or deleted to be made again when its integrity hash changed, when it was
+   evicted or its listener exited, with an exponential backoff between re-creations (ARC
+   re-creates a crashing listener at once, hammering GitHub).
+
+ServiceAccount, Role, RoleBinding and Secrets are read through the API, not a cache: a listener
+is reconciled on its own and its pod's events only, a few times in its life, and the controller
+then needs no cluster-wide watch of Secrets, Roles or RoleBindings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+from controller.autoscalinglistener.objects import (
+    config_secret,
+    listener_config,
+    listener_pod,
+    proxy_secret,
+    role,
+    role_binding,
+    service_account,
+)
+from controller.runners.network import proxy_data, root_ca
+from controller.runtime import (
+    Controller,
+    EventRecorder,
+    LazyObject,
+    Manager,
+    Owns,
+    Request,
+    Result,
+    Store,
+    add_finalizers,
+    has_any_finalizer,
+    remove_finalizers,
+)
+from shared.actions.config import parse_config_url
+from shared.actions.errors import InvalidConfigURL
+from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET
+from shared.api.names import (
+    ANNOTATION_INTEGRITY_HASH,
+    FINALIZER_AUTOSCALING_LISTENER,
+    LISTENER_CONTAINER,
+    SECRET_GITHUB_APP_ID,
+    SECRET_GITHUB_APP_INSTALLATION_ID,
+    SECRET_GITHUB_APP_PRIVATE_KEY,
+    SECRET_GITHUB_TOKEN,
+)
+from shared.kube.errors import AlreadyExists, KubeError, NotFound
+from shared.kube.objects import POD, ROLE, ROLE_BINDING, SECRET, SERVICE_ACCOUNT, Kind, Objects
+from shared.kube.views import is_deleting, metadata_of, pod_ready, secret_value
+from shared.typedefs import JSONDict
+
+log = logging.getLogger(__name__)
+
+WAIT = 1.0
+CRASH_LOOP_EVENT_AFTER = 3
+METRIC_RUNNING_LISTENERS = "gha_controller_running_listeners"
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSettings:
+    """What every listener pod is given (ARC's `--listener-metrics-addr` and friends)."""
+
+    metrics_addr: str = ":8080"
+    """Where the listener serves /metrics, /healthz and /readyz; "" or "0" turns metrics off."""
+    metrics_endpoint: str = "/metrics"
+    log_level: str = "info"
+    log_format: str = "json"
+    restart_backoff_seconds: float = 5.0
+    restart_backoff_max_seconds: float = 300.0
+    stable_seconds: float = 120.0
+    """A listener ready this long is no longer crash-looping: its backoff starts again."""
+
+
+@dataclass(slots=True)
+class _Restarts:
+    count: int = 0
+    not_before: float = 0.0
+    ready_since: float | None = None
+
+
+@dataclass(slots=True)
+class _Listeners:
+    """`gha_controller_running_listeners`, one series per listener."""
+
+    series: dict[Request, tuple[int, dict[str, str]]] = field(default_factory=dict)
+
+    def observe(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(value, labels) for value, labels in self.series.values()]
+
+    def publish(self, listener: JSONDict, running: bool) -> None:
+        meta = metadata_of(listener)
+        try:
+            config = parse_config_url(
+                str((listener.get("spec") or {}).get("githubConfigUrl")), env={}
+            )
+        except InvalidConfigURL:
+            return
+        labels = {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "repository": config.repository,
+            "organization": config.organization,
+            "enterprise": config.enterprise,
+        }
+        self.series[Request.of(listener)] = (1 if running else 0, labels)
+
+
+class AutoscalingListenerReconciler:
+    def __init__(
+        self,
+        *,
+        listeners: Store,
+        sets: Store,
+        pods: Store,
+        objects: Objects,
+        events: EventRecorder,
+        settings: ListenerSettings,
+        meter: Meter,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._listeners = listeners
+        self._sets = sets
+        self._pods = pods
+        self._objects = objects
+        self._events = events
+        self._settings = settings
+        self._clock = clock
+        self._restarts: dict[str, _Restarts] = {}
+        self._gauge = _Listeners()
+        meter.create_observable_gauge(METRIC_RUNNING_LISTENERS, callbacks=[self._gauge.observe])
+
+    async def reconcile(self, request: Request) -> Result:
+        cached = self._listeners.get(request.namespace, request.name)
+        if cached is None:
+            self._gauge.series.pop(request, None)
+            return Result()
+        listener = LazyObject(cached, kind=AUTOSCALING_LISTENER)
+        uid = str(metadata_of(cached).get("uid"))
+        if is_deleting(cached):
+            self._gauge.publish(cached, running=False)
+            return await self._finalize(listener, uid)
+        if await add_finalizers(listener, self._objects, [FINALIZER_AUTOSCALING_LISTENER]):
+            return Result()
+        spec = cached.get("spec") or {}
+        if (
+            self._sets.get(
+                str(spec.get("autoscalingRunnerSetNamespace")),
+                str(spec.get("autoscalingRunnerSetName")),
+            )
+            is None
+        ):
+            await self._delete(AUTOSCALING_LISTENER, request.namespace, request.name)
+            return Result()
+        if (spec.get("vaultConfig") or {}).get("type"):
+            await self._events.warning(
+                cached,
+                reason="VaultNotSupported",
+                message="Azure Key Vault credentials are not supported: put the GitHub "
+                "credentials in a Secret named by githubConfigSecret (docs/listener.md)",
+            )
+            return Result()
+
+        await self._ensure(service_account(cached), SERVICE_ACCOUNT)
+        await self._ensure(role(cached), ROLE)
+        await self._ensure(role_binding(cached), ROLE_BINDING)
+        if spec.get("proxy"):
+            data = await proxy_data(
+                self._objects, str(spec["autoscalingRunnerSetNamespace"]), spec["proxy"]
+            )
+            await self._ensure(proxy_secret(cached, data), SECRET)
+        config = await self._config_secret(cached)
+        await self._ensure(config, SECRET)
+        return await self._ensure_pod(cached, uid, config_digest=_digest(config))
+
+    # --- children ------------------------------------------------------------------------------
+
+    async def _config_secret(self, listener: JSONDict) -> JSONDict:
+        spec = listener.get("spec") or {}
+        namespace = str(spec.get("autoscalingRunnerSetNamespace"))
+        github = await self._objects.get(SECRET, namespace, str(spec.get("githubConfigSecret")))
+        credentials = {
+            key: secret_value(github, key) or ""
+            for key in (
+                SECRET_GITHUB_TOKEN,
+                SECRET_GITHUB_APP_ID,
+                SECRET_GITHUB_APP_INSTALLATION_ID,
+                SECRET_GITHUB_APP_PRIVATE_KEY,
+            )
+        }
+        if credentials[SECRET_GITHUB_TOKEN]:
+            # ARC's "tidy": with a token, only the token is kept.
+            credentials = {SECRET_GITHUB_TOKEN: credentials[SECRET_GITHUB_TOKEN]}
+        pem = await root_ca(self._objects, namespace, spec.get("githubServerTLS")) or ""
+        settings = self._settings
+        return config_secret(
+            listener,
+            listener_config(
+                listener,
+                credentials=credentials,
+                root_ca=pem,
+                log_level=settings.log_level,
+                log_format=settings.log_format,
+                metrics_addr=settings.metrics_addr,
+                metrics_endpoint=settings.metrics_endpoint if settings.metrics_addr else "",
+            ),
+        )
+
+    async def _ensure(self, desired: JSONDict, kind: Kind) -> None:
+        """Create the object, or replace what we compute of it when its integrity hash differs
+        (a key someone else added stays)."""
+        meta = desired["metadata"]
+        try:
+            current = await self._objects.get(kind, meta["namespace"], meta["name"])
+        except NotFound:
+            with contextlib.suppress(AlreadyExists):
+                await self._objects.create(kind, meta["namespace"], desired)
+            return
+        have = (metadata_of(current).get("annotations") or {}).get(ANNOTATION_INTEGRITY_HASH)
+        labels = metadata_of(current).get("labels") or {}
+        if have == meta["annotations"][ANNOTATION_INTEGRITY_HASH] and all(
+            labels.get(k) == v for k, v in meta["labels"].items()
+        ):
+            return
+        patch = {key: value for key, value in desired.items() if key not in ("apiVersion", "kind")}
+        patch["metadata"] = {"labels": meta["labels"], "annotations": meta["annotations"]}
+        await self._objects.patch(kind, meta["namespace"], meta["name"], patch)
+
+    async def _ensure_pod(self, listener: JSONDict, uid: str, *, config_digest: str) -> Result:
+        meta = metadata_of(listener)
+        desired = listener_pod(
+            listener, config_digest=config_digest, metrics_addr=self._settings.metrics_addr
+        )
+        restarts = self._restarts.setdefault(uid, _Restarts())
+        pod = self._pods.get(meta["namespace"], meta["name"])
+        now = self._clock()
+        if pod is None:
+            self._gauge.publish(listener, running=False)
+            if now < restarts.not_before:
+                return Result(requeue_after=restarts.not_before - now)
+            with contextlib.suppress(AlreadyExists):
+                await self._objects.create(POD, meta["namespace"], desired)
+            return Result()
+        if is_deleting(pod):
+            return Result()
+        want = desired["metadata"]["annotations"][ANNOTATION_INTEGRITY_HASH]
+        have = (metadata_of(pod).get("annotations") or {}).get(ANNOTATION_INTEGRITY_HASH)
+        if have != want:
+            await self._delete(POD, meta["namespace"], meta["name"])
+            return Result()
+        stopped = self._stopped(pod)
+        if stopped is not None:
+            return await self._restart(listener, restarts, stopped)
+        running = self._container_state(pod, "running")
+        self._gauge.publish(listener, running=running)
+        if pod_ready(pod):
+            restarts.ready_since = restarts.ready_since or now
+            if now - restarts.ready_since >= self._settings.stable_seconds:
+                restarts.count = 0
+            elif restarts.count:
+                return Result(requeue_after=self._settings.stable_seconds)
+        else:
+            restarts.ready_since = None
+        return Result()
+
+    async def _restart(self, listener: JSONDict, restarts: _Restarts, why: str) -> Result:
+        meta = metadata_of(listener)
+        self._gauge.publish(listener, running=False)
+        restarts.count += 1
+        restarts.ready_since = None
+        delay = min(
+            self._settings.restart_backoff_seconds * 2 ** (restarts.count - 1),
+            self._settings.restart_backoff_max_seconds,
+        )
+        restarts.not_before = self._clock() + delay
+        if restarts.count >= CRASH_LOOP_EVENT_AFTER:
+            await self._events.warning(
+                listener,
+                reason="ListenerCrashLooping",
+                message=f"listener stopped {restarts.count} times in a row ({why}); "
+                f"next start in {delay:.0f}s",
+            )
+        log.warning("listener %s stopped (%s); restarting in %.1fs", meta["name"], why, delay)
+        await self._delete(POD, meta["namespace"], meta["name"])
+        return Result(requeue_after=delay)
+
+    @staticmethod
+    def _stopped(pod: JSONDict) -> str | None:
+        """Why the listener pod must be made again, or None while it runs or starts."""
+        status = pod.get("status") or {}
+        if status.get("reason") == "Evicted":
+            return "evicted"
+        if status.get("phase") in ("Succeeded", "Failed"):
+            return f"pod {status['phase']}"
+        for container in status.get("containerStatuses") or []:
+            if container.get("name") != LISTENER_CONTAINER:
+                continue
+            terminated = (container.get("state") or {}).get("terminated")
+            if terminated is not None:
+                return f"exit code {terminated.get('exitCode')}"
+        return None
+
+    @staticmethod
+    def _container_state(pod: JSONDict, state: str) -> bool:
+        for container in (pod.get("status") or {}).get("containerStatuses") or []:
+            if container.get("name") == LISTENER_CONTAINER:
+                return state in (container.get("state") or {})
+        return False
+
+    async def _delete(self, kind: Kind, namespace: str, name: str) -> bool:
+        """Delete it; False when it was already gone."""
+        try:
+            await self._objects.delete(kind, namespace, name)
+        except NotFound:
+            return False
+        return True
+
+    # --- deletion ------------------------------------------------------------------------------
+
+    async def _finalize(self, listener: LazyObject, uid: str) -> Result:
+        obj = listener.object
+        if not has_any_finalizer(obj, [FINALIZER_AUTOSCALING_LISTENER]):
+            return Result()
+        meta = metadata_of(obj)
+        runner_namespace = str((obj.get("spec") or {}).get("autoscalingRunnerSetNamespace"))
+        left = False
+        for kind, namespace, name in (
+            (POD, meta["namespace"], meta["name"]),
+            (SECRET, meta["namespace"], f"{meta['name']}-config"),
+            (SECRET, meta["namespace"], f"{meta['name']}-proxy"),
+            (ROLE_BINDING, runner_namespace, meta["name"]),
+            (ROLE, runner_namespace, meta["name"]),
+            (SERVICE_ACCOUNT, meta["namespace"], meta["name"]),
+        ):
+            try:
+                left = await self._delete(kind, namespace, name) or left
+            except KubeError as exc:
+                log.warning("cannot delete %s %s/%s: %s", kind.kind, namespace, name, exc)
+                left = True
+        if left:
+            return Result(requeue_after=WAIT)
+        await remove_finalizers(listener, self._objects, [FINALIZER_AUTOSCALING_LISTENER])
+        self._restarts.pop(uid, None)
+        self._gauge.series.pop(Request.of(obj), None)
+        return Result()
+
+
+def _digest(secret: JSONDict) -> str:
+    return str(secret["metadata"]["annotations"][ANNOTATION_INTEGRITY_HASH])
+
+
+def setup(
+    manager: Manager, *, events: EventRecorder, settings: ListenerSettings
+) -> AutoscalingListenerReconciler:
+    """Add the AutoscalingListener controller to `manager`: listeners and their pods."""
+    reconciler = AutoscalingListenerReconciler(
+        listeners=manager.cache(AUTOSCALING_LISTENER),
+        sets=manager.cache(AUTOSCALING_RUNNER_SET),
+        pods=manager.cache(POD),
+        objects=manager.objects,
+        events=events,
+        settings=settings,
+        meter=manager.metrics.metrics.meter,
+    )
+    manager.add(
+        Controller(
+            name="autoscalinglistener",
+            for_=AUTOSCALING_LISTENER,
+            reconciler=reconciler,
+            owns=[Owns(POD)],
+        )
+    )
+    return reconciler

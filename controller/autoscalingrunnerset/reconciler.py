@@ -1,0 +1,553 @@
+"""The AutoscalingRunnerSet reconciler: a scale set on GitHub, its EphemeralRunnerSet, and its
+listener (docs/autoscaling.md).
+
+Order of a pass (ARC's, with the decisions of docs/autoscaling.md#where-this-differs-from-arc):
+
+1. Read the set from the cache; gone ends the pass.
+2. Deletion branch: delete the listener and wait, delete the runner set and wait (busy runners
+   finish under its finalizer), delete the scale set on GitHub, strip ARC's `cleanup-protection`
+   finalizer from the Helm-made objects the `cleanup-*` annotations name, drop the finalizer.
+3. Finalizer.
+4. Scale set: find or register it (persisting `runnerScaleSetName`), then follow a change of
+   runner group or name on GitHub in place.
+5. Runner set: create it at 0 replicas, or bring it up to date in place; a new runner spec
+   advances `actionableRevision` (the runner set replaces idle runners, busy ones finish).
+6. Outdated: the runner set reports its applied revision outdated; the set goes `Outdated`, the
+   listener stops and the runner set is held at 0 until the runner spec changes.
+7. Listener: create it, re-create it when what it runs with changed, delete listeners an earlier
+   runner group or URL named; none when the listener runs under `docker run`.
+8. Status: the runner set's counts, phase `Running`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from controller.autoscalingrunnerset.objects import (
+    ANNOTATION_LISTENER,
+    ANNOTATION_RUNNER_SPEC_HASH,
+    LISTENER_DOCKER_RUN,
+    drifted,
+    github_url_labels,
+    listener_name,
+    new_listener,
+    new_runner_set,
+    runner_set_annotations,
+    runner_set_labels,
+    runner_spec,
+)
+from controller.autoscalingrunnerset.predicates import ERS_TO_ARS
+from controller.runners.actions import ActionsClients, GitHubConfigError
+from controller.runners.objects import json_digest
+from controller.runtime import (
+    Controller,
+    EventRecorder,
+    LazyObject,
+    Manager,
+    Owns,
+    Request,
+    Result,
+    Store,
+    Watches,
+    add_finalizers,
+    has_any_finalizer,
+    remove_finalizers,
+)
+from shared.actions.client import ActionsClient
+from shared.actions.errors import ActionsError, InvalidArgument, ScaleSetNotFound
+from shared.actions.models import Label, RunnerScaleSet, RunnerSetting
+from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER_SET
+from shared.api.names import (
+    ANNOTATION_CLEANUP_GITHUB_SECRET_NAME,
+    ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_BINDING_NAME,
+    ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_NAME,
+    ANNOTATION_CLEANUP_KUBERNETES_MODE_SERVICE_ACCOUNT_NAME,
+    ANNOTATION_CLEANUP_MANAGER_ROLE_BINDING,
+    ANNOTATION_CLEANUP_MANAGER_ROLE_NAME,
+    ANNOTATION_CLEANUP_NO_PERMISSION_SERVICE_ACCOUNT_NAME,
+    ANNOTATION_RUNNER_GROUP_NAME,
+    ANNOTATION_RUNNER_SCALE_SET_ID,
+    ANNOTATION_RUNNER_SCALE_SET_NAME,
+    FINALIZER_AUTOSCALING_RUNNER_SET,
+    FINALIZER_CLEANUP_PROTECTION,
+)
+from shared.kube.errors import AlreadyExists, Forbidden, KubeError, NotFound
+from shared.kube.objects import ROLE, ROLE_BINDING, SECRET, SERVICE_ACCOUNT, Kind, Objects
+from shared.kube.views import annotation_int, is_deleting, metadata_of, status_of
+from shared.typedefs import JSONDict
+
+log = logging.getLogger(__name__)
+
+PHASE_PENDING, PHASE_RUNNING, PHASE_OUTDATED = "Pending", "Running", "Outdated"
+CONDITION_SCALE_SET = "ScaleSetRegistered"
+CONDITION_RUNNERS = "RunnersUpToDate"
+WAIT = 1.0
+"""Seconds between looks at a child being deleted (its delete event usually comes first)."""
+DEFAULT_GROUP_ID = 1
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscalingSettings:
+    """What the in-cluster mode needs beyond the runner reconcilers' settings."""
+
+    controller_namespace: str
+    """Where listeners, their pods, ServiceAccounts and config Secrets live."""
+    listener_image: str
+    """The image the listener pods run (this project's, `gha-listener`)."""
+    image_pull_secrets: Sequence[str] = ()
+    excluded_label_prefixes: Sequence[str] = ()
+
+
+def _listener_key(listener: JSONDict) -> Iterable[Request]:
+    spec = listener.get("spec") or {}
+    namespace, name = (
+        spec.get("autoscalingRunnerSetNamespace"),
+        spec.get("autoscalingRunnerSetName"),
+    )
+    return (Request(str(namespace), str(name)),) if namespace and name else ()
+
+
+# What each of ARC's cleanup annotations names, in the order ARC strips their finalizer.
+CLEANUP_KINDS: tuple[tuple[str, Kind], ...] = (
+    (ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_BINDING_NAME, ROLE_BINDING),
+    (ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_NAME, ROLE),
+    (ANNOTATION_CLEANUP_KUBERNETES_MODE_SERVICE_ACCOUNT_NAME, SERVICE_ACCOUNT),
+    (ANNOTATION_CLEANUP_NO_PERMISSION_SERVICE_ACCOUNT_NAME, SERVICE_ACCOUNT),
+    (ANNOTATION_CLEANUP_GITHUB_SECRET_NAME, SECRET),
+    (ANNOTATION_CLEANUP_MANAGER_ROLE_BINDING, ROLE_BINDING),
+    (ANNOTATION_CLEANUP_MANAGER_ROLE_NAME, ROLE),
+)
+
+
+class AutoscalingRunnerSetReconciler:
+    def __init__(
+        self,
+        *,
+        sets: Store,
+        runner_sets: Store,
+        listeners: Store,
+        objects: Objects,
+        clients: ActionsClients,
+        events: EventRecorder,
+        settings: AutoscalingSettings,
+    ) -> None:
+        self._sets = sets
+        self._runner_sets = runner_sets
+        self._listeners = listeners
+        self._objects = objects
+        self._clients = clients
+        self._events = events
+        self._settings = settings
+
+    async def reconcile(self, request: Request) -> Result:
+        cached = self._sets.get(request.namespace, request.name)
+        if cached is None:
+            return Result()
+        ars = LazyObject(cached, kind=AUTOSCALING_RUNNER_SET)
+        if is_deleting(cached):
+            return await self._finalize(ars)
+        if await add_finalizers(ars, self._objects, [FINALIZER_AUTOSCALING_RUNNER_SET]):
+            return Result()
+
+        # The scale set is looked up on GitHub only when a listener is about to be made: a
+        # listener whose scale set was deleted there fails, and its re-creation comes here.
+        verify = self._listeners.get(
+            self._settings.controller_namespace, listener_name(cached)
+        ) is None and self._wants_listener(cached)
+        scale_set_id = await self._ensure_scale_set(ars, verify=verify)
+        if scale_set_id is None:
+            return Result()
+
+        runner_set = self._runner_sets.get(request.namespace, request.name)
+        if runner_set is None:
+            await self._objects.create(
+                EPHEMERAL_RUNNER_SET,
+                request.namespace,
+                new_runner_set(
+                    ars.object,
+                    scale_set_id=scale_set_id,
+                    excluded_prefixes=self._settings.excluded_label_prefixes,
+                ),
+            )
+            return Result()
+        if is_deleting(runner_set):
+            return Result(requeue_after=WAIT)
+        spec_changed = await self._update_runner_set(ars.object, runner_set, scale_set_id)
+        if spec_changed:
+            return Result()
+
+        if self._outdated(runner_set):
+            return await self._hold_outdated(ars, runner_set)
+
+        await self._ensure_listener(ars.object, scale_set_id)
+        await self._write_status(ars, runner_set, phase=PHASE_RUNNING)
+        return Result()
+
+    # --- scale set on GitHub -------------------------------------------------------------------
+
+    @staticmethod
+    def _wants_listener(ars: JSONDict) -> bool:
+        annotations = metadata_of(ars).get("annotations") or {}
+        return annotations.get(ANNOTATION_LISTENER) != LISTENER_DOCKER_RUN
+
+    async def _ensure_scale_set(self, ars: LazyObject, *, verify: bool) -> int | None:
+        """The registered scale set's id; None after a write that the next pass continues."""
+        obj = ars.object
+        spec = obj.get("spec") or {}
+        meta = metadata_of(obj)
+        namespace = meta["namespace"]
+        if not spec.get("runnerScaleSetName"):
+            ars.mutate()["spec"]["runnerScaleSetName"] = meta["name"]
+            await ars.write(self._objects)
+            return None
+        scale_set_id = annotation_int(obj, ANNOTATION_RUNNER_SCALE_SET_ID)
+        annotations = meta.get("annotations") or {}
+        try:
+            client = await self._clients.for_spec(namespace, spec)
+            if not scale_set_id or scale_set_id <= 0:
+                found = await self._register(client, spec)
+                await self._record_scale_set(ars, found)
+                return None
+            group = str(spec.get("runnerGroup") or "")
+            have_group = annotations.get(ANNOTATION_RUNNER_GROUP_NAME)
+            if have_group is None or (group and group.lower() != have_group.lower()):
+                group_id = await self._group_id(client, group)
+                updated = await client.update_runner_scale_set(
+                    scale_set_id, RunnerScaleSet(runner_group_id=group_id)
+                )
+                await self._record_scale_set(ars, updated)
+                return None
+            name = str(spec["runnerScaleSetName"])
+            if name.lower() != str(annotations.get(ANNOTATION_RUNNER_SCALE_SET_NAME, "")).lower():
+                updated = await client.update_runner_scale_set(
+                    scale_set_id, RunnerScaleSet(name=name)
+                )
+                await self._record_scale_set(ars, updated)
+                return None
+            if verify:
+                await client.get_runner_scale_set_by_id(scale_set_id)
+        except ScaleSetNotFound:
+            # Deleted on GitHub behind our back: register it again.
+            await self._events.warning(
+                obj,
+                reason="ScaleSetMissing",
+                message=f"scale set {scale_set_id} is gone on GitHub; registering it again",
+            )
+            ars.mutate()["metadata"].setdefault("annotations", {})[
+                ANNOTATION_RUNNER_SCALE_SET_ID
+            ] = None
+            await ars.write(self._objects)
+            return None
+        except (ActionsError, KubeError, GitHubConfigError) as exc:
+            await self._condition(
+                ars, CONDITION_SCALE_SET, "False", type(exc).__name__, _reason_text(exc)
+            )
+            await self._events.warning(
+                obj, reason="ScaleSetRegistrationFailed", message=_reason_text(exc)
+            )
+            raise
+        await self._condition(ars, CONDITION_SCALE_SET, "True", "Registered", "")
+        return scale_set_id
+
+    @staticmethod
+    async def _group_id(client: ActionsClient, group: str) -> int:
+        if not group:
+            return DEFAULT_GROUP_ID
+        return (await client.get_runner_group_by_name(group)).id
+
+    async def _register(self, client: ActionsClient, spec: JSONDict) -> RunnerScaleSet:
+        name = str(spec["runnerScaleSetName"])
+        group_id = await self._group_id(client, str(spec.get("runnerGroup") or ""))
+        found = await client.get_runner_scale_set(runner_group_id=group_id, name=name)
+        if found is not None:
+            return found
+        labels = [name]
+        for label in spec.get("runnerScaleSetLabels") or []:
+            if label not in labels:
+                labels.append(str(label))
+        return await client.create_runner_scale_set(
+            RunnerScaleSet(
+                name=name,
+                runner_group_id=group_id,
+                labels=[Label(name=label, type="System") for label in labels],
+                runner_setting=RunnerSetting(disable_update=True),
+            )
+        )
+
+    async def _record_scale_set(self, ars: LazyObject, scale_set: RunnerScaleSet) -> None:
+        meta = ars.mutate()["metadata"]
+        meta.setdefault("annotations", {}).update(
+            {
+                ANNOTATION_RUNNER_SCALE_SET_ID: str(scale_set.id),
+                ANNOTATION_RUNNER_SCALE_SET_NAME: scale_set.name,
+                ANNOTATION_RUNNER_GROUP_NAME: scale_set.runner_group_name,
+            }
+        )
+        url = str((ars.object.get("spec") or {}).get("githubConfigUrl", ""))
+        meta.setdefault("labels", {}).update(github_url_labels(url))
+        await ars.write(self._objects)
+
+    # --- runner set ----------------------------------------------------------------------------
+
+    async def _update_runner_set(
+        self, ars: JSONDict, runner_set: JSONDict, scale_set_id: int
+    ) -> bool:
+        """Bring the set's computed labels, annotations, runner metadata and runner spec up to
+        date in one patch; True when the runner spec changed (its revision advanced)."""
+        lazy = LazyObject(runner_set, kind=EPHEMERAL_RUNNER_SET)
+        meta = metadata_of(runner_set)
+        spec = runner_set.get("spec") or {}
+        labels = drifted(
+            meta.get("labels"),
+            runner_set_labels(ars, excluded_prefixes=self._settings.excluded_label_prefixes),
+        )
+        annotations = drifted(meta.get("annotations"), runner_set_annotations(ars))
+        desired_runner_spec = runner_spec(ars, scale_set_id=scale_set_id)
+        digest = json_digest(desired_runner_spec)
+        spec_changed = (meta.get("annotations") or {}).get(ANNOTATION_RUNNER_SPEC_HASH) != digest
+        runner_metadata = (ars.get("spec") or {}).get("ephemeralRunnerMetadata")
+        metadata_changed = spec.get("ephemeralRunnerMetadata") != runner_metadata
+        if not (labels or annotations or spec_changed or metadata_changed):
+            return False
+        edit = lazy.mutate()
+        edit["metadata"].setdefault("labels", {}).update(labels)
+        edit["metadata"].setdefault("annotations", {}).update(annotations)
+        if metadata_changed:
+            edit["spec"]["ephemeralRunnerMetadata"] = runner_metadata
+        if spec_changed:
+            edit["metadata"]["annotations"][ANNOTATION_RUNNER_SPEC_HASH] = digest
+            edit["spec"]["ephemeralRunnerSpec"] = desired_runner_spec
+            edit["spec"]["actionableRevision"] = int(spec.get("actionableRevision") or 0) + 1
+        await lazy.write(self._objects, optimistic=True)
+        return spec_changed
+
+    @staticmethod
+    def _outdated(runner_set: JSONDict) -> bool:
+        """The runner set found its current runner spec's image deprecated."""
+        status = status_of(runner_set)
+        applied = int(status.get("appliedActionableRevision") or 0)
+        revision = int((runner_set.get("spec") or {}).get("actionableRevision") or 0)
+        return status.get("phase") == PHASE_OUTDATED and applied == revision
+
+    async def _hold_outdated(self, ars: LazyObject, runner_set: JSONDict) -> Result:
+        """Upstream's later rule: stop, hold the runner set at 0, stay until the spec changes."""
+        first = status_of(ars.object).get("phase") != PHASE_OUTDATED
+        await self._delete_listeners(ars.object, keep=None)
+        spec = runner_set.get("spec") or {}
+        if spec.get("replicas") or spec.get("patchID"):
+            await self._objects.patch(
+                EPHEMERAL_RUNNER_SET,
+                metadata_of(runner_set)["namespace"],
+                metadata_of(runner_set)["name"],
+                {"spec": {"replicas": 0, "patchID": 0}},
+            )
+        message = (
+            "the runner image is deprecated (runners exit with code 7); update the runner "
+            "image in spec.template to resume"
+        )
+        await self._condition(ars, CONDITION_RUNNERS, "False", "RunnerOutdated", message)
+        await self._write_status(ars, runner_set, phase=PHASE_OUTDATED)
+        if first:
+            await self._events.warning(ars.object, reason="RunnerOutdated", message=message)
+        return Result()
+
+    # --- listener ------------------------------------------------------------------------------
+
+    async def _ensure_listener(self, ars: JSONDict, scale_set_id: int) -> None:
+        if not self._wants_listener(ars):
+            await self._delete_listeners(ars, keep=None)
+            return
+        desired = new_listener(
+            ars,
+            namespace=self._settings.controller_namespace,
+            scale_set_id=scale_set_id,
+            image=self._settings.listener_image,
+            image_pull_secrets=self._settings.image_pull_secrets,
+            excluded_prefixes=self._settings.excluded_label_prefixes,
+        )
+        name = desired["metadata"]["name"]
+        await self._delete_listeners(ars, keep=name)
+        current = self._listeners.get(self._settings.controller_namespace, name)
+        if current is None:
+            # A create that the cache has not shown yet is not made twice.
+            with contextlib.suppress(AlreadyExists):
+                await self._objects.create(
+                    AUTOSCALING_LISTENER, self._settings.controller_namespace, desired
+                )
+            return
+        if is_deleting(current):
+            return
+        meta = metadata_of(current)
+        if (
+            current.get("spec") != desired["spec"]
+            or drifted(meta.get("labels"), desired["metadata"]["labels"])
+            or drifted(meta.get("annotations"), desired["metadata"]["annotations"])
+        ):
+            # A listener runs with what it was made with: re-create it (its delete event brings
+            # the next pass, which makes the new one).
+            await self._delete(AUTOSCALING_LISTENER, self._settings.controller_namespace, name)
+
+    async def _delete_listeners(self, ars: JSONDict, *, keep: str | None) -> bool:
+        """Delete this set's listeners but `keep`; True while any of them still exists."""
+        meta = metadata_of(ars)
+        left = False
+        for listener in self._listeners.list(self._settings.controller_namespace):
+            spec = listener.get("spec") or {}
+            if (
+                spec.get("autoscalingRunnerSetNamespace") != meta["namespace"]
+                or spec.get("autoscalingRunnerSetName") != meta["name"]
+                or metadata_of(listener)["name"] == keep
+            ):
+                continue
+            left = True
+            if not is_deleting(listener):
+                await self._delete(
+                    AUTOSCALING_LISTENER,
+                    self._settings.controller_namespace,
+                    metadata_of(listener)["name"],
+                )
+        return left
+
+    async def _delete(self, kind: Kind, namespace: str, name: str) -> None:
+        with contextlib.suppress(NotFound):
+            await self._objects.delete(kind, namespace, name)
+
+    # --- status --------------------------------------------------------------------------------
+
+    async def _write_status(self, ars: LazyObject, runner_set: JSONDict, *, phase: str) -> None:
+        counts = status_of(runner_set)
+        desired = {
+            "phase": phase,
+            "currentRunners": int(counts.get("currentReplicas") or 0),
+            "pendingEphemeralRunners": int(counts.get("pendingEphemeralRunners") or 0),
+            "runningEphemeralRunners": int(counts.get("runningEphemeralRunners") or 0),
+            "failedEphemeralRunners": int(counts.get("failedEphemeralRunners") or 0),
+        }
+        if phase == PHASE_RUNNING:
+            await self._condition(ars, CONDITION_RUNNERS, "True", "UpToDate", "")
+        if drifted(status_of(ars.object), desired):
+            ars.mutate().setdefault("status", {}).update(desired)
+        await ars.write(self._objects)
+
+    async def _condition(
+        self, ars: LazyObject, kind: str, status: str, reason: str, message: str
+    ) -> None:
+        """Set a condition in the pending edit (written with the next write of the pass)."""
+        conditions = list(status_of(ars.object).get("conditions") or [])
+        for condition in conditions:
+            if condition.get("type") == kind:
+                if (condition.get("status"), condition.get("reason"), condition.get("message")) == (
+                    status,
+                    reason,
+                    message,
+                ):
+                    return
+                break
+        entry = {
+            "type": kind,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "observedGeneration": int(metadata_of(ars.object).get("generation") or 0),
+        }
+        kept = [c for c in conditions if c.get("type") != kind]
+        ars.mutate().setdefault("status", {})["conditions"] = [*kept, entry]
+        if status == "False":
+            await ars.write(self._objects)
+
+    # --- deletion ------------------------------------------------------------------------------
+
+    async def _finalize(self, ars: LazyObject) -> Result:
+        obj = ars.object
+        if not has_any_finalizer(obj, [FINALIZER_AUTOSCALING_RUNNER_SET]):
+            return Result()
+        meta = metadata_of(obj)
+        if await self._delete_listeners(obj, keep=None):
+            return Result(requeue_after=WAIT)
+        runner_set = self._runner_sets.get(meta["namespace"], meta["name"])
+        if runner_set is not None:
+            if not is_deleting(runner_set):
+                await self._delete(EPHEMERAL_RUNNER_SET, meta["namespace"], meta["name"])
+            return Result(requeue_after=WAIT)
+        await self._delete_scale_set(ars)
+        for annotation, kind in CLEANUP_KINDS:
+            name = (meta.get("annotations") or {}).get(annotation)
+            if name:
+                await self._strip_cleanup_protection(kind, meta["namespace"], name)
+        await remove_finalizers(ars, self._objects, [FINALIZER_AUTOSCALING_RUNNER_SET])
+        return Result()
+
+    async def _delete_scale_set(self, ars: LazyObject) -> None:
+        obj = ars.object
+        scale_set_id = annotation_int(obj, ANNOTATION_RUNNER_SCALE_SET_ID)
+        if not scale_set_id or scale_set_id <= 0:
+            return
+        try:
+            client = await self._clients.for_spec(
+                metadata_of(obj)["namespace"], obj.get("spec") or {}
+            )
+            await client.delete_runner_scale_set(scale_set_id)
+        except ScaleSetNotFound:
+            pass
+        except (GitHubConfigError, InvalidArgument, NotFound, Forbidden) as exc:
+            # Credentials gone (namespace deletion): waiting cannot bring them back.
+            await self._events.warning(
+                obj,
+                reason="ScaleSetLeftOnGitHub",
+                message=f"scale set {scale_set_id} could not be deleted on GitHub "
+                f"({_reason_text(exc)}); delete it by hand",
+            )
+        ars.mutate()["metadata"]["annotations"][ANNOTATION_RUNNER_SCALE_SET_ID] = None
+        await ars.write(self._objects)
+
+    async def _strip_cleanup_protection(self, kind: Kind, namespace: str, name: str) -> None:
+        try:
+            obj = await self._objects.get(kind, namespace, name)
+        except NotFound:
+            return
+        except Forbidden:
+            if kind.kind == "Secret":  # ARC's rule: a Secret we may not read counts as gone
+                return
+            raise
+        await remove_finalizers(
+            LazyObject(obj, kind=kind), self._objects, [FINALIZER_CLEANUP_PROTECTION]
+        )
+
+
+def _reason_text(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+
+
+def setup(
+    manager: Manager,
+    *,
+    clients: ActionsClients,
+    events: EventRecorder,
+    settings: AutoscalingSettings,
+) -> AutoscalingRunnerSetReconciler:
+    """Add the AutoscalingRunnerSet controller to `manager`: sets, the runner sets they own, and
+    their listeners (mapped back by spec: no owner reference crosses namespaces)."""
+    reconciler = AutoscalingRunnerSetReconciler(
+        sets=manager.cache(AUTOSCALING_RUNNER_SET),
+        runner_sets=manager.cache(EPHEMERAL_RUNNER_SET),
+        listeners=manager.cache(AUTOSCALING_LISTENER),
+        objects=manager.objects,
+        clients=clients,
+        events=events,
+        settings=settings,
+    )
+    manager.add(
+        Controller(
+            name="autoscalingrunnerset",
+            for_=AUTOSCALING_RUNNER_SET,
+            reconciler=reconciler,
+            owns=[Owns(EPHEMERAL_RUNNER_SET, predicate=ERS_TO_ARS)],
+            watches=[Watches(AUTOSCALING_LISTENER, map=_listener_key)],
+        )
+    )
+    return reconciler
