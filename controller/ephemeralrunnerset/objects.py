@@ -6,7 +6,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 
-from controller.ephemeralrunnerset.rules import FAILED_LINEAGE_ANNOTATION
+from controller.ephemeralrunnerset.rules import (
+    FAILED_LINEAGE_ANNOTATION,
+    RUNNER_SPEC_HASH_ANNOTATION,
+)
 from controller.runners.objects import (
     filter_and_merge_labels,
     propagated_annotations,
@@ -48,9 +51,11 @@ def new_ephemeral_runner(
         {**(meta.get("labels") or {}), LABEL_COMPONENT: COMPONENT_RUNNER},
         excluded_prefixes=excluded_prefixes,
     )
+    set_annotations = propagated_annotations(meta.get("annotations"))
+    set_annotations.pop(RUNNER_SPEC_HASH_ANNOTATION, None)
     annotations = {
         **user_annotations,
-        **propagated_annotations(meta.get("annotations")),
+        **set_annotations,
         ANNOTATION_PATCH_ID: str(patch_id),
         ANNOTATION_ACTIONABLE_REVISION: str(revision),
     }

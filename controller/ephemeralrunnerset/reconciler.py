@@ -6,9 +6,11 @@ the decisions themselves are in `rules.py`):
 1. Read the set from the cache; gone ends the pass (and its gauges).
 2. Deletion branch: delete terminated runners, unregister and delete idle ones, let busy ones
    finish; drop the finalizer once no runner is left.
-3. Finalizer.
-4. A new `spec.actionableRevision`: clean up (terminated and idle runners go, busy ones finish)
-   and record `appliedActionableRevision`, resetting `finishedRunnerCleanupPatchID`.
+3. Finalizer, in one write with the runner spec's hash and, for a set no AutoscalingRunnerSet
+   controls whose runner spec changed, an advanced `spec.actionableRevision`.
+4. A `spec.actionableRevision` above `appliedActionableRevision`: clean up (terminated and idle
+   runners go, busy ones finish) and record `appliedActionableRevision`, resetting
+   `finishedRunnerCleanupPatchID`.
 5. Outdated set: clean up only, no scaling.
 6. Retire stale Outdated runners; replace failed runners whose backoff ran out, one for one.
 7. Scaling under the patch-id protocol: finished runners are cleaned up in a pass of their own
@@ -35,6 +37,7 @@ from controller.ephemeralrunnerset.metrics import RunnerSetMetrics
 from controller.ephemeralrunnerset.objects import new_ephemeral_runner, proxy_secret
 from controller.ephemeralrunnerset.predicates import ER_TO_ERS
 from controller.ephemeralrunnerset.rules import (
+    RUNNER_SPEC_HASH_ANNOTATION,
     Children,
     classify,
     cleanup_candidates,
@@ -45,6 +48,7 @@ from controller.ephemeralrunnerset.rules import (
     plan_scaling,
     replacement_due,
     scale_down_candidates,
+    track_runner_spec,
 )
 from controller.runners.deps import RunnerDeps
 from controller.runners.network import proxy_data
@@ -70,7 +74,7 @@ from shared.api.names import (
     FINALIZER_EPHEMERAL_RUNNER_SET,
 )
 from shared.api.views import runner_id, runner_set_status
-from shared.kube.errors import NotFound
+from shared.kube.errors import Conflict, NotFound
 from shared.kube.objects import SECRET, Objects
 from shared.kube.views import (
     annotation_int,
@@ -140,12 +144,21 @@ class EphemeralRunnerSetReconciler:
         children = classify(runners, applied_revision=applied)
         if is_deleting(cached):
             return await self._finalize(runner_set, children)
-        await add_finalizers(runner_set, self._objects, [FINALIZER_EPHEMERAL_RUNNER_SET])
+        self._track_runner_spec(runner_set, children)
+        try:
+            await add_finalizers(runner_set, self._objects, [FINALIZER_EPHEMERAL_RUNNER_SET])
+            if runner_set.copied:
+                await runner_set.write(self._objects, optimistic=True)
+        except Conflict:
+            # Decided on a copy the API has moved past (a listener patch, or this process's
+            # own write the cache has not shown): the watch event of the newer copy comes back.
+            return Result()
+        cached = runner_set.object
         if self._metrics is not None:
-            self._metrics.publish(runner_set.object, children)
+            self._metrics.publish(cached, children)
 
         revision = spec_int(cached, "actionableRevision")
-        if revision != applied:
+        if revision > applied:
             await self._clean_up(runner_set.object, children)
             self._expected.note(uid, CLEANUP_MARKER, 0)
             await self._write_status(
@@ -175,6 +188,19 @@ class EphemeralRunnerSetReconciler:
         requeue = await self._scale(runner_set, children, phase=phase)
         await self._write_status(runner_set, children, phase=phase)
         return requeue
+
+    def _track_runner_spec(self, runner_set: LazyObject, children: Children) -> None:
+        """Stage the runner spec's hash and an advanced revision (docs/reconcilers.md#revisions);
+        the finalizer's write, or the one after it, sends them."""
+        tracked = track_runner_spec(runner_set.object, children)
+        if tracked is None:
+            return
+        obj = runner_set.mutate()
+        obj["metadata"].setdefault("annotations", {})[RUNNER_SPEC_HASH_ANNOTATION] = (
+            tracked.spec_hash
+        )
+        if tracked.revision is not None:
+            obj.setdefault("spec", {})["actionableRevision"] = tracked.revision
 
     # --- scaling -------------------------------------------------------------------------------
 

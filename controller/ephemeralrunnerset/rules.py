@@ -10,24 +10,45 @@ Implements ARC's classification, scaling and victim rules with the newer upstrea
 * `actionableRevision`: runners are stamped with the revision they were built for; `Outdated`
   runners of an older revision are stale (deleted and replaced, the set does not turn Outdated);
 * failed runners hold their slot only for a backoff, then are replaced
-  (docs/reconcilers.md#failed-runners).
+  (docs/reconcilers.md#failed-runners);
+* a set no AutoscalingRunnerSet controls advances its own `actionableRevision` when its runner
+  spec changes (docs/reconcilers.md#revisions).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from controller.runners.policies import ReplacementPolicy
+from controller.runtime.cache import controller_owner
 from shared.api import EphemeralRunnerPhase, EphemeralRunnerSetPhase
-from shared.api.names import ANNOTATION_ACTIONABLE_REVISION, ANNOTATION_PATCH_ID
-from shared.api.views import has_job, last_failure, runner_id
-from shared.kube.views import annotation_int, created_at, is_deleting, parse_time, status_of
+from shared.api.names import (
+    ANNOTATION_ACTIONABLE_REVISION,
+    ANNOTATION_PATCH_ID,
+    KIND_AUTOSCALING_RUNNER_SET,
+)
+from shared.api.views import has_job, last_failure, runner_id, runner_set_status
+from shared.kube.views import (
+    annotation_int,
+    created_at,
+    is_deleting,
+    metadata_of,
+    parse_time,
+    spec_int,
+    status_int,
+    status_of,
+)
 from shared.typedefs import JSONDict
 
 # This project's own bookkeeping: how many failed runners in a row this runner replaces.
 FAILED_LINEAGE_ANNOTATION = "gha-runner-scaler/failed-runner-replacements"
+# This project's own bookkeeping on a set without an AutoscalingRunnerSet: the hash of the
+# runner spec its `actionableRevision` stands for.
+RUNNER_SPEC_HASH_ANNOTATION = "gha-runner-scaler/runner-spec-hash"
 
 
 @dataclass(slots=True)
@@ -194,6 +215,47 @@ def desired_phase(*, current: str, children: Children, revision_advanced: bool) 
     if current == EphemeralRunnerSetPhase.OUTDATED and not revision_advanced:
         return EphemeralRunnerSetPhase.OUTDATED.value
     return EphemeralRunnerSetPhase.RUNNING.value
+
+
+def runner_spec_hash(runner_set: JSONDict) -> str:
+    spec = (runner_set.get("spec") or {}).get("ephemeralRunnerSpec") or {}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class SpecRevision:
+    """What a set without an AutoscalingRunnerSet writes about its runner spec: the spec's hash,
+    and the `actionableRevision` to advance to (None: record the hash only)."""
+
+    spec_hash: str
+    revision: int | None = None
+
+
+def track_runner_spec(runner_set: JSONDict, children: Children) -> SpecRevision | None:
+    """Whether a change of the runner spec advances the set's revision; None: nothing to write.
+
+    An AutoscalingRunnerSet advances the revision of the sets it controls, so those are left
+    alone. The first hash seen is recorded without a revision (the runners present were built
+    from some spec this process never saw), and so is a change that comes with a revision not
+    applied yet (whoever wrote both has said it). A change advances the revision only when it has
+    something to replace, an idle runner, or an `Outdated` phase to leave; otherwise recording
+    the hash is enough, so that a spec written before any runner exists (the listener writing
+    the scale set id it found) costs no cleanup pass.
+    """
+    owner = controller_owner(runner_set)
+    if owner is not None and owner.get("kind") == KIND_AUTOSCALING_RUNNER_SET:
+        return None
+    current = runner_spec_hash(runner_set)
+    recorded = (metadata_of(runner_set).get("annotations") or {}).get(RUNNER_SPEC_HASH_ANNOTATION)
+    if recorded == current:
+        return None
+    revision = spec_int(runner_set, "actionableRevision")
+    applied = status_int(runner_set, "appliedActionableRevision")
+    outdated = runner_set_status(runner_set).get("phase") == EphemeralRunnerSetPhase.OUTDATED
+    replaces = cleanup_candidates(children) or children.outdated or outdated
+    if recorded is None or revision > applied or not replaces:
+        return SpecRevision(current)
+    return SpecRevision(current, max(revision, applied) + 1)
 
 
 def counts_status(children: Children) -> JSONDict:

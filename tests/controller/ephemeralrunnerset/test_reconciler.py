@@ -324,6 +324,96 @@ async def test_revision_change_replaces_idle_runners_and_lets_busy_finish(rig: R
     await status_is(rig, appliedActionableRevision=1, finishedRunnerCleanupPatchID=0)
 
 
+def image_of(runner: JSONDict) -> str:
+    return str(runner["spec"]["spec"]["containers"][0]["image"])
+
+
+V2_TEMPLATE: JSONDict = {
+    "restartPolicy": "Never",
+    "containers": [{"name": "runner", "image": "runner:v2"}],
+}
+
+
+async def test_editing_the_runner_spec_of_a_set_alone_replaces_its_idle_runners(rig: Rig) -> None:
+    """Without an AutoscalingRunnerSet the set advances its own revision on a spec change."""
+    await rig.create_runner_set(replicas=3, patch_id=1)
+    first, second, busy = await converge(rig, 3)
+    await set_phase(rig, first, "Pending", runner_id=101)
+    await set_phase(rig, second, "Running", runner_id=102)
+    await rig.set_status(busy["metadata"]["name"], phase="Running", runnerId=103, jobId="j")
+    await rig.settle()
+    await rig.patch_spec({"ephemeralRunnerSpec": {"spec": V2_TEMPLATE}})
+    await status_is(rig, appliedActionableRevision=1)
+    assert (await rig.runner_set())["spec"]["actionableRevision"] == 1
+    [left] = await converge(rig, 1)
+    assert left["metadata"]["name"] == busy["metadata"]["name"]
+    await rig.scale(3, 2)
+    runners = await converge(rig, 3)
+    by_name = {r["metadata"]["name"]: r for r in runners}
+    assert image_of(by_name.pop(busy["metadata"]["name"])) == "runner:latest"
+    assert {image_of(r) for r in by_name.values()} == {"runner:v2"}
+    assert {
+        r["metadata"]["annotations"]["actions.github.com/actionable-revision"]
+        for r in by_name.values()
+    } == {"1"}
+    assert "gha-runner-scaler/runner-spec-hash" not in runners[0]["metadata"]["annotations"]
+    # Applying the same spec again is no change.
+    rig.kube.requests.reset()
+    await rig.patch_spec({"ephemeralRunnerSpec": {"spec": V2_TEMPLATE}})
+    await rig.settle()
+    assert rig.kube.requests.count(verb="delete", resource="ephemeralrunners") == 0
+    assert (await rig.runner_set())["spec"]["actionableRevision"] == 1
+
+
+async def test_edited_runner_spec_takes_an_outdated_set_out_of_outdated(rig: Rig) -> None:
+    await rig.create_runner_set(replicas=1, patch_id=1)
+    [outdated] = await converge(rig, 1)
+    await set_phase(rig, outdated, "Outdated", runner_id=22)
+    await status_is(rig, phase="Outdated")
+    await converge(rig, 0)
+    await rig.patch_spec({"ephemeralRunnerSpec": {"spec": V2_TEMPLATE}})
+    await status_is(rig, phase="Running", appliedActionableRevision=1)
+    await rig.scale(2, 2)
+    runners = await converge(rig, 2)
+    assert {image_of(r) for r in runners} == {"runner:v2"}
+
+
+async def test_an_older_revision_recycles_no_runner(rig: Rig) -> None:
+    """Re-applying a manifest with an older `actionableRevision` is no revision change."""
+    await rig.create_runner_set()
+    await rig.patch_spec({"actionableRevision": 2})
+    await status_is(rig, appliedActionableRevision=2)
+    await rig.scale(2, 1)
+    runners = await converge(rig, 2)
+    for i, runner in enumerate(runners):
+        await set_phase(rig, runner, "Pending", runner_id=300 + i)
+    await rig.settle()
+    rig.kube.requests.reset()
+    await rig.patch_spec({"actionableRevision": 1})
+    await rig.settle()
+    assert rig.kube.requests.count(verb="delete", resource="ephemeralrunners") == 0
+    assert names(await rig.live_runners()) == names(runners)
+    assert (await rig.runner_set())["status"]["appliedActionableRevision"] == 2
+
+
+async def test_first_scale_set_id_on_a_set_without_runners_recycles_nothing(rig: Rig) -> None:
+    """The listener writes the scale set id it found into a set that has no runners yet, then
+    scales: the runners are built once, from the spec with the id."""
+    await rig.create_runner_set()
+    await rig.patch_spec({"ephemeralRunnerSpec": {"runnerScaleSetId": 0}})
+    await rig.settle()
+    rig.kube.requests.reset()
+    await rig.patch_spec({"ephemeralRunnerSpec": {"runnerScaleSetId": rig.scale_set_id}})
+    await rig.scale(2, 1)
+    runners = await converge(rig, 2)
+    assert {r["spec"]["runnerScaleSetId"] for r in runners} == {rig.scale_set_id}
+    assert rig.kube.requests.count(verb="create", resource="ephemeralrunners") == 2
+    assert rig.kube.requests.count(verb="delete", resource="ephemeralrunners") == 0
+    ers = await rig.runner_set()
+    assert ers["spec"].get("actionableRevision", 0) == 0
+    assert ers["metadata"]["annotations"]["gha-runner-scaler/runner-spec-hash"]
+
+
 @pytest.mark.parametrize(
     "rig_options",
     [

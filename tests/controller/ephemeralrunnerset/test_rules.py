@@ -10,13 +10,16 @@ import pytest
 from controller.ephemeralrunnerset.rules import (
     Children,
     ScalePlan,
+    SpecRevision,
     classify,
     counts_status,
     desired_phase,
     plan_replacements,
     plan_scaling,
     replacement_due,
+    runner_spec_hash,
     scale_down_candidates,
+    track_runner_spec,
 )
 from controller.runners.policies import ReplacementPolicy
 from shared.typedefs import JSONDict
@@ -277,3 +280,59 @@ def test_counts() -> None:
         "runningEphemeralRunners": 2,
         "failedEphemeralRunners": 3,
     }
+
+
+def runner_set(
+    *, image: str = "v1", recorded: str | None = "", revision: int = 0, applied: int = 0
+) -> JSONDict:
+    spec: JSONDict = {"ephemeralRunnerSpec": {"spec": {"containers": [{"image": image}]}}}
+    if revision:
+        spec["actionableRevision"] = revision
+    obj: JSONDict = {"metadata": {"name": "arc"}, "spec": spec}
+    if recorded is not None:
+        old = runner_set(image=recorded or image, recorded=None)
+        obj["metadata"]["annotations"] = {
+            "gha-runner-scaler/runner-spec-hash": runner_spec_hash(old)
+        }
+    if applied:
+        obj["status"] = {"appliedActionableRevision": applied}
+    return obj
+
+
+IDLE = classify([er("idle", "Pending")], applied_revision=0)
+BUSY = classify([er("busy", "Running", job="j")], applied_revision=0)
+
+
+@pytest.mark.parametrize(
+    ("obj", "children", "expected"),
+    [
+        (runner_set(), IDLE, None),
+        (runner_set(recorded=None), IDLE, "record"),
+        (runner_set(recorded="v0", revision=3, applied=4), IDLE, 5),
+        (runner_set(recorded="v0", revision=4, applied=3), IDLE, "record"),
+        (runner_set(recorded="v0"), BUSY, "record"),
+        (runner_set(recorded="v0"), Children(), "record"),
+    ],
+    ids=["unchanged", "first-seen", "changed", "revision-given", "only-busy", "no-runners"],
+)
+def test_track_runner_spec(obj: JSONDict, children: Children, expected: int | str | None) -> None:
+    tracked = track_runner_spec(obj, children)
+    if expected is None:
+        assert tracked is None
+    else:
+        revision = expected if isinstance(expected, int) else None
+        assert tracked == SpecRevision(runner_spec_hash(obj), revision)
+
+
+def test_an_outdated_set_advances_without_runners() -> None:
+    obj = runner_set(recorded="v0")
+    obj["status"] = {"phase": "Outdated"}
+    assert track_runner_spec(obj, Children()) == SpecRevision(runner_spec_hash(obj), 1)
+
+
+def test_a_set_an_autoscaling_runner_set_controls_is_left_to_it() -> None:
+    obj = runner_set(recorded="v0")
+    obj["metadata"]["ownerReferences"] = [
+        {"kind": "AutoscalingRunnerSet", "name": "arc", "uid": "u", "controller": True}
+    ]
+    assert track_runner_spec(obj, IDLE) is None
