@@ -1,6 +1,8 @@
 """The composition root of `gha-controller`: settings in, one manager, the dependencies built
 once, each reconciler's `setup(manager, deps)` called in plain sight, then run.
 
+`gha-controller migrate-from-arc` runs the one-off migration of controller/migrate.py instead.
+
 Exit codes: 0 after SIGTERM/SIGINT (in-flight reconciles drained, lease released), 1 when the
 lease was lost (the process must restart to rejoin), 2 on a configuration that cannot work (one
 line on stderr says what to fix).
@@ -15,7 +17,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from controller import ephemeralrunner, ephemeralrunnerset
+from controller import ephemeralrunner, ephemeralrunnerset, migrate
 from controller.runners.actions import ActionsClients
 from controller.runners.deps import RunnerDeps
 from controller.runners.settings import RunnerSettings
@@ -35,6 +37,9 @@ log = logging.getLogger("controller")
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 COMPONENT = "gha-controller"
 """The `source.component` of the Events the controller records."""
+
+MIGRATE_FROM_ARC = "migrate-from-arc"
+"""The subcommand that hands a cluster over from ARC (controller/migrate.py)."""
 
 Install = Callable[[Manager], object]
 """Adds controllers to a manager; may raise ConfigError."""
@@ -123,8 +128,11 @@ async def run(settings: ControllerSettings, *, install: Install = install_reconc
 
 
 def main(argv: Sequence[str] | None = None, *, install: Install = install_reconcilers) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == [MIGRATE_FROM_ARC]:
+        return migrate.main(args[1:])
     try:
-        settings = parse_settings(sys.argv[1:] if argv is None else argv, dict(os.environ))
+        settings = parse_settings(args, dict(os.environ))
     except ConfigError as exc:
         print(f"gha-controller: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -117,6 +117,7 @@ def _parser() -> _Parser:
         prog="gha-controller",
         description="Reconcile AutoscalingRunnerSets, listeners, EphemeralRunnerSets and "
         "EphemeralRunners.",
+        epilog="`gha-controller migrate-from-arc --help`: hand a cluster over from ARC.",
     )
     fields = ControllerSettings.model_fields
     for name in fields:

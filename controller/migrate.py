@@ -1,0 +1,312 @@
+"""`gha-controller migrate-from-arc`: hand a cluster over from ARC's controller without stranding
+ARC's objects (docs/install.md, "Moving over from ARC").
+
+Run once, after ARC's controller is stopped and before this project's listeners start. It
+1. deletes each AutoscalingListener and what ARC's listener finalizer would have deleted (its
+   pods, and its Role and RoleBinding in the runner namespace), removes that finalizer, and waits
+   until the pods are gone, so that their message sessions are released;
+2. removes `actions.github.com/cleanup-protection` from the Helm-made objects each
+   AutoscalingRunnerSet names in its `actions.github.com/cleanup-*` annotations, and ARC's
+   finalizer from the set, so that `helm uninstall` can delete them;
+3. keeps each EphemeralRunnerSet and its runners: drops the set's owner reference to the
+   AutoscalingRunnerSet (deleting that no longer cascades to the runners), and marks the GitHub
+   Secret `helm.sh/resource-policy: keep` (the runners' registration needs it after Helm is gone).
+
+Without `--apply` it only prints the plan. A write that replaces a list (finalizers, owner
+references) carries the resourceVersion it was planned on, and a delete the uid, so an object
+changed in between fails the run instead of being overwritten; run it again.
+
+Exit codes: 0 done, 1 a write or the wait failed, 2 bad arguments or kubeconfig.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import NoReturn
+
+from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER_SET
+from shared.api.names import (
+    ANNOTATION_CLEANUP_GITHUB_SECRET_NAME,
+    ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_BINDING_NAME,
+    ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_NAME,
+    ANNOTATION_CLEANUP_KUBERNETES_MODE_SERVICE_ACCOUNT_NAME,
+    ANNOTATION_CLEANUP_MANAGER_ROLE_BINDING,
+    ANNOTATION_CLEANUP_MANAGER_ROLE_NAME,
+    ANNOTATION_CLEANUP_NO_PERMISSION_SERVICE_ACCOUNT_NAME,
+    CLEANUP_ANNOTATIONS_IN_ORDER,
+    FINALIZER_AUTOSCALING_LISTENER,
+    FINALIZER_AUTOSCALING_RUNNER_SET,
+    FINALIZER_CLEANUP_PROTECTION,
+    LABEL_LISTENER_NAME,
+    LABEL_LISTENER_NAMESPACE,
+)
+from shared.kube.client import load_configuration, new_api_client
+from shared.kube.errors import KubeError, NotFound
+from shared.kube.objects import POD, ROLE, ROLE_BINDING, SECRET, SERVICE_ACCOUNT, Kind, Objects
+from shared.typedefs import JSONDict
+
+PROG = "gha-controller migrate-from-arc"
+HELM_RESOURCE_POLICY = "helm.sh/resource-policy"
+"""Helm leaves an object with this annotation set to `keep` in place on `helm uninstall`."""
+
+WATCH_SECONDS = 60
+"""timeoutSeconds of each watch while waiting for a pod to go; the wait re-lists after it."""
+
+CLEANUP_KINDS: dict[str, Kind] = {
+    ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_BINDING_NAME: ROLE_BINDING,
+    ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_NAME: ROLE,
+    ANNOTATION_CLEANUP_KUBERNETES_MODE_SERVICE_ACCOUNT_NAME: SERVICE_ACCOUNT,
+    ANNOTATION_CLEANUP_NO_PERMISSION_SERVICE_ACCOUNT_NAME: SERVICE_ACCOUNT,
+    ANNOTATION_CLEANUP_GITHUB_SECRET_NAME: SECRET,
+    ANNOTATION_CLEANUP_MANAGER_ROLE_BINDING: ROLE_BINDING,
+    ANNOTATION_CLEANUP_MANAGER_ROLE_NAME: ROLE,
+}
+
+
+class UsageError(Exception):
+    """Bad arguments; the message says what to fix, in one line."""
+
+
+class WaitTimeout(Exception):
+    """An object was still there when the wait ran out."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One change: what it does, in words, and the call that does it."""
+
+    text: str
+    run: Callable[[], Awaitable[object]]
+
+
+def _ref(kind: Kind, obj: JSONDict) -> str:
+    meta = obj["metadata"]
+    return f"{kind.kind.lower()} {meta['namespace']}/{meta['name']}"
+
+
+class Planner:
+    def __init__(self, objects: Objects, *, timeout: float) -> None:
+        self._objects = objects
+        self._timeout = timeout
+
+    async def plan(self) -> list[Step]:
+        """Every step, listeners first: their pods must be gone before anything else moves."""
+        steps: list[Step] = []
+        for listener in await self._all(AUTOSCALING_LISTENER):
+            steps += await self._listener(listener)
+        for scale_set in await self._all(AUTOSCALING_RUNNER_SET):
+            steps += await self._scale_set(scale_set)
+        return steps
+
+    async def _all(self, kind: Kind) -> list[JSONDict]:
+        return list((await self._objects.list(kind, None)).get("items") or [])
+
+    async def _listener(self, listener: JSONDict) -> list[Step]:
+        meta = listener["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        steps = self._drop_finalizer(AUTOSCALING_LISTENER, listener, FINALIZER_AUTOSCALING_LISTENER)
+        if not meta.get("deletionTimestamp"):
+            steps.append(self._delete(AUTOSCALING_LISTENER, listener))
+        runner_namespace = (listener.get("spec") or {}).get("autoscalingRunnerSetNamespace")
+        for kind in (ROLE_BINDING, ROLE):
+            rbac = await self._get(kind, str(runner_namespace or ""), name)
+            labels = (rbac or {}).get("metadata", {}).get("labels") or {}
+            if rbac is not None and (
+                labels.get(LABEL_LISTENER_NAME),
+                labels.get(LABEL_LISTENER_NAMESPACE),
+            ) == (name, namespace):
+                steps.append(self._delete(kind, rbac))
+        for pod in (await self._objects.list(POD, namespace)).get("items") or []:
+            if not any(
+                o.get("uid") == meta["uid"] for o in pod["metadata"].get("ownerReferences") or []
+            ):
+                continue
+            if not pod["metadata"].get("deletionTimestamp"):
+                steps.append(self._delete(POD, pod))
+            steps.append(Step(f"wait until {_ref(POD, pod)} is gone", self._gone(POD, pod)))
+        return steps
+
+    async def _scale_set(self, scale_set: JSONDict) -> list[Step]:
+        meta = scale_set["metadata"]
+        namespace = meta["namespace"]
+        annotations = meta.get("annotations") or {}
+        steps: list[Step] = []
+        for key in CLEANUP_ANNOTATIONS_IN_ORDER:
+            kind = CLEANUP_KINDS[key]
+            dependent = await self._get(kind, namespace, str(annotations.get(key) or ""))
+            if dependent is None:
+                continue
+            steps += self._drop_finalizer(kind, dependent, FINALIZER_CLEANUP_PROTECTION)
+            dependent_annotations = dependent["metadata"].get("annotations") or {}
+            if kind == SECRET and dependent_annotations.get(HELM_RESOURCE_POLICY) != "keep":
+                steps.append(
+                    self._patch(
+                        kind,
+                        dependent,
+                        {"annotations": {HELM_RESOURCE_POLICY: "keep"}},
+                        f"annotate {_ref(kind, dependent)} {HELM_RESOURCE_POLICY}=keep",
+                        guarded=False,
+                    )
+                )
+        runner_sets = (await self._objects.list(EPHEMERAL_RUNNER_SET, namespace)).get("items") or []
+        for runner_set in runner_sets:
+            owners = runner_set["metadata"].get("ownerReferences") or []
+            kept = [o for o in owners if o.get("uid") != meta["uid"]]
+            if len(kept) != len(owners):
+                steps.append(
+                    self._patch(
+                        EPHEMERAL_RUNNER_SET,
+                        runner_set,
+                        {"ownerReferences": kept or None},
+                        f"remove the owner reference to {_ref(AUTOSCALING_RUNNER_SET, scale_set)}"
+                        f" from {_ref(EPHEMERAL_RUNNER_SET, runner_set)}",
+                    )
+                )
+        return steps + self._drop_finalizer(
+            AUTOSCALING_RUNNER_SET, scale_set, FINALIZER_AUTOSCALING_RUNNER_SET
+        )
+
+    async def _get(self, kind: Kind, namespace: str, name: str) -> JSONDict | None:
+        if not namespace or not name:
+            return None
+        try:
+            return await self._objects.get(kind, namespace, name)
+        except NotFound:
+            return None
+
+    def _drop_finalizer(self, kind: Kind, obj: JSONDict, finalizer: str) -> list[Step]:
+        finalizers = list(obj["metadata"].get("finalizers") or [])
+        if finalizer not in finalizers:
+            return []
+        rest = [f for f in finalizers if f != finalizer]
+        return [
+            self._patch(
+                kind,
+                obj,
+                {"finalizers": rest or None},
+                f"remove finalizer {finalizer} from {_ref(kind, obj)}",
+            )
+        ]
+
+    def _patch(
+        self, kind: Kind, obj: JSONDict, metadata: JSONDict, text: str, *, guarded: bool = True
+    ) -> Step:
+        """A merge patch of `metadata`; `guarded`, only of the version the plan saw."""
+        meta = obj["metadata"]
+        version = {"resourceVersion": meta["resourceVersion"]} if guarded else {}
+        body = {"metadata": {**metadata, **version}}
+        return Step(text, lambda: self._objects.patch(kind, meta["namespace"], meta["name"], body))
+
+    def _delete(self, kind: Kind, obj: JSONDict) -> Step:
+        meta = obj["metadata"]
+
+        async def delete() -> None:
+            try:
+                await self._objects.delete(kind, meta["namespace"], meta["name"], uid=meta["uid"])
+            except NotFound:
+                return
+
+        return Step(f"delete {_ref(kind, obj)}", delete)
+
+    def _gone(self, kind: Kind, obj: JSONDict) -> Callable[[], Awaitable[None]]:
+        meta = obj["metadata"]
+        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+
+        async def exists() -> str | None:
+            """The list's resourceVersion while the object is there, else None."""
+            listing = await self._objects.list(
+                kind, namespace, field_selector=f"metadata.name={name}"
+            )
+            items = listing.get("items") or []
+            if any(item["metadata"].get("uid") == uid for item in items):
+                return str(listing["metadata"]["resourceVersion"])
+            return None
+
+        async def wait() -> None:
+            try:
+                async with asyncio.timeout(self._timeout):
+                    while (version := await exists()) is not None:
+                        async for event in self._objects.watch(
+                            kind,
+                            namespace,
+                            resource_version=version,
+                            timeout_seconds=WATCH_SECONDS,
+                            inactivity_timeout=WATCH_SECONDS + 30,
+                        ):
+                            gone = event.get("object", {}).get("metadata", {}).get("uid") == uid
+                            if event.get("type") == "DELETED" and gone:
+                                return
+            except TimeoutError:
+                raise WaitTimeout(
+                    f"{_ref(kind, obj)} still exists after {self._timeout:g} s"
+                ) from None
+
+        return wait
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _parser() -> _Parser:
+    p = _Parser(
+        prog=PROG,
+        description="Delete ARC's listeners and remove ARC's finalizers, keeping the runner "
+        "sets and their runners. Prints the plan; changes nothing without --apply.",
+    )
+    p.add_argument("--apply", action="store_true", help="make the changes (default: dry run)")
+    p.add_argument("--kubeconfig", default=None, help="default: KUBECONFIG, then in-cluster")
+    p.add_argument("--context", default=None)
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds to wait for each listener pod to go (default 300)",
+    )
+    return p
+
+
+async def run(argv: Sequence[str], *, out: Callable[[str], None] = print, poll: float = 1.0) -> int:
+    try:
+        args = _parser().parse_args(list(argv))
+        if args.timeout <= 0:
+            raise UsageError("--timeout must be positive")
+    except UsageError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        kube_config = await load_configuration(args.kubeconfig, context=args.context)
+    except Exception as exc:
+        print(
+            f"{PROG}: cannot load the Kubernetes configuration ({type(exc).__name__}): "
+            "set --kubeconfig or KUBECONFIG",
+            file=sys.stderr,
+        )
+        return 2
+    async with new_api_client(kube_config) as api:
+        planner = Planner(Objects(api), timeout=args.timeout)
+        try:
+            steps = await planner.plan()
+            for step in steps:
+                if not args.apply:
+                    out(f"would {step.text}")
+                    continue
+                await step.run()
+                out(step.text)
+        except (KubeError, WaitTimeout) as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            return 1
+    if not steps:
+        out("nothing of ARC's to migrate")
+    elif not args.apply:
+        out("dry run: nothing changed; run again with --apply to make these changes")
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    return asyncio.run(run(argv))

@@ -1,0 +1,205 @@
+"""`gha-controller migrate-from-arc` on the objects ARC's Helm charts and controller leave behind
+(tests/controller/arc_helm/objects.yaml), run as the installed command against the emulator."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sandbox.kube.emulator import KubeEmulator
+from sandbox.kube.testing import project_crds
+from shared.api.kinds import (
+    AUTOSCALING_LISTENER,
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER,
+    EPHEMERAL_RUNNER_SET,
+)
+from shared.kube.errors import NotFound
+from shared.kube.objects import POD, ROLE, ROLE_BINDING, SECRET, SERVICE_ACCOUNT, Kind, Objects
+from shared.typedefs import JSONDict
+
+ROOT = Path(__file__).resolve().parents[2]
+GHA_CONTROLLER = ROOT / ".venv" / "bin" / "gha-controller"
+FIXTURE = Path(__file__).parent / "arc_helm" / "objects.yaml"
+LISTENER = "arc-runner-set-754b578d-listener"
+HELM_OBJECTS = [
+    (ROLE_BINDING, "arc-runner-set-gha-rs-kube-mode"),
+    (ROLE, "arc-runner-set-gha-rs-kube-mode"),
+    (SERVICE_ACCOUNT, "arc-runner-set-gha-rs-kube-mode"),
+    (SECRET, "arc-runner-set-gha-rs-github-secret"),
+    (ROLE_BINDING, "arc-runner-set-gha-rs-manager"),
+    (ROLE, "arc-runner-set-gha-rs-manager"),
+]
+
+PLAN = [
+    "remove finalizer autoscalinglistener.actions.github.com/finalizer from "
+    f"autoscalinglistener arc-systems/{LISTENER}",
+    f"delete autoscalinglistener arc-systems/{LISTENER}",
+    f"delete rolebinding arc-runners/{LISTENER}",
+    f"delete role arc-runners/{LISTENER}",
+    f"delete pod arc-systems/{LISTENER}",
+    f"wait until pod arc-systems/{LISTENER} is gone",
+    *(
+        f"remove finalizer actions.github.com/cleanup-protection from "
+        f"{kind.kind.lower()} arc-runners/{name}"
+        + (
+            "\nannotate secret arc-runners/arc-runner-set-gha-rs-github-secret "
+            "helm.sh/resource-policy=keep"
+            if kind == SECRET
+            else ""
+        )
+        for kind, name in HELM_OBJECTS
+    ),
+    "remove the owner reference to autoscalingrunnerset arc-runners/arc-runner-set from "
+    "ephemeralrunnerset arc-runners/arc-runner-set",
+    "remove finalizer autoscalingrunnerset.actions.github.com/finalizer from "
+    "autoscalingrunnerset arc-runners/arc-runner-set",
+]
+"""ARC's listener first (its session is released before anything else moves), then the Helm
+objects in the order ARC's own cleanup uses, the runner set kept, the scale set last."""
+
+
+def _plan_lines() -> list[str]:
+    return "\n".join(PLAN).splitlines()
+
+
+def _seed(kube: KubeEmulator) -> None:
+    """Create the fixture's objects in order, pointing each ownerReference at the uid of the
+    object of that kind and name created before it in the same namespace."""
+    kube.apply_crds(project_crds())
+    uids: dict[tuple[str, str, str], str] = {}
+    for doc in yaml.safe_load_all(FIXTURE.read_text()):
+        if not doc:
+            continue
+        body = copy.deepcopy(doc)
+        meta = body["metadata"]
+        for ref in meta.get("ownerReferences") or []:
+            ref["uid"] = uids[(ref["kind"], meta.get("namespace", ""), ref["name"])]
+        created = kube.apply(body)
+        uids[(body["kind"], meta.get("namespace", ""), meta["name"])] = created["metadata"]["uid"]
+
+
+async def _migrate(kubeconfig: Path, *args: str) -> tuple[int, list[str], str]:
+    process = await asyncio.create_subprocess_exec(
+        str(GHA_CONTROLLER),
+        "migrate-from-arc",
+        "--kubeconfig",
+        str(kubeconfig),
+        *args,
+        env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode().splitlines(), err.decode()
+
+
+async def _get(objects: Objects, kind: Kind, namespace: str, name: str) -> JSONDict | None:
+    try:
+        return await objects.get(kind, namespace, name)
+    except NotFound:
+        return None
+
+
+async def _versions(objects: Objects) -> dict[tuple[str, str], str]:
+    found: dict[tuple[str, str], str] = {}
+    for kind in (
+        AUTOSCALING_LISTENER,
+        AUTOSCALING_RUNNER_SET,
+        EPHEMERAL_RUNNER_SET,
+        EPHEMERAL_RUNNER,
+        POD,
+        ROLE,
+        ROLE_BINDING,
+        SECRET,
+        SERVICE_ACCOUNT,
+    ):
+        for obj in (await objects.list(kind, None))["items"]:
+            meta = obj["metadata"]
+            found[(kind.kind, f"{meta['namespace']}/{meta['name']}")] = meta["resourceVersion"]
+    return found
+
+
+@pytest.fixture
+def kubeconfig(kube: KubeEmulator, tmp_path: Path) -> Path:
+    _seed(kube)
+    path = tmp_path / "kubeconfig"
+    kube.write_kubeconfig(path)
+    return path
+
+
+async def test_dry_run_prints_the_plan_and_changes_nothing(
+    kubeconfig: Path, objects: Objects
+) -> None:
+    before = await _versions(objects)
+    code, out, err = await _migrate(kubeconfig)
+    assert (code, err) == (0, "")
+    assert out == [
+        *(f"would {line}" for line in _plan_lines()),
+        "dry run: nothing changed; run again with --apply to make these changes",
+    ]
+    assert await _versions(objects) == before
+
+
+async def test_apply_releases_arcs_objects_and_keeps_the_runners(
+    kubeconfig: Path, objects: Objects
+) -> None:
+    code, out, err = await _migrate(kubeconfig, "--apply")
+    assert (code, err) == (0, "")
+    assert out == _plan_lines()
+
+    # ARC's listener and what its finalizer would have deleted are gone: no session held.
+    assert await _get(objects, AUTOSCALING_LISTENER, "arc-systems", LISTENER) is None
+    assert await _get(objects, POD, "arc-systems", LISTENER) is None
+    assert await _get(objects, ROLE, "arc-runners", LISTENER) is None
+    assert await _get(objects, ROLE_BINDING, "arc-runners", LISTENER) is None
+
+    # Nothing of ARC's finalizers is left on the scale set or the Helm objects.
+    scale_set = await objects.get(AUTOSCALING_RUNNER_SET, "arc-runners", "arc-runner-set")
+    assert not scale_set["metadata"].get("finalizers")
+    for kind, name in HELM_OBJECTS:
+        helm_object = await objects.get(kind, "arc-runners", name)
+        assert not helm_object["metadata"].get("finalizers"), (kind, name)
+    secret = await objects.get(SECRET, "arc-runners", "arc-runner-set-gha-rs-github-secret")
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+    # The runner set and its runner are untouched but for the owner reference to the scale set.
+    runner_set = await objects.get(EPHEMERAL_RUNNER_SET, "arc-runners", "arc-runner-set")
+    assert runner_set["metadata"]["finalizers"] == [
+        "ephemeralrunnerset.actions.github.com/finalizer"
+    ]
+    assert not runner_set["metadata"].get("ownerReferences")
+    assert runner_set["spec"]["replicas"] == 1
+    runner = await objects.get(EPHEMERAL_RUNNER, "arc-runners", "arc-runner-set-runner-x7k2p")
+    assert runner["metadata"]["finalizers"] == [
+        "ephemeralrunner.actions.github.com/finalizer",
+        "ephemeralrunner.actions.github.com/runner-registration-finalizer",
+    ]
+    assert runner["metadata"]["ownerReferences"][0]["uid"] == runner_set["metadata"]["uid"]
+
+    # What `helm uninstall` of the scale set does next: delete its objects, skipping the ones
+    # marked keep. Nothing is stuck, and the runner set, its runner and the Secret stay.
+    await objects.delete(AUTOSCALING_RUNNER_SET, "arc-runners", "arc-runner-set")
+    for kind, name in HELM_OBJECTS:
+        if kind != SECRET:
+            await objects.delete(kind, "arc-runners", name)
+    for kind, name in [(AUTOSCALING_RUNNER_SET, "arc-runner-set"), *HELM_OBJECTS]:
+        if kind != SECRET:
+            assert await _get(objects, kind, "arc-runners", name) is None, (kind, name)
+    code, out, _ = await _migrate(kubeconfig, "--apply")
+    assert (code, out) == (0, ["nothing of ARC's to migrate"])
+    assert await _get(objects, EPHEMERAL_RUNNER_SET, "arc-runners", "arc-runner-set")
+    assert await _get(objects, EPHEMERAL_RUNNER, "arc-runners", "arc-runner-set-runner-x7k2p")
+    assert await _get(objects, SECRET, "arc-runners", "arc-runner-set-gha-rs-github-secret")
+
+
+async def test_a_bad_argument_exits_2_with_one_line(kubeconfig: Path) -> None:
+    code, out, err = await _migrate(kubeconfig, "--timeout", "0")
+    assert (code, out) == (2, [])
+    assert err == "gha-controller migrate-from-arc: --timeout must be positive\n"
