@@ -38,6 +38,7 @@ from sandbox.kube.resources import BUILTINS, SEEDED_NAMESPACES, Catalog
 from sandbox.kube.server.apiserver import ApiServer
 from sandbox.kube.status import ApiError
 from sandbox.kube.store import Store
+from sandbox.kube.tokencontroller import TokenController
 from sandbox.kube.workloads import Workloads
 from sandbox.tls import generate as generate_certificate
 
@@ -144,6 +145,12 @@ class KubeEmulator:
             ca_pem=self._ca_pem.decode() or "sandbox-without-tls\n",
             gc=garbage_collection,
         )
+        self.token_controller = TokenController(
+            registry=self.registry,
+            store=self.store,
+            tokens=self.tokens,
+            ca_pem=self._ca_pem.decode() or "sandbox-without-tls\n",
+        )
         self.workloads = Workloads(registry=self.registry, store=self.store)
         runtime: ContainerRuntime = container_runtime or RunUntilDeleted()
         self.processes = (
@@ -191,6 +198,9 @@ class KubeEmulator:
 
     async def start(self) -> None:
         self._tasks.append(asyncio.create_task(self.controllers.run(), name="kube-controllers"))
+        self._tasks.append(
+            asyncio.create_task(self.token_controller.run(), name="kube-token-controller")
+        )
         self._tasks.append(asyncio.create_task(self.workloads.run(), name="kube-workloads"))
         if self.kubelet is not None:
             self._tasks.append(asyncio.create_task(self.kubelet.run(), name="kube-kubelet"))
