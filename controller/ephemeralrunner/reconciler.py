@@ -59,7 +59,7 @@ from shared.actions.errors import (
     RunnerExists,
     RunnerNotFound,
 )
-from shared.api import EphemeralRunnerPhase
+from shared.api import EphemeralRunnerPhase, is_terminal_phase
 from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.api.names import (
     EPHEMERAL_RUNNER_FINALIZERS,
@@ -167,7 +167,11 @@ class EphemeralRunnerReconciler:
         request = Request.of(cached)
         if is_deleting(cached):
             return await self._finalize(runner)
-        if is_terminal(cached):
+        if is_terminal(cached) or is_terminal_phase(
+            self._expected.written_status(uid).get("phase")
+        ):
+            # Terminal, or made so by this process behind a cache that has not shown it yet (a
+            # pass on the older runner would register it again, or report its failure twice).
             await self._delete_resources(cached)
             return Result()
         await add_finalizers(runner, self._objects, EPHEMERAL_RUNNER_FINALIZERS)
@@ -481,11 +485,18 @@ class EphemeralRunnerReconciler:
         """Unregister first, so a failed unregistration retries the whole step (ARC wrote the
         status first and never retried the removal: docs/reconcilers.md#failed-runners)."""
         await self._remove_registration(runner.object)
-        status = runner.mutate().setdefault("status", {})
-        status.update(
-            phase=EphemeralRunnerPhase.FAILED.value, ready=False, reason=reason, message=message
-        )
+        current = status_of(runner.object)
+        desired: JSONDict = {
+            "phase": EphemeralRunnerPhase.FAILED.value,
+            "ready": False,
+            "reason": reason,
+            "message": message,
+        }
+        runner.mutate().setdefault("status", {}).update(desired)
         await runner.write(self._objects)
+        self._expected.wrote_status(
+            str(runner.object["metadata"]["uid"]), current=current, desired=desired
+        )
         await self._events.warning(runner.object, reason=reason, message=message)
 
     async def _apply(self, runner: LazyObject, pod: JSONDict, outcome: PodOutcome) -> None:
