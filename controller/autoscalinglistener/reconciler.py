@@ -89,6 +89,9 @@ class ListenerSettings:
     restart_backoff_max_seconds: float = 300.0
     stable_seconds: float = 120.0
     """A listener ready this long is no longer crash-looping: its backoff starts again."""
+    resync_seconds: float = 300.0
+    """How often a settled listener is looked at again: Secrets, ConfigMaps and Roles are not
+    watched, so a rotated credential or CA, or an edited Role, is picked up within this time."""
 
 
 @dataclass(slots=True)
@@ -280,7 +283,7 @@ class AutoscalingListenerReconciler:
                 return Result(requeue_after=self._settings.stable_seconds)
         else:
             restarts.ready_since = None
-        return Result()
+        return Result(requeue_after=self._settings.resync_seconds)
 
     async def _restart(self, listener: JSONDict, restarts: _Restarts, why: str) -> Result:
         meta = metadata_of(listener)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from controller.runners.objects import (
+    ANNOTATION_RUNNER_SPEC_HASH,
     filter_and_merge_labels,
     fnv_hash_string,
     json_digest,
@@ -39,11 +40,6 @@ from shared.api.names import (
 )
 from shared.kube.views import metadata_of
 from shared.typedefs import JSONDict, RawOwnerReference
-
-ANNOTATION_RUNNER_SPEC_HASH = "actions.github.com/runner-spec-hash"
-"""On the EphemeralRunnerSet: the digest of the runner spec it was last given, so a change of the
-AutoscalingRunnerSet's runner spec is told from a re-apply of the same one (which must not
-advance `actionableRevision` and recycle idle runners)."""
 
 ANNOTATION_LISTENER = "gha-runner-scaler/listener"
 """On an AutoscalingRunnerSet: `docker-run` when its listener runs outside the cluster; then no

@@ -29,7 +29,6 @@ from datetime import UTC, datetime
 
 from controller.autoscalingrunnerset.objects import (
     ANNOTATION_LISTENER,
-    ANNOTATION_RUNNER_SPEC_HASH,
     LISTENER_DOCKER_RUN,
     drifted,
     github_url_labels,
@@ -42,7 +41,7 @@ from controller.autoscalingrunnerset.objects import (
 )
 from controller.autoscalingrunnerset.predicates import ERS_TO_ARS
 from controller.runners.actions import ActionsClients, GitHubConfigError
-from controller.runners.objects import json_digest
+from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, json_digest
 from controller.runtime import (
     Controller,
     EventRecorder,
