@@ -1,5 +1,6 @@
 """The EphemeralRunner's pod rules, with this project's changes
-(docs/reconcilers.md#ephemeralrunner)."""
+(docs/reconcilers.md#ephemeralrunner), and which registration failures fail a runner at once
+(docs/reconcilers.md#registration-failures)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,27 @@ from typing import Any
 
 import pytest
 
-from controller.ephemeralrunner.rules import PodState, decide_from_pod, read_pod, retry_delay
+from controller.ephemeralrunner.rules import (
+    PodState,
+    decide_from_pod,
+    read_pod,
+    registration_failure,
+    registration_timed_out,
+    retry_delay,
+)
+from controller.runners.actions import GitHubConfigError
 from controller.runners.policies import FailurePolicy
+from shared.actions.errors import (
+    ActionsConnectionError,
+    ActionsError,
+    ActionsServerError,
+    AuthenticationFailed,
+    InvalidConfigURL,
+    ScaleSetNotFound,
+    TokenExpired,
+    UnexpectedResponse,
+)
+from shared.kube.views import format_time
 from shared.typedefs import JSONDict
 
 NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
@@ -262,3 +282,44 @@ def test_start_timeout_can_be_disabled() -> None:
     )
     assert outcome.status.get("failures") is None
     assert outcome.recheck_after is None
+
+
+@pytest.mark.parametrize(
+    ("error", "reason", "permanent"),
+    [
+        (ScaleSetNotFound("404", status=404), "ScaleSetNotFound", True),
+        (AuthenticationFailed("401", status=401), "GitHubCredentialsRefused", True),
+        (ActionsError("403 from the service", status=403), "GitHubCredentialsRefused", True),
+        (TokenExpired("401 after a renewal", status=401), "GitHubCredentialsRefused", True),
+        (
+            GitHubConfigError("GitHubConfigSecretNotFound", "secret s not found"),
+            "GitHubConfigSecretNotFound",
+            True,
+        ),
+        (InvalidConfigURL("not a config URL"), "InvalidGitHubConfig", True),
+        (ActionsServerError("503", status=503), "RegistrationFailed", False),
+        (ActionsConnectionError("refused"), "RegistrationFailed", False),
+        (UnexpectedResponse("no body", status=200), "RegistrationFailed", False),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_registration_failures_permanent_or_retried(
+    error: Exception, reason: str, permanent: bool
+) -> None:
+    failure = registration_failure(error, scale_set_id=7)
+    assert (failure.reason, failure.permanent) == (reason, permanent)
+
+
+@pytest.mark.parametrize(
+    ("age", "timeout", "timed_out"),
+    [
+        (timedelta(minutes=9), timedelta(minutes=10), False),
+        (timedelta(minutes=10), timedelta(minutes=10), True),
+        (timedelta(days=3), None, False),
+    ],
+)
+def test_registration_timed_out_from_creation(
+    age: timedelta, timeout: timedelta | None, timed_out: bool
+) -> None:
+    runner = {"metadata": {"creationTimestamp": format_time(NOW - age)}}
+    assert registration_timed_out(runner, now=NOW, timeout=timeout) is timed_out

@@ -18,11 +18,23 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.replacement_policy().max_delay == timedelta(minutes=10)
 
 
+def test_registration_bounds_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert runner_settings_from_environment().registration_timeout_seconds == 600
+    assert runner_settings_from_environment().missing_credentials_removal_timeout_seconds == 120
+    monkeypatch.setenv("GHA_CONTROLLER_REGISTRATION_TIMEOUT_SECONDS", "0")
+    monkeypatch.setenv("GHA_CONTROLLER_MISSING_CREDENTIALS_REMOVAL_TIMEOUT_SECONDS", "30")
+    settings = runner_settings_from_environment()
+    assert settings.registration_timeout_seconds == 0
+    assert settings.missing_credentials_removal_timeout_seconds == 30
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
         ("GHA_CONTROLLER_MAX_POD_FAILURES", "-1"),
         ("GHA_CONTROLLER_JOB_STILL_RUNNING_RETRY_SECONDS", "soon"),
+        ("GHA_CONTROLLER_MISSING_CREDENTIALS_REMOVAL_TIMEOUT_SECONDS", "0"),
+        ("GHA_CONTROLLER_REGISTRATION_TIMEOUT_SECONDS", "-1"),
     ],
 )
 def test_bad_setting_names_the_variable(
