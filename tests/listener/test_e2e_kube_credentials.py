@@ -1,0 +1,107 @@
+"""The credentials of the README's "Run a listener with docker run", run as written: a
+ServiceAccount token Secret as the listener's Kubernetes identity (it does not expire, unlike
+`kubectl create token`), and the GitHub PAT in a file instead of the environment.
+
+kubectl sends a bearer token over https only, so the emulator serves TLS here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import re
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.kube.emulator import KubeEmulator
+from sandbox.kube.testing import project_crds
+from tests.listener.conftest import (
+    PROJECT,
+    Cluster,
+    GitHub,
+    Process,
+    listener_config,
+    wait_ready,
+)
+from tests.listener.test_e2e_config import scales_to, stops_cleanly
+
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+README_NAMESPACE = "arc-runners"
+# A guard against a hung subprocess, not a performance limit.
+SHELL_GUARD_SECONDS = 60
+
+
+def docker_run_step(number: int) -> str:
+    """Step `number` of the README's docker-run commands, exactly as written."""
+    readme = (PROJECT / "README.md").read_text()
+    section = readme.split("## Run a listener with `docker run`", 1)[1].split("\n## ", 1)[0]
+    found = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert found is not None, "the docker-run section has no sh block"
+    block = found.group(1)
+    start = block.index(f"# {number}. ")
+    end = block.find(f"# {number + 1}. ", start)
+    return block[start:] if end < 0 else block[start:end]
+
+
+@pytest.fixture
+async def kube() -> AsyncIterator[KubeEmulator]:
+    async with KubeEmulator(kubelet=False, tls=True) as emulator:
+        emulator.apply_crds(project_crds())
+        yield emulator
+
+
+async def run_shell(script: str, *, cwd: Path, **environment: str) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        "bash",
+        "-euo",
+        "pipefail",
+        "-c",
+        script,
+        cwd=cwd,
+        env={"PATH": os.environ.get("PATH", ""), "HOME": str(cwd), **environment},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), SHELL_GUARD_SECONDS)
+    assert proc.returncode == 0, err.decode()
+
+
+async def test_the_readmes_credentials_authenticate_the_listener(
+    cluster: Cluster, github: GitHub, spawn: Any, tmp_path: Path
+) -> None:
+    """Before: step 2 made a token that expires after 24 hours, and step 3 put the PAT in the
+    container's environment."""
+    admin = tmp_path / "admin.kubeconfig"
+    cluster.kube.write_kubeconfig(admin)
+    work = tmp_path / "work"
+    work.mkdir()
+    step2 = docker_run_step(2).replace(README_NAMESPACE, cluster.namespace)
+    await run_shell(step2, cwd=work, KUBECONFIG=str(admin))
+    [write_pat] = [line for line in docker_run_step(3).splitlines() if "> github-token" in line]
+    await run_shell(write_pat, cwd=work, GITHUB_PAT=github.token)
+
+    secret = cluster.kube.store.get(("", "secrets"), cluster.namespace, "gha-listener-token")
+    assert secret is not None
+    assert secret["type"] == "kubernetes.io/service-account-token"
+    token = (work / "listener.token").read_text().strip()
+    assert base64.b64decode(secret["data"]["token"]).decode() == token
+
+    process: Process = await spawn(
+        listener_config(cluster, github),
+        KUBECONFIG=str(work / "listener.kubeconfig"),
+        LISTENER_GITHUB_TOKEN="",
+        LISTENER_GITHUB_TOKEN_FILE=str(work / "github-token"),
+    )
+    await wait_ready(process)
+    github.enqueue(1)
+    await scales_to(cluster, 1)
+    patches = cluster.kube.requests.count(
+        user=cluster.listener_user, resource="ephemeralrunnersets", code=200
+    )
+    assert patches > 0
+    await stops_cleanly(process)
