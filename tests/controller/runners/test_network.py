@@ -97,3 +97,34 @@ async def test_registration_trusts_the_github_server_tls_configmap() -> None:
         await rig.create_runner(githubServerTLS=tls)
         [runner] = await rig.registered(1)
         assert runner["status"]["runnerId"] in gh.state.runners
+
+
+@pytest.mark.parametrize(
+    "rig_options", [RigOptions(controllers=("ephemeralrunner",), kubelet=False)]
+)
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"proxy": {"http": {"url": "http://proxy:3128", "credentialSecretRef": "absent"}}},
+        {
+            "githubServerTLS": {
+                "certificateFrom": {"configMapKeyRef": {"name": "absent", "key": "ca.crt"}}
+            }
+        },
+    ],
+    ids=["proxy-secret", "ca-configmap"],
+)
+async def test_missing_proxy_secret_or_ca_configmap_fails_the_runner(
+    rig: Rig, extra: dict[str, object]
+) -> None:
+    """docs/reconcilers.md#registration-failures: a human must create the object first."""
+    created = await rig.create_runner(**extra)
+
+    async def failed() -> dict[str, object] | None:
+        runner = await rig.runner(created["metadata"]["name"])
+        status = (runner or {}).get("status") or {}
+        return status if status.get("phase") == "Failed" else None
+
+    status = await rig.until(failed, what="the runner Failed")
+    assert status["reason"] == "GitHubNetworkConfigInvalid"
+    assert '"absent" not found' in status["message"]
