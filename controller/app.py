@@ -17,7 +17,15 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from controller import ephemeralrunner, ephemeralrunnerset, migrate
+from controller import (
+    autoscalinglistener,
+    autoscalingrunnerset,
+    ephemeralrunner,
+    ephemeralrunnerset,
+    migrate,
+)
+from controller.autoscalinglistener.reconciler import ListenerSettings
+from controller.autoscalingrunnerset.reconciler import AutoscalingSettings
 from controller.runners.actions import ActionsClients
 from controller.runners.deps import RunnerDeps
 from controller.runners.settings import RunnerSettings
@@ -26,6 +34,7 @@ from controller.runtime.health import health_routes, metrics_routes, serve
 from controller.settings import (
     ConfigError,
     ControllerSettings,
+    in_cluster_settings_from_environment,
     parse_settings,
     runner_settings_from_environment,
 )
@@ -68,6 +77,42 @@ def install_reconcilers(manager: Manager) -> RunnerDeps:
     deps = runner_deps(manager, runner_settings_from_environment())
     ephemeralrunnerset.setup(manager, deps)
     ephemeralrunner.setup(manager, deps)
+    in_cluster = in_cluster_settings_from_environment()
+    if not in_cluster.enabled:
+        log.info(
+            "AutoscalingRunnerSets are not reconciled: set CONTROLLER_MANAGER_POD_NAMESPACE and "
+            "CONTROLLER_MANAGER_CONTAINER_IMAGE to run listeners in the cluster"
+        )
+        return deps
+    watched = manager.settings.namespaces
+    if watched is not None and in_cluster.controller_namespace not in watched:
+        raise ConfigError(
+            f"--watch-namespace must include the controller namespace "
+            f"{in_cluster.controller_namespace}, where listeners live"
+        )
+    autoscalingrunnerset.setup(
+        manager,
+        clients=deps.clients,
+        events=deps.events,
+        settings=AutoscalingSettings(
+            controller_namespace=in_cluster.controller_namespace,
+            listener_image=in_cluster.listener_image,
+            image_pull_secrets=tuple(in_cluster.listener_image_pull_secrets),
+            excluded_label_prefixes=tuple(deps.settings.exclude_label_propagation_prefixes),
+        ),
+    )
+    autoscalinglistener.setup(
+        manager,
+        events=deps.events,
+        settings=ListenerSettings(
+            metrics_addr=""
+            if in_cluster.listener_metrics_addr == "0"
+            else in_cluster.listener_metrics_addr,
+            metrics_endpoint=in_cluster.listener_metrics_endpoint,
+            log_level=in_cluster.listener_log_level,
+            log_format=in_cluster.listener_log_format,
+        ),
+    )
     return deps
 
 

@@ -13,7 +13,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Literal, NoReturn
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import AliasChoices, BaseModel, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from controller.runners.settings import RunnerSettings
 from controller.runtime import Backoff, LeaseSettings, RuntimeSettings, WatchSettings
@@ -165,3 +166,56 @@ def _one_line(exc: ValidationError, name: Callable[[list[str]], str]) -> ConfigE
     where = name([str(part) for part in first["loc"]])
     message = first["msg"].removeprefix("Value error, ")
     return ConfigError(f"{where}: {message}" if where else message)
+
+
+class InClusterSettings(BaseSettings):
+    """What the AutoscalingRunnerSet and AutoscalingListener reconcilers need, from the
+    environment: ARC's two variables (set in the Deployment from the downward API and the
+    image), then `GHA_CONTROLLER_LISTENER_*`. Without the first two the in-cluster mode is off
+    and only EphemeralRunnerSets are reconciled (the docker-run listener path)."""
+
+    model_config = SettingsConfigDict(frozen=True, populate_by_name=True)
+
+    controller_namespace: str = Field(
+        default="",
+        validation_alias=AliasChoices(
+            "CONTROLLER_MANAGER_POD_NAMESPACE", "GHA_CONTROLLER_CONTROLLER_NAMESPACE"
+        ),
+    )
+    """Where listeners, their pods, ServiceAccounts and config Secrets are made."""
+    listener_image: str = Field(
+        default="",
+        validation_alias=AliasChoices(
+            "CONTROLLER_MANAGER_CONTAINER_IMAGE", "GHA_CONTROLLER_LISTENER_IMAGE"
+        ),
+    )
+    """The image listener pods run: this project's, whose `gha-listener` is the listener."""
+    listener_image_pull_secrets: list[str] = Field(
+        default_factory=list, validation_alias="GHA_CONTROLLER_LISTENER_IMAGE_PULL_SECRETS"
+    )
+    """Pull secrets of listener pods (ARC's `--auto-scaler-image-pull-secrets`), a JSON list."""
+    listener_metrics_addr: str = Field(
+        default=":8080", validation_alias="GHA_CONTROLLER_LISTENER_METRICS_ADDR"
+    )
+    """Where each listener serves /metrics, /healthz and /readyz; "0" turns metrics off (and
+    the probes with them)."""
+    listener_metrics_endpoint: str = Field(
+        default="/metrics", validation_alias="GHA_CONTROLLER_LISTENER_METRICS_ENDPOINT"
+    )
+    listener_log_level: Literal["debug", "info", "warn", "error"] = Field(
+        default="info", validation_alias="GHA_CONTROLLER_LISTENER_LOG_LEVEL"
+    )
+    listener_log_format: Literal["text", "json"] = Field(
+        default="json", validation_alias="GHA_CONTROLLER_LISTENER_LOG_FORMAT"
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.controller_namespace and self.listener_image)
+
+
+def in_cluster_settings_from_environment() -> InClusterSettings:
+    try:
+        return InClusterSettings()
+    except ValidationError as exc:
+        raise _one_line(exc, lambda loc: "_".join(loc).upper()) from None
