@@ -4,13 +4,20 @@ Order of a pass (ARC's, docs/reconcilers.md#ephemeralrunner, with this project's
 
 1. Read the runner from the cache; gone ends the pass.
 2. Deletion branch: remove the runner from the Actions service (job still running: retry later;
-   not found: fine), delete the pod, the JIT Secret and the container-hook resources labelled for
-   this runner, then drop both finalizers in one write.
+   not found: fine; no usable credentials: wait a bounded time, then go without it,
+   docs/reconcilers.md#deleting-a-runner), delete the pod, the JIT Secret and the container-hook
+   resources labelled for this runner, then drop both finalizers in one write.
 3. Terminal runner (Succeeded, Failed, Outdated): delete its pod and JIT Secret; the
    EphemeralRunnerSet deletes the runner.
 4. Both finalizers, in one write, when one is missing.
 5. Registration: JIT config from the service, Secret, then one status write with runner id,
-   name and `Pending`.
+   name and `Pending`. A failure is reported on the runner and fails it at once when only a
+   human can fix it, else after `registration_timeout_seconds`
+   (docs/reconcilers.md#registration-failures).
+
+Every `Pending` write carries the resourceVersion it was decided on; a Conflict re-reads the
+runner and the pass runs again on it, so a lagging cache never overwrites the listener's
+`Running`.
 6. Pod: created after the failure backoff; its state decides the status (`rules.py`).
 
 Requests saved against ARC (docs/reconcilers.md#requests): the JIT Secret is read only when the
