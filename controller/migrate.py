@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -271,14 +272,17 @@ def _parser() -> _Parser:
     return p
 
 
-async def run(argv: Sequence[str], *, out: Callable[[str], None] = print, poll: float = 1.0) -> int:
-    try:
-        args = _parser().parse_args(list(argv))
-        if args.timeout <= 0:
-            raise UsageError("--timeout must be positive")
-    except UsageError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The arguments, or a UsageError that says what to fix."""
+    args = _parser().parse_args(list(argv))
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    if args.kubeconfig is not None and not os.path.isfile(args.kubeconfig):
+        raise UsageError(f"--kubeconfig {args.kubeconfig} is not a file")
+    return args
+
+
+async def run(args: argparse.Namespace) -> int:
     try:
         kube_config = await load_configuration(args.kubeconfig, context=args.context)
     except Exception as exc:
@@ -294,19 +298,24 @@ async def run(argv: Sequence[str], *, out: Callable[[str], None] = print, poll: 
             steps = await planner.plan()
             for step in steps:
                 if not args.apply:
-                    out(f"would {step.text}")
+                    print(f"would {step.text}", flush=True)
                     continue
                 await step.run()
-                out(step.text)
+                print(step.text, flush=True)
         except (KubeError, WaitTimeout) as exc:
             print(f"{PROG}: {exc}", file=sys.stderr)
             return 1
     if not steps:
-        out("nothing of ARC's to migrate")
+        print("nothing of ARC's to migrate")
     elif not args.apply:
-        out("dry run: nothing changed; run again with --apply to make these changes")
+        print("dry run: nothing changed; run again with --apply to make these changes")
     return 0
 
 
 def main(argv: Sequence[str]) -> int:
-    return asyncio.run(run(argv))
+    try:
+        args = parse_args(argv)
+    except UsageError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(run(args))

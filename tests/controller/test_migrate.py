@@ -85,13 +85,12 @@ def _seed(kube: KubeEmulator) -> None:
 
 
 async def _migrate(kubeconfig: Path, *args: str) -> tuple[int, list[str], str]:
+    """As the README runs it: `gha-controller migrate-from-arc [--apply]` with KUBECONFIG."""
     process = await asyncio.create_subprocess_exec(
         str(GHA_CONTROLLER),
         "migrate-from-arc",
-        "--kubeconfig",
-        str(kubeconfig),
         *args,
-        env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"},
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -199,7 +198,19 @@ async def test_apply_releases_arcs_objects_and_keeps_the_runners(
     assert await _get(objects, SECRET, "arc-runners", "arc-runner-set-gha-rs-github-secret")
 
 
-async def test_a_bad_argument_exits_2_with_one_line(kubeconfig: Path) -> None:
-    code, out, err = await _migrate(kubeconfig, "--timeout", "0")
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--timeout", "0"], "--timeout must be positive"),
+        (["--kubeconfig", "/does/not/exist"], "--kubeconfig /does/not/exist is not a file"),
+        (["--force"], "unrecognized arguments: --force"),
+    ],
+)
+async def test_a_bad_argument_exits_2_with_one_line(
+    kubeconfig: Path, args: list[str], says: str
+) -> None:
+    code, out, err = await _migrate(kubeconfig, *args)
     assert (code, out) == (2, [])
-    assert err == "gha-controller migrate-from-arc: --timeout must be positive\n"
+    assert err.startswith("gha-controller migrate-from-arc: ")
+    assert err.count("\n") == 1
+    assert says in err
