@@ -252,8 +252,9 @@ class EphemeralRunnerReconciler:
         """How long a deleting runner that cannot be unregistered for want of usable GitHub
         credentials still waits for them; None once `missing_credentials_removal_timeout_seconds`
         from its deletion have passed (a Warning Event and the metric say it stays registered).
-        Without the bound a deleted config Secret (namespace deletion does that first) would
-        hold the runner, its set and the namespace for ever."""
+        Without the bound a deleted config Secret (namespace deletion removes it at once, while
+        the runners wait on their finalizers) would hold the runner, its set and the namespace
+        for ever."""
         timeout = self._settings.missing_credentials_removal_timeout_seconds
         since = parse_time(runner["metadata"]["deletionTimestamp"])
         left = timeout - (self._now() - since).total_seconds()
