@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from sandbox.actions.emulator import ActionsEmulator
+from shared.typedefs import JSONDict
 from tests.controller.conftest import Rig, RigOptions, open_rig
 from tests.shared.actions.proxy import ForwardingProxy
 
@@ -115,12 +116,12 @@ async def test_registration_trusts_the_github_server_tls_configmap() -> None:
     ids=["proxy-secret", "ca-configmap"],
 )
 async def test_missing_proxy_secret_or_ca_configmap_fails_the_runner(
-    rig: Rig, extra: dict[str, object]
+    rig: Rig, extra: JSONDict
 ) -> None:
     """docs/reconcilers.md#registration-failures: a human must create the object first."""
     created = await rig.create_runner(**extra)
 
-    async def failed() -> dict[str, object] | None:
+    async def failed() -> JSONDict | None:
         runner = await rig.runner(created["metadata"]["name"])
         status = (runner or {}).get("status") or {}
         return status if status.get("phase") == "Failed" else None
