@@ -94,19 +94,13 @@ class RunnerSetClient:
         """Who the API server says we are, once `check_access` asked."""
         self.runner_set_uid: str | None = None
         """The set's uid, from the answer to the last successful patch of it."""
-
-    @property
-    def permissions(self) -> tuple[Permission, ...]:
-        """What the listener does: read a runner, patch its status, patch the one set."""
-        return (
+        self.set_patch = Permission("patch", EPHEMERAL_RUNNER_SET.plural, name=runner_set)
+        self.permissions = (
             Permission("get", EPHEMERAL_RUNNER.plural),
             Permission("patch", EPHEMERAL_RUNNER.plural, subresource="status"),
-            Permission("patch", EPHEMERAL_RUNNER_SET.plural, name=self.runner_set),
+            self.set_patch,
         )
-
-    @property
-    def set_patch(self) -> Permission:
-        return self.permissions[2]
+        """What the listener does: read a runner, patch its status, patch the one set."""
 
     @contextmanager
     def _span(self, verb: str, kind: Kind, *, name: str) -> Iterator[None]:
@@ -153,7 +147,9 @@ class RunnerSetClient:
         return bool(review.get("status", {}).get("allowed"))
 
     def _who(self) -> str:
-        return f'"{self.identity}"' if self.identity else "(identity unknown)"
+        if self.identity:
+            return f'the Kubernetes identity "{self.identity}"'
+        return "the listener's Kubernetes identity"
 
     def _describe_missing(self, missing: list[Permission]) -> str:
         verbs = ", ".join(
@@ -161,7 +157,7 @@ class RunnerSetClient:
         )
         rules = " and ".join(p.rule() for p in missing)
         return (
-            f"the Kubernetes identity {self._who()} may not {verbs} in namespace "
+            f"{self._who()} may not {verbs} in namespace "
             f'"{self.namespace}", which the listener needs (docs/listener.md#permissions); '
             f"add to its Role: {rules}"
         )
@@ -177,7 +173,7 @@ class RunnerSetClient:
         elif isinstance(exc, NotFound):
             why = "the EphemeralRunnerSet (or its CRD) does not exist"
         else:
-            why = f"the identity {self._who()} lacks the Role rule {self.set_patch.rule()}"
+            why = f"{self._who()} lacks the Role rule {self.set_patch.rule()}"
         return KubernetesAccessLost(
             f"Kubernetes refused patch {target}: {why} ({exc})", code=exc.code, reason=exc.reason
         )

@@ -92,6 +92,23 @@ async def test_arc_listener_role_without_get_refuses_to_start_with_the_rule_to_a
     assert reviews == 3
 
 
+async def test_api_server_without_self_subject_review_still_checks_the_permissions(
+    cluster: Cluster,
+    github: GitHub,
+    start_listener: StartListener,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """API servers before 1.28 answer 404 to a SelfSubjectReview: the identity is unknown, the
+    access reviews still decide."""
+    await set_role_rules(cluster, ARC_LISTENER_RULES)
+    cluster.kube.faults.inject(verb="create", resource="selfsubjectreviews", status=404)
+    running = await start_listener()
+    assert await asyncio.wait_for(running.task, DEADLINE) == 2
+    [line] = refusals(caplog)
+    assert line.startswith("cannot start: the listener's Kubernetes identity may not get ")
+    assert line.endswith(f"add to its Role: {GET_RULE}")
+
+
 async def test_identity_without_the_listener_role_is_told_every_rule(
     cluster: Cluster,
     github: GitHub,
@@ -133,12 +150,12 @@ def _revoke_token(cluster: Cluster) -> Coroutine[Any, Any, None]:
 @pytest.mark.parametrize(
     ("lose_access", "code", "why"),
     [
-        (_edit_role, 403, "the identity {user} lacks the Role rule " + SET_PATCH_RULE),
+        (_edit_role, 403, "the Kubernetes identity {user} lacks the Role rule " + SET_PATCH_RULE),
         (_delete_set, 404, "the EphemeralRunnerSet (or its CRD) does not exist"),
         (
             _revoke_token,
             401,
-            "the API server no longer accepts the credentials of {user} "
+            "the API server no longer accepts the credentials of the Kubernetes identity {user} "
             "(an expired or revoked token?)",
         ),
     ],
