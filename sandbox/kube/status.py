@@ -108,6 +108,7 @@ class Cause:
         "FieldValueNotSupported": "Unsupported value",
         "FieldValueTypeInvalid": "Invalid value",
         "FieldValueDuplicate": "Duplicate value",
+        "FieldValueNotFound": "Not found",
         "FieldValueTooLong": "Too long",
     }
 

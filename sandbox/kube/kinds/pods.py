@@ -135,10 +135,16 @@ def causes(spec: Obj, *, path: str = "spec") -> list[Cause]:
     containers = spec.get("containers") or []
     if not containers:
         out.append(Cause("FieldValueRequired", field=f"{path}.containers", detail=""))
+    volumes = _volume_causes(spec.get("volumes") or [], f"{path}.volumes", out)
     seen: set[str] = set()
     for key in ("containers", "initContainers"):
         for i, c in enumerate(spec.get(key) or []):
-            out.extend(_container_causes(c, f"{path}.{key}[{i}]", seen))
+            where = f"{path}.{key}[{i}]"
+            out.extend(_container_causes(c, where, seen))
+            for j, mount in enumerate(c.get("volumeMounts") or []):
+                _mount_causes(mount, f"{where}.volumeMounts[{j}]", volumes, out)
+    for i, toleration in enumerate(spec.get("tolerations") or []):
+        _toleration_causes(toleration, f"{path}.tolerations[{i}]", out)
     _supported(out, spec, "restartPolicy", RESTART_POLICIES, path)
     _supported(out, spec, "dnsPolicy", DNS_POLICIES, path)
     grace = spec.get("terminationGracePeriodSeconds")
@@ -151,6 +157,68 @@ def causes(spec: Obj, *, path: str = "spec") -> list[Cause]:
             )
         )
     return out
+
+
+def _volume_causes(volumes: list[Obj], path: str, out: list[Cause]) -> set[str]:
+    names: set[str] = set()
+    for i, volume in enumerate(volumes):
+        name = volume.get("name")
+        if not name:
+            out.append(Cause("FieldValueRequired", field=f"{path}[{i}].name", detail=""))
+        elif not _DNS_LABEL.match(name) or len(name) > 63:
+            out.append(
+                Cause(
+                    "FieldValueInvalid", field=f"{path}[{i}].name", detail=f'"{name}": {LABEL_MSG}'
+                )
+            )
+        elif name in names:
+            out.append(Cause("FieldValueDuplicate", field=f"{path}[{i}].name", detail=f'"{name}"'))
+        names.add(name or "")
+        if len([k for k in volume if k != "name"]) != 1:
+            out.append(
+                Cause(
+                    "FieldValueRequired" if len(volume) <= 1 else "FieldValueForbidden",
+                    field=f"{path}[{i}]",
+                    detail="must specify a volume type"
+                    if len(volume) <= 1
+                    else "may not specify more than 1 volume type",
+                )
+            )
+    return names
+
+
+def _mount_causes(mount: Obj, path: str, volumes: set[str], out: list[Cause]) -> None:
+    name = mount.get("name")
+    if not name:
+        out.append(Cause("FieldValueRequired", field=f"{path}.name", detail=""))
+    elif name not in volumes:
+        out.append(Cause("FieldValueNotFound", field=f"{path}.name", detail=f'"{name}"'))
+    if not mount.get("mountPath"):
+        out.append(Cause("FieldValueRequired", field=f"{path}.mountPath", detail=""))
+
+
+def _toleration_causes(toleration: Obj, path: str, out: list[Cause]) -> None:
+    operator = toleration.get("operator") or "Equal"
+    _supported(out, toleration, "operator", ("Equal", "Exists", ""), path)
+    _supported(out, toleration, "effect", ("NoSchedule", "PreferNoSchedule", "NoExecute", ""), path)
+    if operator == "Exists" and toleration.get("value"):
+        out.append(
+            Cause(
+                "FieldValueInvalid",
+                field=f"{path}.operator",
+                detail=f'"{toleration["value"]}": value must be empty when `operator` is '
+                "'Exists'",
+            )
+        )
+    if not toleration.get("key") and operator != "Exists":
+        out.append(
+            Cause(
+                "FieldValueInvalid",
+                field=f"{path}.operator",
+                detail=f'"{operator}": operator must be Exists when `key` is empty, which means '
+                '"match all values and all keys"',
+            )
+        )
 
 
 def _supported(out: list[Cause], obj: Obj, key: str, values: tuple[str, ...], path: str) -> None:

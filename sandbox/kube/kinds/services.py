@@ -128,6 +128,22 @@ def validate(spec: Obj) -> list[Cause]:
     if kind == "ExternalName":
         if not spec.get("externalName"):
             out.append(Cause("FieldValueRequired", field="spec.externalName", detail=""))
+        if spec.get("clusterIP"):
+            out.append(
+                Cause(
+                    "FieldValueInvalid",
+                    field="spec.clusterIPs",
+                    detail=f'"{spec["clusterIP"]}": may not be set for ExternalName services',
+                )
+            )
+    elif headless and kind != "ClusterIP":
+        out.append(
+            Cause(
+                "FieldValueInvalid",
+                field="spec.clusterIPs[0]",
+                detail=f"\"None\": may not be set to 'None' for {kind} services",
+            )
+        )
     elif not spec.get("ports") and not headless:
         out.append(Cause("FieldValueRequired", field="spec.ports", detail=""))
     ips = spec.get("clusterIPs") or []
