@@ -9,7 +9,9 @@ import sys
 COMPONENTS = {
     "kube": ("sandbox.kube.__main__", "the Kubernetes API server emulator"),
     "actions": ("sandbox.actions.__main__", "the GitHub Actions service emulator"),
-    "demo": ("sandbox.demo", "the whole system on both emulators"),
+    "demo": ("sandbox.demo", "a workload through the whole system, with a summary"),
+    "up": ("sandbox.demo.up", "the whole system left running, to explore with kubectl"),
+    "job": ("sandbox.demo.jobs", "queue jobs on a sandbox that `up` started"),
 }
 
 

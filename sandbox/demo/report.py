@@ -1,0 +1,221 @@
+"""The end of a run: figures from the observer and both emulators, as a summary table, a JSON
+report (keys in docs/sandbox.md#report) and a plot."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from sandbox.actions import ActionsEmulator
+from sandbox.demo.cluster import CONTROLLER_USER, LISTENER_USER, Teardown
+from sandbox.demo.observe import Observer
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """The nearest-rank percentile (0 for no value)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {
+        "p50": round(percentile(values, 0.5), 2),
+        "p95": round(percentile(values, 0.95), 2),
+        "max": round(max(values, default=0.0), 2),
+    }
+
+
+def build_report(
+    *,
+    gh: ActionsEmulator,
+    observer: Observer,
+    teardown: Teardown,
+    job_ids: list[int],
+    workload: dict[str, Any],
+    options: dict[str, Any],
+    kube_requests: Counter[str],
+    crash: dict[str, Any] | None,
+    interrupted: bool,
+) -> dict[str, Any]:
+    speedup = observer.speedup
+    jobs = [gh.state.jobs[i] for i in job_ids]
+    completed = [j for j in jobs if j.state == "completed" and j.final_result != "canceled"]
+    queue_times = [
+        (j.runner_assign_time - j.queue_time) * speedup
+        for j in jobs
+        if j.runner_assign_time is not None
+    ]
+    tracks = list(observer.runners.values())
+    scale_up = [t.running_at - t.created for t in tracks if t.running_at is not None]
+    busy_s = idle_s = 0.0
+    for before, after in zip(observer.samples, observer.samples[1:], strict=False):
+        busy_s += before.busy * (after.t - before.t)
+        idle_s += before.idle * (after.t - before.t)
+    created = len(tracks)
+    enqueued = len(job_ids)
+    report: dict[str, Any] = {
+        "workload": workload,
+        "options": options,
+        "elapsed_s": round(observer.elapsed(), 2),
+        "interrupted": interrupted,
+        "jobs": {
+            "enqueued": enqueued,
+            "completed": len(completed),
+            "succeeded": sum(1 for j in completed if j.final_result == "succeeded"),
+            "failed": sum(1 for j in completed if j.final_result == "failed"),
+            "lost": enqueued - len(completed),
+        },
+        "queue_time_s": spread(queue_times),
+        "scale_up_latency_s": spread(scale_up),
+        "runners": {
+            "created": created,
+            "max_concurrent": observer.max_concurrent,
+            "max_desired": observer.max_desired,
+            "killed_while_busy": observer.killed_while_busy,
+            "utilisation": round(busy_s / (busy_s + idle_s), 3) if busy_s + idle_s else 0.0,
+            "busy_runner_seconds": round(busy_s, 1),
+            "idle_runner_seconds": round(idle_s, 1),
+            "lifecycles": dict(Counter(">".join(t.phases) for t in tracks).most_common()),
+            "running_written_by": dict(Counter(t.running_by for t in tracks if t.running_by)),
+        },
+        "reconciles_per_runner": {
+            name: round(total / created, 2) if created else 0.0
+            for name, total in sorted(teardown.reconciles.items())
+        },
+        "api_calls_per_job": {
+            "kubernetes": round(sum(kube_requests.values()) / enqueued, 2) if enqueued else 0.0,
+            "kubernetes_by_identity": {
+                name: round(kube_requests[user] / enqueued, 2) if enqueued else 0.0
+                for name, user in (("controller", CONTROLLER_USER), ("listener", LISTENER_USER))
+            },
+            "actions": round(len(gh.state.requests) / enqueued, 2) if enqueued else 0.0,
+        },
+        "leftovers": {"kubernetes": teardown.kubernetes, "actions": teardown.actions},
+        "components": {
+            "exit_codes": teardown.exit_codes,
+            "crash": crash,
+        },
+        "invariant_violations": observer.violations,
+    }
+    report["ok"] = failures(report) == []
+    return report
+
+
+def failures(report: dict[str, Any]) -> list[str]:
+    """Why the run failed, one line each; empty for a clean run."""
+    found = []
+    if report["jobs"]["lost"]:
+        found.append(f"{report['jobs']['lost']} job(s) did not complete")
+    if report["runners"]["killed_while_busy"]:
+        found.append(f"{report['runners']['killed_while_busy']} busy runner(s) killed")
+    if report["invariant_violations"]:
+        found.append(f"{len(report['invariant_violations'])} invariant violation(s)")
+    for side in ("kubernetes", "actions"):
+        if report["leftovers"][side]:
+            found.append(f"left over in {side}: {', '.join(report['leftovers'][side][:5])}")
+    crash = report["components"]["crash"]
+    if crash:
+        found.append(f"{crash['component']} exited with code {crash['exit_code']}")
+    for name, code in report["components"]["exit_codes"].items():
+        if code not in (0, None):
+            found.append(f"{name} stopped with exit code {code}")
+    if report["interrupted"]:
+        found.append("interrupted")
+    return found
+
+
+def summary_table(report: dict[str, Any]) -> Table:
+    jobs, runners = report["jobs"], report["runners"]
+    queue, scale_up = report["queue_time_s"], report["scale_up_latency_s"]
+    calls = report["api_calls_per_job"]
+    table = Table(title="gha-sandbox summary (times in simulated seconds)", title_justify="left")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("jobs done / failed / lost", f"{jobs['completed']} / {jobs['failed']} / {jobs['lost']}"),
+        ("queue time p50 / p95 / max", f"{queue['p50']} / {queue['p95']} / {queue['max']}"),
+        (
+            "scale-up latency p50 / p95 / max",
+            f"{scale_up['p50']} / {scale_up['p95']} / {scale_up['max']}",
+        ),
+        ("runners created / max at once", f"{runners['created']} / {runners['max_concurrent']}"),
+        ("runner utilisation", f"{runners['utilisation']:.0%}"),
+        ("idle runner-seconds", f"{runners['idle_runner_seconds']:.0f}"),
+    ]
+    rows += [
+        (f"reconciles per runner ({name})", f"{value}")
+        for name, value in report["reconciles_per_runner"].items()
+    ]
+    rows += [
+        ("Kubernetes requests per job", f"{calls['kubernetes']}"),
+        ("Actions requests per job", f"{calls['actions']}"),
+        ("busy runners killed", f"{runners['killed_while_busy']}"),
+        ("invariant violations", f"{len(report['invariant_violations'])}"),
+        (
+            "leftovers (Kubernetes / Actions)",
+            f"{len(report['leftovers']['kubernetes'])} / {len(report['leftovers']['actions'])}",
+        ),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def print_summary(console: Console, report: dict[str, Any]) -> None:
+    console.print(summary_table(report))
+    for violation in report["invariant_violations"]:
+        console.print(
+            f"invariant violated: {violation['invariant']}: {violation['object']}: "
+            f"{violation['detail']} (at {violation['at_s']} s)"
+        )
+    reasons = failures(report)
+    console.print("result: " + ("ok" if not reasons else "FAILED: " + "; ".join(reasons)))
+
+
+def write_report(path: Path, report: dict[str, Any]) -> None:
+    path.write_text(json.dumps(report, indent=2) + "\n")
+
+
+def write_plot(path: Path, observer: Observer, *, max_runners: int, title: str) -> None:
+    """Queued jobs, busy and idle runners (stacked) and desired replicas over time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    samples = observer.samples
+    t = [s.t for s in samples]
+    fig, ax = plt.subplots(figsize=(10, 4.8), dpi=110)
+    ax.stackplot(
+        t,
+        [s.busy for s in samples],
+        [s.idle for s in samples],
+        labels=["busy runners", "idle runners"],
+        colors=["#2e7d32", "#a5d6a7"],
+        step="post",
+    )
+    ax.step(
+        t, [s.desired for s in samples], where="post", color="#1565c0", label="desired replicas"
+    )
+    ax.step(t, [s.waiting for s in samples], where="post", color="#c62828", label="queued jobs")
+    ax.axhline(max_runners, color="#555555", linestyle="--", linewidth=1, label="maxRunners")
+    ax.set_xlabel("simulated seconds")
+    ax.set_ylabel("count")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(loc="upper right", fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
