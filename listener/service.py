@@ -104,8 +104,8 @@ class Listener:
             initial=settings.retry_initial_seconds, maximum=settings.retry_max_seconds
         )
         self.scale_set_id = settings.runner_scale_set_id
-        self.unwritten_scale_set_id: int | None = None
-        """An id found or registered by name, not yet written into the EphemeralRunnerSet."""
+        self.written_scale_set_id: int | None = None
+        """The id found or registered by name that the EphemeralRunnerSet last took."""
         self.latest = Statistics()
         self.unrecorded: list[JobStarted] = []
         """JobStarted messages acknowledged but not yet written to their runner."""
@@ -155,7 +155,6 @@ class Listener:
     async def _find_or_register_scale_set(self) -> None:
         found = await self._scale_set_by_name()
         self.scale_set_id = found
-        self.unwritten_scale_set_id = found
         self.actions.set_system_info(
             dataclasses.replace(self.actions.system_info, scale_set_id=found)
         )
@@ -370,9 +369,10 @@ class Listener:
 
     async def _publish(self, *, record: bool = True) -> None:
         """Patch the EphemeralRunnerSet with the desired count for `self.latest`, and with the
-        scale set id when it was found by name and is not written yet."""
+        scale set id when the listener found it by name (docs/listener.md, "The scale set id")."""
         desired = self.scaler.desired(self.latest.total_assigned_jobs)
-        scale_set_id = self.unwritten_scale_set_id
+        # Every time, not once: a manifest applied again puts its own id back into the set.
+        scale_set_id = None if self.settings.runner_scale_set_id else self.scale_set_id
         patch = desired.ers_patch(scale_set_id=scale_set_id)
         try:
             await self._retry(
@@ -394,8 +394,8 @@ class Listener:
             )
             return
         log.debug("published replicas=%d patchID=%d", desired.replicas, desired.patch_id)
-        if scale_set_id is not None:
-            self.unwritten_scale_set_id = None
+        if scale_set_id is not None and scale_set_id != self.written_scale_set_id:
+            self.written_scale_set_id = scale_set_id
             log.info(
                 "wrote runner scale set id %d into EphemeralRunnerSet %s/%s "
                 "(spec.ephemeralRunnerSpec.runnerScaleSetId)",

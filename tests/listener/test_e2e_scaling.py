@@ -110,6 +110,14 @@ async def test_listener_finds_the_scale_set_by_name(
     assert github.emulator.state.count("create_scale_set") == 1
     # The runners get the id it found, without anyone copying it from the log.
     assert await scale_set_id_in_set(cluster) == github.scale_set_id
+    # The set's manifest applied again brings its own id back; the next publication fixes it.
+    await set_scale_set_id(cluster, UNSET_ID)
+    github.enqueue(1)
+
+    async def corrected() -> bool:
+        return await scale_set_id_in_set(cluster) == github.scale_set_id
+
+    await eventually(corrected, what="the scale set id written again")
 
 
 async def test_configured_scale_set_id_leaves_the_set_spec_alone(
