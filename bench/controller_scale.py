@@ -50,7 +50,7 @@ from controller.runtime import Manager, RuntimeSettings
 from listener.app import credentials_of, serve
 from listener.config import ListenerSettings
 from sandbox.actions.emulator import ActionsEmulator
-from sandbox.demo import setup_cluster
+from sandbox.demo.cluster import setup_cluster
 from sandbox.kube.emulator import KubeEmulator
 from shared.typedefs import JSONDict
 
