@@ -77,3 +77,10 @@ def test_sequence_wraps_to_one_after_max_int32() -> None:
 
 def test_runner_set_patch_carries_replicas_and_patch_id() -> None:
     assert Desired(replicas=0, patch_id=7).ers_patch() == {"spec": {"replicas": 0, "patchID": 7}}
+
+
+def test_runner_set_patch_carries_the_scale_set_id_when_given() -> None:
+    patch = Desired(replicas=2, patch_id=3).ers_patch(scale_set_id=42)
+    assert patch == {
+        "spec": {"replicas": 2, "patchID": 3, "ephemeralRunnerSpec": {"runnerScaleSetId": 42}}
+    }
