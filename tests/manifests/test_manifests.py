@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.autoscalinglistener.objects import role_rules
 from shared.api import parse_resource
 from tests.shared.api.conftest import prune_object
 
@@ -69,7 +70,9 @@ def test_default_install_is_the_controller_and_the_crds(install: list[dict[str, 
         ("CustomResourceDefinition", "ephemeralrunnersets.actions.github.com"),
         ("Deployment", "gha-controller"),
         ("Namespace", NAMESPACE),
+        ("Role", "gha-controller"),
         ("Role", "gha-controller-leader-election"),
+        ("RoleBinding", "gha-controller"),
         ("RoleBinding", "gha-controller-leader-election"),
         ("ServiceAccount", "gha-controller"),
     ]
@@ -143,31 +146,70 @@ def test_probes_and_ports(install: list[dict[str, Any]]) -> None:
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
 
 
+ARC_KINDS = (
+    "autoscalingrunnersets",
+    "autoscalinglisteners",
+    "ephemeralrunnersets",
+    "ephemeralrunners",
+)
+
 CLUSTER_RULES: Rules = {
-    ("actions.github.com", "ephemeralrunnersets", frozenset({"list", "watch"}), ()),
-    ("actions.github.com", "ephemeralrunners", frozenset({"list", "watch"}), ()),
+    *(("actions.github.com", r, frozenset({"list", "watch"}), ()) for r in ARC_KINDS),
     ("", "pods", frozenset({"list", "watch"}), ()),
 }
 """Cluster-wide, only what the informers list and watch: no Secret, no write."""
 
 RUNNER_NAMESPACE_RULES: Rules = {
-    ("actions.github.com", "ephemeralrunnersets", frozenset({"list", "watch", "patch"}), ()),
+    ("actions.github.com", "autoscalingrunnersets", frozenset({"list", "watch", "patch"}), ()),
     (
         "actions.github.com",
-        "ephemeralrunners",
+        "ephemeralrunnersets",
         frozenset({"list", "watch", "create", "patch", "delete"}),
         (),
     ),
+    (
+        "actions.github.com",
+        "ephemeralrunners",
+        frozenset({"get", "list", "watch", "create", "patch", "delete"}),
+        (),
+    ),
+    ("actions.github.com", "autoscalingrunnersets/status", frozenset({"patch"}), ()),
     ("actions.github.com", "ephemeralrunnersets/status", frozenset({"patch"}), ()),
-    ("actions.github.com", "ephemeralrunners/status", frozenset({"patch"}), ()),
-    ("actions.github.com", "ephemeralrunnersets/finalizers", frozenset({"update"}), ()),
-    ("actions.github.com", "ephemeralrunners/finalizers", frozenset({"update"}), ()),
+    ("actions.github.com", "ephemeralrunners/status", frozenset({"get", "patch"}), ()),
+    *(
+        ("actions.github.com", f"{r}/finalizers", frozenset({"update"}), ())
+        for r in ("autoscalingrunnersets", "ephemeralrunnersets", "ephemeralrunners")
+    ),
     ("", "pods", frozenset({"list", "watch", "create", "delete"}), ()),
-    ("", "secrets", frozenset({"get", "list", "create", "update", "delete"}), ()),
+    ("", "secrets", frozenset({"get", "list", "create", "update", "patch", "delete"}), ()),
+    ("", "serviceaccounts", frozenset({"get", "patch"}), ()),
+    *(
+        ("rbac.authorization.k8s.io", r, frozenset({"get", "create", "patch", "delete"}), ())
+        for r in ("roles", "rolebindings")
+    ),
     ("", "configmaps", frozenset({"get"}), ()),
     ("", "events", frozenset({"create"}), ()),
 }
-"""What the two runner reconcilers do in a runner namespace (the runner-namespace component)."""
+"""What the reconcilers do in a runner namespace (the runner-namespace component)."""
+
+CONTROLLER_NAMESPACE_RULES: Rules = {
+    (
+        "actions.github.com",
+        "autoscalinglisteners",
+        frozenset({"list", "watch", "create", "patch", "delete"}),
+        (),
+    ),
+    ("actions.github.com", "autoscalinglisteners/finalizers", frozenset({"update"}), ()),
+    *(
+        ("actions.github.com", r, frozenset({"list", "watch"}), ())
+        for r in ("autoscalingrunnersets", "ephemeralrunnersets", "ephemeralrunners")
+    ),
+    ("", "pods", frozenset({"list", "watch", "create", "delete"}), ()),
+    ("", "serviceaccounts", frozenset({"get", "create", "patch", "delete"}), ()),
+    ("", "secrets", frozenset({"get", "create", "patch", "delete"}), ()),
+    ("", "events", frozenset({"create"}), ()),
+}
+"""The listeners, their pods, ServiceAccounts and config Secrets, in the controller namespace."""
 
 
 @pytest.fixture(scope="module")
@@ -211,6 +253,10 @@ def test_runner_namespace_component_binds_the_controller_in_the_runner_namespace
         ]
 
 
+def test_controller_namespace_role_is_exact(install: list[dict[str, Any]]) -> None:
+    assert _rules(_one(install, "Role", "gha-controller")) == CONTROLLER_NAMESPACE_RULES
+
+
 def test_leader_election_role_is_exact(install: list[dict[str, Any]]) -> None:
     role = _one(install, "Role", "gha-controller-leader-election")
     assert _rules(role) == {
@@ -222,6 +268,7 @@ def test_leader_election_role_is_exact(install: list[dict[str, Any]]) -> None:
     ("kind", "name", "role_kind", "role"),
     [
         ("ClusterRoleBinding", "gha-controller", "ClusterRole", "gha-controller"),
+        ("RoleBinding", "gha-controller", "Role", "gha-controller"),
         ("RoleBinding", "gha-controller-leader-election", "Role", "gha-controller-leader-election"),
     ],
 )
@@ -272,8 +319,21 @@ def test_readme_table_matches_the_controller_rbac(
     assert _readme_table() == {
         "cluster": _rules(_one(install, "ClusterRole", "gha-controller")),
         "runner namespace": _rules(_one(runner_namespace, "Role", "gha-controller")),
-        "controller namespace": _rules(_one(install, "Role", "gha-controller-leader-election")),
+        "controller namespace": _rules(_one(install, "Role", "gha-controller"))
+        | _rules(_one(install, "Role", "gha-controller-leader-election")),
     }
+
+
+def test_controller_holds_every_permission_it_grants_a_listener(
+    runner_namespace: list[dict[str, Any]],
+) -> None:
+    """RBAC escalation prevention: the controller makes each listener's Role in the runner
+    namespace without `escalate` or `bind`, so its own Role there must hold every rule."""
+    held = _rules(_one(runner_namespace, "Role", "gha-controller"))
+    granted = _rules({"rules": role_rules("my-runners")})
+    for group, resource, verbs, _ in granted:
+        have = set().union(*(v for g, r, v, _ in held if (g, r) == (group, resource)))
+        assert verbs <= have, (resource, verbs, have)
 
 
 LISTENER_RULES: Rules = {
