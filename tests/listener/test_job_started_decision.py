@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from listener.job_started import job_fields, status_patch
+from listener.job_started import job_fields, owned_by, status_patch
 from shared.actions.models import JobStarted
 
 JOB = JobStarted(
@@ -71,3 +71,32 @@ def test_deleting_runner_gets_the_job_fields_only(phase: str) -> None:
 @pytest.mark.parametrize("phase", ["Running", "Succeeded"])
 def test_redelivered_job_started_patches_nothing(phase: str) -> None:
     assert status_patch(runner(phase, **FIELDS), FIELDS) is None
+
+
+OWNER = {
+    "apiVersion": "actions.github.com/v1alpha1",
+    "kind": "EphemeralRunnerSet",
+    "name": "my-runners",
+    "uid": "uid-1",
+    "controller": True,
+}
+
+
+@pytest.mark.parametrize(
+    ("references", "uid", "owned"),
+    [
+        ([OWNER], "uid-1", True),
+        ([OWNER], None, True),
+        ([OWNER], "uid-2", False),
+        ([{**OWNER, "name": "other-runners"}], "uid-1", False),
+        ([{**OWNER, "kind": "ReplicaSet", "apiVersion": "apps/v1"}], "uid-1", False),
+        ([{**OWNER, "controller": False}], "uid-1", False),
+        ([], "uid-1", False),
+    ],
+    ids=["ours", "uid-unknown", "earlier-set", "other-set", "other-kind", "not-controller", "none"],
+)
+def test_only_a_runner_this_set_controls_is_ours(
+    references: list[dict[str, Any]], uid: str | None, owned: bool
+) -> None:
+    runner = {"metadata": {"name": "r", "ownerReferences": references}}
+    assert owned_by(runner, runner_set="my-runners", uid=uid) is owned
