@@ -6,11 +6,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 
-from controller.ephemeralrunnerset.rules import (
-    FAILED_LINEAGE_ANNOTATION,
-    RUNNER_SPEC_HASH_ANNOTATION,
-)
+from controller.ephemeralrunnerset.rules import FAILED_LINEAGE_ANNOTATION
 from controller.runners.objects import (
+    ANNOTATION_RUNNER_SPEC_HASH,
     filter_and_merge_labels,
     propagated_annotations,
     proxy_secret_name,
@@ -52,7 +50,7 @@ def new_ephemeral_runner(
         excluded_prefixes=excluded_prefixes,
     )
     set_annotations = propagated_annotations(meta.get("annotations"))
-    set_annotations.pop(RUNNER_SPEC_HASH_ANNOTATION, None)
+    set_annotations.pop(ANNOTATION_RUNNER_SPEC_HASH, None)
     annotations = {
         **user_annotations,
         **set_annotations,

@@ -37,7 +37,6 @@ from controller.ephemeralrunnerset.metrics import RunnerSetMetrics
 from controller.ephemeralrunnerset.objects import new_ephemeral_runner, proxy_secret
 from controller.ephemeralrunnerset.predicates import ER_TO_ERS
 from controller.ephemeralrunnerset.rules import (
-    RUNNER_SPEC_HASH_ANNOTATION,
     Children,
     classify,
     cleanup_candidates,
@@ -52,7 +51,7 @@ from controller.ephemeralrunnerset.rules import (
 )
 from controller.runners.deps import RunnerDeps
 from controller.runners.network import proxy_data
-from controller.runners.objects import proxy_secret_name
+from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, proxy_secret_name
 from controller.runtime import (
     Controller,
     LazyObject,
@@ -196,7 +195,7 @@ class EphemeralRunnerSetReconciler:
         if tracked is None:
             return
         obj = runner_set.mutate()
-        obj["metadata"].setdefault("annotations", {})[RUNNER_SPEC_HASH_ANNOTATION] = (
+        obj["metadata"].setdefault("annotations", {})[ANNOTATION_RUNNER_SPEC_HASH] = (
             tracked.spec_hash
         )
         if tracked.revision is not None:

@@ -17,12 +17,11 @@ Implements ARC's classification, scaling and victim rules with the newer upstrea
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, json_digest
 from controller.runners.policies import ReplacementPolicy
 from controller.runtime.cache import controller_owner
 from shared.api import EphemeralRunnerPhase, EphemeralRunnerSetPhase
@@ -46,9 +45,6 @@ from shared.typedefs import JSONDict
 
 # This project's own bookkeeping: how many failed runners in a row this runner replaces.
 FAILED_LINEAGE_ANNOTATION = "gha-runner-scaler/failed-runner-replacements"
-# This project's own bookkeeping on a set without an AutoscalingRunnerSet: the hash of the
-# runner spec its `actionableRevision` stands for.
-RUNNER_SPEC_HASH_ANNOTATION = "gha-runner-scaler/runner-spec-hash"
 
 
 @dataclass(slots=True)
@@ -218,8 +214,7 @@ def desired_phase(*, current: str, children: Children, revision_advanced: bool) 
 
 
 def runner_spec_hash(runner_set: JSONDict) -> str:
-    spec = (runner_set.get("spec") or {}).get("ephemeralRunnerSpec") or {}
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    return json_digest((runner_set.get("spec") or {}).get("ephemeralRunnerSpec") or {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +241,7 @@ def track_runner_spec(runner_set: JSONDict, children: Children) -> SpecRevision 
     if owner is not None and owner.get("kind") == KIND_AUTOSCALING_RUNNER_SET:
         return None
     current = runner_spec_hash(runner_set)
-    recorded = (metadata_of(runner_set).get("annotations") or {}).get(RUNNER_SPEC_HASH_ANNOTATION)
+    recorded = (metadata_of(runner_set).get("annotations") or {}).get(ANNOTATION_RUNNER_SPEC_HASH)
     if recorded == current:
         return None
     revision = spec_int(runner_set, "actionableRevision")

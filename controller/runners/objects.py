@@ -69,6 +69,13 @@ def propagated_annotations(annotations: Mapping[str, str] | None) -> dict[str, s
     return {k: v for k, v in (annotations or {}).items() if not is_tool_annotation(k)}
 
 
+ANNOTATION_RUNNER_SPEC_HASH = "actions.github.com/runner-spec-hash"
+"""On an EphemeralRunnerSet: the `json_digest` of the runner spec its `actionableRevision` stands
+for, so a change of the runner spec is told from a re-apply of the same one (which must not
+advance the revision and recycle idle runners). Written by the AutoscalingRunnerSet on the sets it
+controls, by the set itself otherwise (docs/reconcilers.md#revisions)."""
+
+
 def json_digest(value: object) -> str:
     """A stable digest of a JSON value (key order does not matter), for integrity annotations."""
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)

@@ -356,7 +356,7 @@ async def test_editing_the_runner_spec_of_a_set_alone_replaces_its_idle_runners(
         r["metadata"]["annotations"]["actions.github.com/actionable-revision"]
         for r in by_name.values()
     } == {"1"}
-    assert "gha-runner-scaler/runner-spec-hash" not in runners[0]["metadata"]["annotations"]
+    assert "actions.github.com/runner-spec-hash" not in runners[0]["metadata"]["annotations"]
     # Applying the same spec again is no change.
     rig.kube.requests.reset()
     await rig.patch_spec({"ephemeralRunnerSpec": {"spec": V2_TEMPLATE}})
@@ -411,7 +411,7 @@ async def test_first_scale_set_id_on_a_set_without_runners_recycles_nothing(rig:
     assert rig.kube.requests.count(verb="delete", resource="ephemeralrunners") == 0
     ers = await rig.runner_set()
     assert ers["spec"].get("actionableRevision", 0) == 0
-    assert ers["metadata"]["annotations"]["gha-runner-scaler/runner-spec-hash"]
+    assert ers["metadata"]["annotations"]["actions.github.com/runner-spec-hash"]
 
 
 @pytest.mark.parametrize(

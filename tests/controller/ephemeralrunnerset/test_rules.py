@@ -292,7 +292,7 @@ def runner_set(
     if recorded is not None:
         old = runner_set(image=recorded or image, recorded=None)
         obj["metadata"]["annotations"] = {
-            "gha-runner-scaler/runner-spec-hash": runner_spec_hash(old)
+            "actions.github.com/runner-spec-hash": runner_spec_hash(old)
         }
     if applied:
         obj["status"] = {"appliedActionableRevision": applied}
