@@ -14,9 +14,9 @@ The process gets a per-pod directory standing in for the container's filesystem:
   `<pod dir>/root/var/run/secrets/kubernetes.io/serviceaccount/`, and since no process can read
   the real in-cluster path, `KUBECONFIG` names a kubeconfig with the same token, CA and the
   emulator's URL (`KUBERNETES_SERVICE_HOST`/`PORT` point at the emulator too);
-- the pod's loopback address (127.244.0.x for pod IP 10.244.0.x) is where its servers listen:
-  the known processes get it through their own bind-address settings, and readiness probes go
-  there.
+- the pod's loopback address (127.A.B.x for pod IP 10.244.0.x, A.B drawn per runtime so that
+  emulators running side by side do not collide) is where its servers listen: the known
+  processes get it through their own bind-address settings, and readiness probes go there.
 
 Cancelling `run` (pod deletion or emulator stop) sends SIGTERM, then SIGKILL once the pod's grace
 period is over; the process's exit code is returned either way.
@@ -30,6 +30,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 import shutil
 import signal
 import sys
@@ -77,13 +78,6 @@ def image_repository(image: str) -> str:
     return name.split(":", 1)[0]
 
 
-def loopback_address(pod: Obj) -> str:
-    """The loopback address standing in for the pod's IP: 10.244.0.7 -> 127.244.0.7."""
-    ip = str((pod.get("status") or {}).get("podIP") or "")
-    parts = ip.split(".")
-    return ".".join(["127", *parts[1:]]) if len(parts) == 4 else "127.0.0.1"
-
-
 @dataclass
 class ClusterAccess:
     """What a process needs to reach the emulator as its ServiceAccount."""
@@ -113,6 +107,7 @@ class ProcessRuntime:
         self.bin_dir = bin_dir or Path(sys.executable).parent
         self.stop_grace = stop_grace
         self._root = Path(tempfile.mkdtemp(prefix="sandbox-kubelet-"))
+        self._network = f"127.{random.randint(64, 254)}.{random.randint(0, 255)}"
 
     def close(self) -> None:
         shutil.rmtree(self._root, ignore_errors=True)
@@ -120,9 +115,14 @@ class ProcessRuntime:
     def runs(self, container: Obj) -> bool:
         return image_repository(str(container.get("image", ""))) == self.image
 
+    def loopback_address(self, pod: Obj) -> str:
+        """The loopback address standing in for the pod's IP: 10.244.0.7 -> 127.A.B.7."""
+        ip = str((pod.get("status") or {}).get("podIP") or "")
+        return f"{self._network}.{ip.rsplit('.', 1)[-1]}" if ip.count(".") == 3 else "127.0.0.1"
+
     def probe_host(self, *, pod: Obj, container: Obj) -> str | None:
         """Where the kubelet sends this container's probes; None when nothing listens."""
-        return loopback_address(pod) if self.runs(container) else None
+        return self.loopback_address(pod) if self.runs(container) else None
 
     def pod_dir(self, pod: Obj) -> Path:
         meta = pod["metadata"]
@@ -155,7 +155,7 @@ class ProcessRuntime:
             return NOT_FOUND_EXIT
         listen = LISTEN_SETTINGS.get(Path(argv[0]).name)
         if listen is not None:
-            process_env.update(listen(loopback_address(pod), process_env))
+            process_env.update(listen(self.loopback_address(pod), process_env))
         with self.log_path(pod, container["name"]).open("ab") as output:
             proc = await asyncio.create_subprocess_exec(
                 executable,
