@@ -274,7 +274,8 @@ async def test_a_debug_cycle_logs_no_secret_and_no_object_body(
     await github.start_runner("runner-a")
 
     async def promoted() -> bool:
-        return (await cluster.runner("runner-a")).get("status", {}).get("phase") == "Running"
+        status: dict[str, Any] = (await cluster.runner("runner-a")).get("status", {})
+        return status.get("phase") == "Running"
 
     await eventually(promoted, what="runner-a Running")
     await stops_cleanly(process)
