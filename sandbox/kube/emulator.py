@@ -167,6 +167,8 @@ class KubeEmulator:
             if run_project_image
             else None
         )
+        if self.processes is not None:
+            self.server.pod_logs = self.processes.logs
         self.kubelet = (
             Kubelet(
                 registry=self.registry,

@@ -131,6 +131,13 @@ class ProcessRuntime:
     def log_path(self, pod: Obj, container: str) -> Path:
         return self.pod_dir(pod) / f"{container}.log"
 
+    def logs(self, pod: Obj, container: str) -> str:
+        """What the container's process wrote so far (every run, restarts included)."""
+        try:
+            return self.log_path(pod, container).read_text(errors="replace")
+        except OSError:
+            return ""
+
     async def run(self, *, pod: Obj, container: Obj, env: dict[str, str]) -> int:
         if not self.runs(container):
             return await self.fallback.run(pod=pod, container=container, env=env)

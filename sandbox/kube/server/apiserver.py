@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import yaml
 from aiohttp import web
@@ -76,6 +78,8 @@ class ApiServer:
         self.bookmark_interval = bookmark_interval
         self.watch_timeout = watch_timeout
         self.host = "127.0.0.1:0"
+        # A container's output, when the kubelet's runtime keeps it (the project's processes).
+        self.pod_logs: Callable[[Obj, str], str] | None = None
         self.gate = Gate(tokens=tokens, authorizer=authorizer, insecure_admin=insecure_admin)
         self.reviews = Reviews(registry=registry, tokens=tokens, authorizer=authorizer)
         self.watches = Watches(
@@ -249,8 +253,8 @@ class ApiServer:
                 raise method_not_allowed(request.method, plural="serviceaccounts/token", group="")
             return await self.reviews.token_request(request, rt, info=info)
         if sub == "log" and rt.key == ("", "pods"):
-            self.registry.get(rt, ns=info.namespace, name=info.name)
-            return web.Response(text="", content_type="text/plain")
+            pod = self.registry.get(rt, ns=info.namespace, name=info.name)
+            return web.Response(text=self._log(pod, request.query), content_type="text/plain")
         if sub not in WRITABLE or not rt.has_subresource(sub):
             raise unknown_path()
         if request.method == "GET" and sub in READABLE:
@@ -273,6 +277,18 @@ class ApiServer:
         if request.method == "PATCH":
             return await self._patch(request, rt, info=info, subresource=sub)
         raise method_not_allowed(request.method, plural=f"{rt.plural}/{sub}", group=rt.group)
+
+    def _log(self, pod: Obj, query: Any) -> str:
+        if self.pod_logs is None:
+            return ""
+        containers = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
+        container = query.get("container") or (containers[0] if containers else "")
+        text = self.pod_logs(pod, str(container))
+        tail = query.get("tailLines")
+        if tail and tail.isdigit():
+            lines = text.splitlines(keepends=True)
+            text = "".join(lines[len(lines) - int(tail) :]) if int(tail) else ""
+        return text
 
     async def _delete_options(self, request: web.Request) -> Obj:
         body = await read_body(request) if request.can_read_body else None

@@ -344,3 +344,31 @@ async def test_readiness_follows_the_http_probe(kube: KubeEmulator, api: client.
 
     await wait_for(is_ready)
     assert json.dumps(current(kube, "probed")).count('"ready": true') == 1
+
+
+async def test_pod_logs_show_the_process_output(kube: KubeEmulator, api: client.ApiClient) -> None:
+    script = """
+        import sys, time
+        from pathlib import Path
+        print("first line", flush=True)
+        print("second line", flush=True)
+        Path(sys.argv[1]).write_text("up")
+        while True:
+            time.sleep(1)
+    """
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_pod(
+        NS,
+        pod(
+            "talker",
+            script,
+            "/scratch/up",
+            volumes=[{"name": "scratch", "emptyDir": {}}],
+            container={"volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]},
+        ),
+    )
+    obj = await wait_for(lambda: current(kube, "talker"))
+    assert kube.processes is not None
+    await wait_for((kube.processes.pod_dir(obj) / "root" / "scratch" / "up").exists)
+    assert await core.read_namespaced_pod_log("talker", NS) == "first line\nsecond line\n"
+    assert await core.read_namespaced_pod_log("talker", NS, tail_lines=1) == "second line\n"
