@@ -27,10 +27,10 @@ LEASE = "gha-runner-scale-set-controller"
 @pytest.fixture
 async def standalone(tmp_path: Path) -> AsyncIterator[Path]:
     kubeconfig = tmp_path / "kubeconfig"
+    # As the README runs it.
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sandbox.kube",
+        str(Path(sys.executable).parent / "gha-sandbox"),
+        "kube",
         "--port",
         "0",
         "--kubeconfig",
