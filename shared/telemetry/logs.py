@@ -24,12 +24,14 @@ LogFormat = Literal["text", "json"]
 PROJECT_LOGGERS = ("listener", "controller", "shared")
 
 # Shapes of the secrets this project handles: GitHub tokens (ghp_, ghs_, gho_, github_pat_...),
-# JWTs (three base64url segments, which JIT configs and Actions tokens are), PEM private keys,
-# and bearer credentials in headers.
+# JWTs (three base64url segments, which Actions tokens are), encoded JIT configs (base64 of a
+# JSON object: "eyI" or "eyJ", no dots, a few kilobytes), PEM private keys, and bearer
+# credentials in headers.
 _SECRET_PATTERNS = [
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
     re.compile(r"\b(?:gh[opsur]_|github_pat_)[A-Za-z0-9_]{16,}"),
     re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    re.compile(r"\bey[IJ][A-Za-z0-9+/_-]{100,}={0,2}"),
     re.compile(r"(?i)(bearer|token|authorization)([\s:=\"']+)[A-Za-z0-9._~+/=-]{12,}"),
 ]
 REDACTED = "[REDACTED]"

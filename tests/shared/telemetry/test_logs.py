@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import subprocess
@@ -31,6 +32,15 @@ SECRETS = [
     "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
     "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJydW5uZXIifQ.c2lnbmF0dXJlLXNpZ25hdHVyZQ",
     "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+    # An encoded JIT config: base64 of a JSON object of base64-encoded runner files.
+    base64.b64encode(
+        json.dumps(
+            {
+                name: base64.b64encode(json.dumps({"file": name, "n": 1}).encode()).decode()
+                for name in (".runner", ".credentials", ".credentials_rsaparams")
+            }
+        ).encode()
+    ).decode(),
 ]
 
 
