@@ -1,0 +1,176 @@
+"""`gha-sandbox up` and `gha-sandbox job add` as a user runs them: kubectl against the admin
+kubeconfig, jobs added from another process, SIGTERM at the end, and nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from sandbox.demo.cluster import CONTROLLER_USER, NAMESPACE, SCALE_SET
+
+KUBECTL = shutil.which("kubectl")
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="needs kubectl")
+READY_LINE = "Ctrl-C stops everything and removes what it started."
+
+
+def sandbox(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sandbox", *args], capture_output=True, text=True, check=False
+    )
+
+
+def kubectl(kubeconfig: Path, *args: str) -> str:
+    assert KUBECTL is not None
+    done = subprocess.run(
+        [KUBECTL, "--kubeconfig", str(kubeconfig), "-n", NAMESPACE, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def read_until(stream: IO[str], text: str) -> str:
+    """The lines of `stream` up to the first that contains `text` (it must come)."""
+    seen = []
+    for line in stream:
+        seen.append(line)
+        if text in line:
+            return "".join(seen)
+    raise AssertionError(f"{text!r} never came; got:\n{''.join(seen)}")
+
+
+@pytest.fixture
+def start_up(tmp_path: Path) -> Iterator[Callable[..., tuple[subprocess.Popen[str], Path]]]:
+    """Starts `gha-sandbox up --workdir TMP/sandbox --report TMP/report.json` with extra flags
+    and returns once it is ready; kills what a test leaves running."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*flags: str) -> tuple[subprocess.Popen[str], Path]:
+        workdir = tmp_path / "sandbox"
+        proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "sandbox", "up", "--workdir", str(workdir),
+                "--report", str(tmp_path / "report.json"), *flags,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+        started.append(proc)
+        assert proc.stdout is not None
+        read_until(proc.stdout, READY_LINE)
+        return proc, workdir
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def watch_runners(kubeconfig: Path) -> subprocess.Popen[str]:
+    """`kubectl get ephemeralrunners --watch`, one line per event: `TYPE NAME PHASE`; the
+    caller kills it (its `with` block then closes the pipe and reaps it)."""
+    assert KUBECTL is not None
+    return subprocess.Popen(
+        [
+            KUBECTL, "--kubeconfig", str(kubeconfig), "-n", NAMESPACE,
+            "get", "ephemeralrunners", "--watch", "--output-watch-events",
+            "-o", "jsonpath={.type} {.object.metadata.name} {.object.status.phase}{\"\\n\"}",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+
+
+def stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate()
+    return proc.returncode, out
+
+
+def port_open(url: str) -> bool:
+    parts = urlsplit(url)
+    with socket.socket() as s:
+        return s.connect_ex((parts.hostname or "", parts.port or 0)) == 0
+
+
+def test_up_runs_added_jobs_and_sigterm_leaves_nothing_behind(
+    start_up: Callable[..., tuple[subprocess.Popen[str], Path]], tmp_path: Path
+) -> None:
+    proc, workdir = start_up()
+    state: dict[str, Any] = json.loads((workdir / "sandbox.json").read_text())
+    assert (workdir / "sandbox.json").stat().st_mode & 0o777 == 0o600
+    assert set(state["pids"]) == {"sandbox", "controller", "listener"}
+    kubeconfig = Path(state["kubeconfig"])
+    assert kubectl(kubeconfig, "get", "ephemeralrunnerset", SCALE_SET, "-o", "name")
+    with watch_runners(kubeconfig) as watch:
+        added = sandbox("job", "add", "--workdir", str(workdir), "--count", "2", "--duration", "1")
+        assert added.returncode == 0, added.stderr
+        assert added.stdout.startswith("queued 2 job(s): ")
+        assert watch.stdout is not None
+        # Each job's runner is deleted once its job is done.
+        read_until(watch.stdout, "DELETED")
+        read_until(watch.stdout, "DELETED")
+        watch.kill()
+    code, out = stop(proc)
+    assert code == 0, out
+    assert "stopped; nothing left behind" in out
+    for pid in state["pids"].values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert not port_open(state["kubernetes_url"])
+    assert not port_open(state["actions_url"])
+    # What it wrote is gone; the logs stay for the user.
+    assert sorted(p.name for p in workdir.iterdir()) == ["controller.log", "listener.log"]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["runners"]["lifecycles"] == {"New>Pending>Running>Succeeded>deleted": 2}
+    assert report["invariant_violations"] == []
+    assert report["leftovers"] == {"kubernetes": [], "actions": []}
+
+
+def test_running_written_by_another_identity_is_reported_and_fails_the_exit_code(
+    start_up: Callable[..., tuple[subprocess.Popen[str], Path]], tmp_path: Path
+) -> None:
+    """With `--listener none` everything but the listener runs; a runner promoted to Running
+    with the controller's credentials (which may patch runner status) breaks the invariant that
+    only the listener writes Running, and `up` says so in its output, its report and its exit
+    code."""
+    proc, workdir = start_up("--listener", "none")
+    state: dict[str, Any] = json.loads((workdir / "sandbox.json").read_text())
+    assert set(state["pids"]) == {"sandbox", "controller"}
+    admin = Path(state["kubeconfig"])
+    with watch_runners(admin) as watch:
+        kubectl(admin, "patch", "ephemeralrunnerset", SCALE_SET, "--type=merge",
+                "-p", '{"spec":{"replicas":1}}')  # fmt: skip
+        assert watch.stdout is not None
+        name = read_until(watch.stdout, "ADDED").splitlines()[-1].split()[1]
+        watch.kill()
+    kubectl(
+        workdir / "controller.kubeconfig",
+        "patch", "ephemeralrunner", name, "--subresource=status", "--type=merge",
+        "-p", '{"status":{"phase":"Running"}}',
+    )  # fmt: skip
+    # The write is committed when kubectl returns; `up` checks every write while it runs, so
+    # it has seen this one before it stops.
+    code, out = stop(proc)
+    assert code == 1, out
+    assert "invariant violated" in out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [(v["invariant"], v["object"]) for v in report["invariant_violations"]] == [
+        ("running-not-by-listener", f"ephemeralrunner/{name}")
+    ]
+    assert CONTROLLER_USER in report["invariant_violations"][0]["detail"]
