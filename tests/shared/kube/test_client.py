@@ -3,11 +3,14 @@ once from HTTPS_PROXY/HTTP_PROXY and NO_PROXY."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sandbox.kube.emulator import KubeEmulator
-from shared.kube.client import environment_proxy, new_api_client
+from shared.kube.client import environment_proxy, load_configuration, new_api_client
 from shared.kube.objects import CONFIG_MAP, Objects
+from shared.telemetry.logs import REDACTED, redact
 
 PROXY = "http://proxy.corp:3128"
 
@@ -54,3 +57,16 @@ async def test_the_proxy_is_resolved_once_into_the_configuration(kube: KubeEmula
     async with new_api_client(cfg, environ={"HTTP_PROXY": PROXY}) as api:
         assert cfg.proxy == PROXY
         assert api.rest_client.proxy == PROXY
+
+
+async def test_the_kubeconfig_token_is_masked_in_logs(
+    kube: KubeEmulator, ns: str, tmp_path: Path
+) -> None:
+    """The emulator's tokens are opaque (no JWT shape): only masking keeps them out of logs."""
+    token = kube.user_token("reader", groups=["system:masters"])
+    path = tmp_path / "kubeconfig"
+    kube.write_kubeconfig(path, token=token)
+    cfg = await load_configuration(str(path))
+    async with new_api_client(cfg) as api:
+        await Objects(api, timeout=5.0).list(CONFIG_MAP, ns)
+    assert redact(f"sent {token}") == f"sent {REDACTED}"
