@@ -242,14 +242,12 @@ class AutoscalingRunnerSetReconciler:
             await ars.write(self._objects)
             return None
         except (ActionsError, KubeError, GitHubConfigError) as exc:
-            await self._condition(
-                ars, CONDITION_SCALE_SET, "False", type(exc).__name__, _reason_text(exc)
-            )
-            await self._events.warning(
-                obj, reason="ScaleSetRegistrationFailed", message=_reason_text(exc)
-            )
+            text = _reason_text(exc)
+            if self._condition(ars, CONDITION_SCALE_SET, "False", type(exc).__name__, text):
+                await self._events.warning(obj, reason="ScaleSetRegistrationFailed", message=text)
+                await ars.write(self._objects)
             raise
-        await self._condition(ars, CONDITION_SCALE_SET, "True", "Registered", "")
+        self._condition(ars, CONDITION_SCALE_SET, "True", "Registered", "")
         return scale_set_id
 
     @staticmethod
@@ -334,7 +332,6 @@ class AutoscalingRunnerSetReconciler:
 
     async def _hold_outdated(self, ars: LazyObject, runner_set: JSONDict) -> Result:
         """Upstream's later rule: stop, hold the runner set at 0, stay until the spec changes."""
-        first = status_of(ars.object).get("phase") != PHASE_OUTDATED
         await self._delete_listeners(ars.object, keep=None)
         spec = runner_set.get("spec") or {}
         if spec.get("replicas") or spec.get("patchID"):
@@ -348,10 +345,9 @@ class AutoscalingRunnerSetReconciler:
             "the runner image is deprecated (runners exit with code 7); update the runner "
             "image in spec.template to resume"
         )
-        await self._condition(ars, CONDITION_RUNNERS, "False", "RunnerOutdated", message)
-        await self._write_status(ars, runner_set, phase=PHASE_OUTDATED)
-        if first:
+        if self._condition(ars, CONDITION_RUNNERS, "False", "RunnerOutdated", message):
             await self._events.warning(ars.object, reason="RunnerOutdated", message=message)
+        await self._write_status(ars, runner_set, phase=PHASE_OUTDATED)
         return Result()
 
     # --- listener ------------------------------------------------------------------------------
@@ -427,24 +423,21 @@ class AutoscalingRunnerSetReconciler:
             "failedEphemeralRunners": int(counts.get("failedEphemeralRunners") or 0),
         }
         if phase == PHASE_RUNNING:
-            await self._condition(ars, CONDITION_RUNNERS, "True", "UpToDate", "")
+            self._condition(ars, CONDITION_RUNNERS, "True", "UpToDate", "")
         if drifted(status_of(ars.object), desired):
             ars.mutate().setdefault("status", {}).update(desired)
         await ars.write(self._objects)
 
-    async def _condition(
-        self, ars: LazyObject, kind: str, status: str, reason: str, message: str
-    ) -> None:
-        """Set a condition in the pending edit (written with the next write of the pass)."""
+    @staticmethod
+    def _condition(ars: LazyObject, kind: str, status: str, reason: str, message: str) -> bool:
+        """Set a condition in the pending edit, written with the pass's next write; whether it
+        changed (a Warning Event goes with a change only, not with every retry)."""
         conditions = list(status_of(ars.object).get("conditions") or [])
         for condition in conditions:
             if condition.get("type") == kind:
-                if (condition.get("status"), condition.get("reason"), condition.get("message")) == (
-                    status,
-                    reason,
-                    message,
-                ):
-                    return
+                have = (condition.get("status"), condition.get("reason"), condition.get("message"))
+                if have == (status, reason, message):
+                    return False
                 break
         entry = {
             "type": kind,
@@ -456,8 +449,7 @@ class AutoscalingRunnerSetReconciler:
         }
         kept = [c for c in conditions if c.get("type") != kind]
         ars.mutate().setdefault("status", {})["conditions"] = [*kept, entry]
-        if status == "False":
-            await ars.write(self._objects)
+        return True
 
     # --- deletion ------------------------------------------------------------------------------
 
