@@ -23,9 +23,22 @@ from kubernetes_asyncio import client
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.kube.emulator import KubeEmulator
 from sandbox.kube.testing import project_crds
-from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from shared.api.kinds import (
+    AUTOSCALING_LISTENER,
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER,
+    EPHEMERAL_RUNNER_SET,
+)
 from shared.kube.errors import NotFound
-from shared.kube.objects import POD, Kind, Objects
+from shared.kube.objects import (
+    POD,
+    ROLE,
+    ROLE_BINDING,
+    SECRET,
+    SERVICE_ACCOUNT,
+    Kind,
+    Objects,
+)
 from shared.typedefs import JSONDict
 from tests.controller.runtime.conftest import eventually
 
@@ -319,6 +332,143 @@ async def test_a_runner_lifecycle_under_the_manifests_rbac_sees_no_403(
             assert requests.count(
                 user=IDENTITY, verb=verb, resource=resource, subresource=subresource
             ), (verb, resource, subresource, requests.summary())
+
+
+LISTENER_POD = "app.kubernetes.io/component=runner-scale-set-listener"
+"""The listener pods among the controller namespace's (the emulator also runs the Deployment's)."""
+HELM_MADE = [
+    (SERVICE_ACCOUNT, "actions.github.com/cleanup-kubernetes-mode-service-account-name"),
+    (ROLE, "actions.github.com/cleanup-manager-role-name"),
+    (SECRET, "actions.github.com/cleanup-github-secret-name"),
+]
+"""Objects the scale-set chart makes next to an AutoscalingRunnerSet, each with ARC's cleanup
+finalizer, named by the set's annotation."""
+
+
+async def test_an_autoscaling_runner_set_lifecycle_under_the_manifests_rbac_sees_no_403(
+    tmp_path: Path, actions: ActionsEmulator
+) -> None:
+    """In-cluster mode (the Deployment's two ARC variables): an AutoscalingRunnerSet gets its
+    scale set, runner set and listener with its pod, ServiceAccount, config Secret, Role and
+    RoleBinding; deleting it unwinds all of that and strips the Helm objects' finalizers. The
+    controller, as its ServiceAccount, is never refused."""
+    async with KubeEmulator(tls=True) as kube:
+        kubeconfig = await _install(kube, tmp_path, MANIFESTS, actions)
+        for kind, _ in HELM_MADE:
+            if kind == SECRET:
+                continue
+            body: JSONDict = {
+                "apiVersion": kind.api_version,
+                "kind": kind.kind,
+                "metadata": {
+                    "name": "helm-made",
+                    "namespace": RUNNERS,
+                    "finalizers": ["actions.github.com/cleanup-protection"],
+                },
+            }
+            if kind == ROLE:
+                body["rules"] = []
+            kube.apply(body)
+        api = client.ApiClient(await kube.configuration())
+        try:
+            objects = Objects(api)
+            await objects.patch(
+                SECRET,
+                RUNNERS,
+                "github-secret",
+                {"metadata": {"finalizers": ["actions.github.com/cleanup-protection"]}},
+            )
+            names = {annotation: "helm-made" for kind, annotation in HELM_MADE if kind != SECRET}
+            await objects.create(
+                AUTOSCALING_RUNNER_SET,
+                RUNNERS,
+                {
+                    "apiVersion": "actions.github.com/v1alpha1",
+                    "kind": "AutoscalingRunnerSet",
+                    "metadata": {
+                        "name": "arc",
+                        "annotations": {
+                            **names,
+                            "actions.github.com/cleanup-github-secret-name": "github-secret",
+                        },
+                    },
+                    "spec": {
+                        "githubConfigUrl": actions.config_url("owner", "repo"),
+                        "githubConfigSecret": "github-secret",
+                        "minRunners": 0,
+                        "maxRunners": 2,
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [{"name": "runner", "image": "runner"}],
+                            }
+                        },
+                    },
+                },
+            )
+            in_cluster = {
+                "CONTROLLER_MANAGER_POD_NAMESPACE": SYSTEM,
+                "CONTROLLER_MANAGER_CONTAINER_IMAGE": "gha-runner-scaler:0.1.0",
+            }
+            async with _controller(kubeconfig, env=in_cluster):
+
+                async def listener_running() -> bool:
+                    found = (await objects.list(AUTOSCALING_LISTENER, SYSTEM))["items"]
+                    if not found:
+                        return False
+                    name = found[0]["metadata"]["name"]
+                    made = [
+                        (POD, SYSTEM, name),
+                        (SERVICE_ACCOUNT, SYSTEM, name),
+                        (SECRET, SYSTEM, f"{name}-config"),
+                        (ROLE, RUNNERS, name),
+                        (ROLE_BINDING, RUNNERS, name),
+                        (EPHEMERAL_RUNNER_SET, RUNNERS, "arc"),
+                    ]
+                    for kind, namespace, object_name in made:
+                        try:
+                            await objects.get(kind, namespace, object_name)
+                        except NotFound:
+                            return False
+                    return True
+
+                await eventually(listener_running, within=30)
+                await objects.delete(AUTOSCALING_RUNNER_SET, RUNNERS, "arc")
+
+                async def unwound() -> bool:
+                    left = [
+                        *(await objects.list(AUTOSCALING_RUNNER_SET, RUNNERS))["items"],
+                        *(await objects.list(AUTOSCALING_LISTENER, SYSTEM))["items"],
+                        *(await objects.list(EPHEMERAL_RUNNER_SET, RUNNERS))["items"],
+                        *(await objects.list(POD, SYSTEM, label_selector=LISTENER_POD))["items"],
+                    ]
+                    return not left
+
+                await eventually(unwound, within=30)
+            for kind, annotation in HELM_MADE:
+                name = "github-secret" if kind == SECRET else "helm-made"
+                made = await objects.get(kind, RUNNERS, name)
+                assert not made["metadata"].get("finalizers"), annotation
+        finally:
+            await api.close()
+        requests = kube.requests
+        assert requests.count(user=IDENTITY, code=403) == 0, requests.summary()
+        for verb, resource, namespace in [
+            ("create", "ephemeralrunnersets", RUNNERS),
+            ("create", "autoscalinglisteners", SYSTEM),
+            ("create", "pods", SYSTEM),
+            ("create", "secrets", SYSTEM),
+            ("create", "serviceaccounts", SYSTEM),
+            ("create", "roles", RUNNERS),
+            ("create", "rolebindings", RUNNERS),
+            ("delete", "ephemeralrunnersets", RUNNERS),
+            ("patch", "secrets", RUNNERS),
+            ("patch", "roles", RUNNERS),
+            ("patch", "serviceaccounts", RUNNERS),
+        ]:
+            assert requests.count(
+                user=IDENTITY, verb=verb, resource=resource, namespace=namespace
+            ), (verb, resource, namespace, requests.summary())
 
 
 @pytest.fixture
