@@ -328,14 +328,13 @@ class System:
         listener = self.components.get("listener")
         if listener is not None:
             teardown.exit_codes["listener"] = await listener.stop()
+        rt = self.kube.catalog.preferred(*ERS_KEY)
+        if rt is not None and self.kube.store.get(ERS_KEY, NAMESPACE, SCALE_SET):
+            self.kube.registry.delete(rt, ns=NAMESPACE, name=SCALE_SET)
         controller = self.components.get("controller")
         if controller is not None and controller.proc.returncode is None:
-            teardown.reconciles = await self.scrape_reconciles()
-            rt = self.kube.catalog.preferred(*ERS_KEY)
-            if rt is not None and self.kube.store.get(ERS_KEY, NAMESPACE, SCALE_SET):
-                self.kube.registry.delete(rt, ns=NAMESPACE, name=SCALE_SET)
             await self._settle(settle)
-            teardown.reconciles = await self.scrape_reconciles() or teardown.reconciles
+            teardown.reconciles = await self.scrape_reconciles()
         if controller is not None:
             teardown.exit_codes["controller"] = await controller.stop()
         for task in self._watchers:

@@ -71,7 +71,8 @@ def build_report(
             "completed": len(completed),
             "succeeded": sum(1 for j in completed if j.final_result == "succeeded"),
             "failed": sum(1 for j in completed if j.final_result == "failed"),
-            "lost": enqueued - len(completed),
+            # Jobs of the workload that never completed, queued or not (a run cut short).
+            "lost": workload["jobs"] - len(completed),
         },
         "queue_time_s": spread(queue_times),
         "scale_up_latency_s": spread(scale_up),
@@ -124,8 +125,9 @@ def failures(report: dict[str, Any]) -> list[str]:
     crash = report["components"]["crash"]
     if crash:
         found.append(f"{crash['component']} exited with code {crash['exit_code']}")
+    crashed = crash["component"] if crash else None
     for name, code in report["components"]["exit_codes"].items():
-        if code not in (0, None):
+        if code not in (0, None) and name != crashed:
             found.append(f"{name} stopped with exit code {code}")
     if report["interrupted"]:
         found.append("interrupted")

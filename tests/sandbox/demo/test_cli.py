@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.demo.cluster import LISTENER_USER
+from sandbox.demo.workload import digest, load_trace
 
 
 def demo(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -74,3 +75,48 @@ def test_a_trace_that_cannot_be_read_stops_at_start_with_one_line(tmp_path: Path
     done = demo("--trace", str(trace))
     assert done.returncode == 2
     assert done.stderr == f"gha-sandbox demo: {trace}:2: queued_at and duration must be numbers\n"
+
+
+def test_a_trace_replays_with_its_labels_and_results(tmp_path: Path) -> None:
+    """Jobs with runs-on labels route to the set (its labels are the trace's); a job the trace
+    says fails is reported failed, not lost."""
+    trace, report_path = tmp_path / "trace.csv", tmp_path / "report.json"
+    trace.write_text(
+        "queued_at,duration,result,labels\n"
+        "0,10,succeeded,linux x64\n"
+        "20,10,failed,linux x64 docker\n"
+        "40,5,,\n"
+    )
+    done = demo("--trace", str(trace), "--seed", "3", "--report", str(report_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(report_path.read_text())
+    assert report["workload"] == {
+        "source": f"trace:{trace}",
+        "seed": 3,
+        "jobs": 3,
+        "span_s": 40.0,
+        "sha256": digest(load_trace(trace)),
+        "missing": 0,
+    }
+    assert report["jobs"] == {
+        "enqueued": 3,
+        "completed": 3,
+        "succeeded": 2,
+        "failed": 1,
+        "lost": 0,
+    }
+
+
+def test_a_component_that_crashes_is_reported_with_its_log_and_nothing_is_left(
+    tmp_path: Path,
+) -> None:
+    """A controller that cannot start (a setting it rejects) ends the run: the demo shows the
+    end of its log, exits non-zero, and removes its temporary directory."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    done = demo("--jobs", "1", env={"TMPDIR": str(tmp), "GHA_CONTROLLER_WORKERS": "0"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "controller exited with code 2; the end of its log:" in done.stdout
+    assert "workers" in done.stdout
+    assert "result: FAILED: 1 job(s) did not complete; controller exited with code 2" in done.stdout
+    assert list(tmp.iterdir()) == []
