@@ -144,3 +144,43 @@ async def test_a_taken_port_is_a_one_line_error_with_exit_2(tmp_path: Path) -> N
     assert len(err.strip().splitlines()) == 1
     assert err.startswith(f"cannot listen on 127.0.0.1:{port}:")
     assert not (tmp_path / "k").exists()
+
+
+@pytest.mark.parametrize("processes", [True, False], ids=["processes", "no-processes"])
+async def test_the_project_image_runs_as_a_process_unless_no_processes(
+    tmp_path: Path, processes: bool
+) -> None:
+    """A project-image pod whose command does not exist: a process fails with 127, the
+    simulated runtime (`--no-processes`) just runs it."""
+    proc, _, kubeconfig = await serve(tmp_path, *([] if processes else ["--no-processes"]))
+    try:
+        cfg = await load_configuration(str(kubeconfig))
+        async with client.ApiClient(cfg) as api:
+            core = client.CoreV1Api(api)
+            await core.create_namespaced_pod(
+                "default",
+                {
+                    "metadata": {"name": "p"},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {"name": "c", "image": "gha-runner-scaler:0.1.0", "command": ["nope"]}
+                        ],
+                    },
+                },
+            )
+            expected = "Failed" if processes else "Running"
+            async with asyncio.timeout(TIMEOUT):
+                while True:
+                    pod = await core.read_namespaced_pod("p", "default")
+                    if pod.status.phase == expected:
+                        break
+                    await asyncio.sleep(0.05)
+        state = pod.status.container_statuses[0].state
+        if processes:
+            assert state.terminated.exit_code == 127
+        else:
+            assert state.running is not None
+    finally:
+        proc.terminate()
+        await proc.communicate()
