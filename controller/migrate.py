@@ -9,8 +9,10 @@ Run once, after ARC's controller is stopped and before this project's listeners 
    AutoscalingRunnerSet names in its `actions.github.com/cleanup-*` annotations, and ARC's
    finalizer from the set, so that `helm uninstall` can delete them;
 3. keeps each EphemeralRunnerSet and its runners: drops the set's owner reference to the
-   AutoscalingRunnerSet (deleting that no longer cascades to the runners), and marks the GitHub
-   Secret `helm.sh/resource-policy: keep` (the runners' registration needs it after Helm is gone).
+   AutoscalingRunnerSet (deleting that no longer cascades to the runners), and marks what the
+   runners use `helm.sh/resource-policy: keep` so that `helm uninstall` leaves it: the GitHub
+   Secret (registration) and the runner pods' ServiceAccount with its Role and RoleBinding. The
+   manager Role and RoleBinding, which only ARC's controller used, go with Helm.
 
 Without `--apply` it only prints the plan. A write that replaces a list (finalizers, owner
 references) carries the resourceVersion it was planned on, and a delete the uid, so an object
@@ -66,6 +68,19 @@ CLEANUP_KINDS: dict[str, Kind] = {
     ANNOTATION_CLEANUP_MANAGER_ROLE_BINDING: ROLE_BINDING,
     ANNOTATION_CLEANUP_MANAGER_ROLE_NAME: ROLE,
 }
+
+
+RUNNERS_NEED = frozenset(
+    {
+        ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_BINDING_NAME,
+        ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_NAME,
+        ANNOTATION_CLEANUP_KUBERNETES_MODE_SERVICE_ACCOUNT_NAME,
+        ANNOTATION_CLEANUP_NO_PERMISSION_SERVICE_ACCOUNT_NAME,
+        ANNOTATION_CLEANUP_GITHUB_SECRET_NAME,
+    }
+)
+"""The Helm-made objects the runners keep using: their pods' ServiceAccount (and its Role and
+RoleBinding in kubernetes mode) and the GitHub Secret."""
 
 
 class UsageError(Exception):
@@ -143,7 +158,7 @@ class Planner:
                 continue
             steps += self._drop_finalizer(kind, dependent, FINALIZER_CLEANUP_PROTECTION)
             dependent_annotations = dependent["metadata"].get("annotations") or {}
-            if kind == SECRET and dependent_annotations.get(HELM_RESOURCE_POLICY) != "keep":
+            if key in RUNNERS_NEED and dependent_annotations.get(HELM_RESOURCE_POLICY) != "keep":
                 steps.append(
                     self._patch(
                         kind,

@@ -35,6 +35,8 @@ HELM_OBJECTS = [
     (ROLE_BINDING, "arc-runner-set-gha-rs-manager"),
     (ROLE, "arc-runner-set-gha-rs-manager"),
 ]
+RUNNERS_NEED = HELM_OBJECTS[:4]
+"""What the runner pods and their registration use: kept when Helm goes."""
 
 PLAN = [
     "remove finalizer autoscalinglistener.actions.github.com/finalizer from "
@@ -48,9 +50,8 @@ PLAN = [
         f"remove finalizer actions.github.com/cleanup-protection from "
         f"{kind.kind.lower()} arc-runners/{name}"
         + (
-            "\nannotate secret arc-runners/arc-runner-set-gha-rs-github-secret "
-            "helm.sh/resource-policy=keep"
-            if kind == SECRET
+            f"\nannotate {kind.kind.lower()} arc-runners/{name} helm.sh/resource-policy=keep"
+            if (kind, name) in RUNNERS_NEED
             else ""
         )
         for kind, name in HELM_OBJECTS
@@ -165,8 +166,10 @@ async def test_apply_releases_arcs_objects_and_keeps_the_runners(
     for kind, name in HELM_OBJECTS:
         helm_object = await objects.get(kind, "arc-runners", name)
         assert not helm_object["metadata"].get("finalizers"), (kind, name)
-    secret = await objects.get(SECRET, "arc-runners", "arc-runner-set-gha-rs-github-secret")
-    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    for kind, name in HELM_OBJECTS:
+        annotations = (await objects.get(kind, "arc-runners", name))["metadata"]["annotations"]
+        kept = annotations.get("helm.sh/resource-policy") == "keep"
+        assert kept == ((kind, name) in RUNNERS_NEED), (kind, name)
 
     # The runner set and its runner are untouched but for the owner reference to the scale set.
     runner_set = await objects.get(EPHEMERAL_RUNNER_SET, "arc-runners", "arc-runner-set")
@@ -182,20 +185,19 @@ async def test_apply_releases_arcs_objects_and_keeps_the_runners(
     ]
     assert runner["metadata"]["ownerReferences"][0]["uid"] == runner_set["metadata"]["uid"]
 
-    # What `helm uninstall` of the scale set does next: delete its objects, skipping the ones
-    # marked keep. Nothing is stuck, and the runner set, its runner and the Secret stay.
-    await objects.delete(AUTOSCALING_RUNNER_SET, "arc-runners", "arc-runner-set")
-    for kind, name in HELM_OBJECTS:
-        if kind != SECRET:
-            await objects.delete(kind, "arc-runners", name)
-    for kind, name in [(AUTOSCALING_RUNNER_SET, "arc-runner-set"), *HELM_OBJECTS]:
-        if kind != SECRET:
-            assert await _get(objects, kind, "arc-runners", name) is None, (kind, name)
+    # What `helm uninstall` of the scale set does next: delete its objects but those marked
+    # keep. Nothing is stuck; the runner set, its runner and what they use stay.
+    removed = [(AUTOSCALING_RUNNER_SET, "arc-runner-set"), *HELM_OBJECTS[4:]]
+    for kind, name in removed:
+        await objects.delete(kind, "arc-runners", name)
+    for kind, name in removed:
+        assert await _get(objects, kind, "arc-runners", name) is None, (kind, name)
     code, out, _ = await _migrate(kubeconfig, "--apply")
     assert (code, out) == (0, ["nothing of ARC's to migrate"])
     assert await _get(objects, EPHEMERAL_RUNNER_SET, "arc-runners", "arc-runner-set")
     assert await _get(objects, EPHEMERAL_RUNNER, "arc-runners", "arc-runner-set-runner-x7k2p")
-    assert await _get(objects, SECRET, "arc-runners", "arc-runner-set-gha-rs-github-secret")
+    for kind, name in RUNNERS_NEED:
+        assert await _get(objects, kind, "arc-runners", name), (kind, name)
 
 
 @pytest.mark.parametrize(
