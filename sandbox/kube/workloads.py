@@ -105,6 +105,12 @@ def _active(pod: Obj) -> bool:
     ) not in ("Succeeded", "Failed")
 
 
+def _replicas(spec: Obj) -> int:
+    """`spec.replicas`, defaulted to 1 as the API server does for a missing or null value."""
+    value = spec.get("replicas")
+    return 1 if value is None else int(value)
+
+
 def _scaled(value: Any, total: int, *, round_up: bool, default: str) -> int:
     value = default if value is None else value
     if isinstance(value, str) and value.endswith("%"):
@@ -159,6 +165,10 @@ class Workloads:
                         self.handle(item)
                     except ApiError as exc:
                         log.debug("workload controller write failed: %s", exc.message)
+                    except Exception:
+                        # The objects are stored schema-less: one odd body must not stop
+                        # every Deployment and ReplicaSet.
+                        log.exception("workload controller failed on %s", item.key)
         finally:
             self.store.unsubscribe(sub)
 
@@ -196,18 +206,17 @@ class Workloads:
         if rs is None or rs["metadata"].get("deletionTimestamp"):
             return
         spec = rs.get("spec") or {}
-        want = int(spec.get("replicas", 1))
+        want = _replicas(spec)
         active = [p for p in self._pods_of(rs) if _active(p)]
         failure = ""
         if len(active) < want:
             failure = self._create_pods(rs, want - len(active))
         elif len(active) > want:
             # Unready pods go first, then the newest, as the ReplicaSet controller ranks them.
-            doomed = sorted(
-                active,
-                key=lambda p: (_ready(p), p["metadata"].get("creationTimestamp", "")),
-                reverse=False,
-            )[: len(active) - want]
+            newest_first = sorted(
+                active, key=lambda p: str(p["metadata"].get("creationTimestamp", "")), reverse=True
+            )
+            doomed = sorted(newest_first, key=_ready)[: len(active) - want]
             pods_rt = self._rt(PODS)
             for pod in doomed:
                 try:
@@ -331,7 +340,7 @@ class Workloads:
                 "labels": dict(meta["labels"]),
                 "annotations": {
                     REVISION: str(revision),
-                    DESIRED: str(spec.get("replicas", 1)),
+                    DESIRED: str(_replicas(spec)),
                 },
                 "ownerReferences": [_owner_ref(d, "Deployment")],
             },
@@ -363,7 +372,7 @@ class Workloads:
 
     def _roll(self, d: Obj, new_rs: Obj, old: list[Obj]) -> None:
         spec = d.get("spec") or {}
-        desired = int(spec.get("replicas", 1))
+        desired = _replicas(spec)
         strategy = spec.get("strategy") or {}
         live_old = [rs for rs in old if (rs.get("spec") or {}).get("replicas", 0) > 0]
         if strategy.get("type") == "Recreate":
@@ -432,7 +441,7 @@ class Workloads:
         if d is None:
             return
         spec = d.get("spec") or {}
-        desired = int(spec.get("replicas", 1))
+        desired = _replicas(spec)
         sets = [
             self.store.get(REPLICASETS, rs["metadata"]["namespace"], rs["metadata"]["name"]) or rs
             for rs in self._replicasets_of(d)

@@ -498,7 +498,8 @@ class Kubelet:
             return {}
         out = {}
         for c in containers:
-            if not ((c.get("readinessProbe") or {}).get("httpGet")):
+            probe = c.get("readinessProbe")
+            if not isinstance(probe, dict) or not isinstance(probe.get("httpGet"), dict):
                 continue
             host = probe_host(pod=pod, container=c)
             if host:
@@ -514,15 +515,21 @@ class Kubelet:
                 (
                     p.get("containerPort")
                     for p in container.get("ports") or []
-                    if p.get("name") == port
+                    if isinstance(p, dict) and p.get("name") == port
                 ),
                 None,
             )
         scheme = str(get.get("scheme", "HTTP")).lower()
         url = f"{scheme}://{get.get('host') or host}:{port}{get.get('path', '/')}"
-        period = min(float(probe.get("periodSeconds", 10)), self.probe_interval)
-        threshold = int(probe.get("failureThreshold", 3))
-        timeout = aiohttp.ClientTimeout(total=float(probe.get("timeoutSeconds", 1)))
+        try:
+            period = min(float(probe.get("periodSeconds", 10)), self.probe_interval)
+            threshold = int(probe.get("failureThreshold", 3))
+            timeout = aiohttp.ClientTimeout(total=float(probe.get("timeoutSeconds", 1)))
+        except (TypeError, ValueError):
+            log.warning(
+                "pod %s: container %s has an unusable readinessProbe", uid, container["name"]
+            )
+            return
         name = container["name"]
         failures = 0
         async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as http:
@@ -530,7 +537,7 @@ class Kubelet:
                 try:
                     async with http.get(url, ssl=False) as resp:
                         ok = 200 <= resp.status < 400
-                except (aiohttp.ClientError, TimeoutError):
+                except (aiohttp.ClientError, TimeoutError, ValueError, OSError):
                     ok = False
                 failures = 0 if ok else failures + 1
                 pod = self._pod_obj(uid)

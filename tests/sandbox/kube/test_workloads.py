@@ -182,3 +182,16 @@ async def test_kubectl_rollout_status_finishes(kubectl: Kubectl, tmp_path: Any) 
     out = await kubectl.ok("rollout", "status", "deployment/web", "--timeout=20s")
     assert 'deployment "web" successfully rolled out' in out
     assert len(pods_of(kubectl.kube, "web")) == 3
+
+
+async def test_a_deployment_the_controller_cannot_read_does_not_stop_the_others(
+    kube: KubeEmulator, kube_api: client.ApiClient
+) -> None:
+    """Deployments are stored without full validation; one the controller fails on (an
+    unparseable maxSurge) is logged and skipped."""
+    odd = deployment("odd")
+    odd["spec"]["replicas"] = None
+    odd["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "lots"}}
+    kube.apply(odd)
+    await client.AppsV1Api(kube_api).create_namespaced_deployment("default", deployment("fine"))
+    await until(lambda: len(pods_of(kube, "fine")) == 2)
