@@ -171,7 +171,9 @@ class Observer:
             (obj.get("status") or {}).get("phase") or "New"
             for obj in self.kube.store.items(ER_KEY, NAMESPACE)
         )
-        total = sum(phases.values())
+        # A runner in a terminal phase has exited and is only waiting to be deleted: neither
+        # busy nor idle capacity.
+        total = sum(n for phase, n in phases.items() if phase not in TERMINAL)
         busy = states["started"]
         ers = self.kube.store.get(ERS_KEY, NAMESPACE, SCALE_SET) or {}
         sample = Sample(
