@@ -19,7 +19,8 @@ from sandbox.kube.store import Store
 Obj = dict[str, Any]
 RBAC = "rbac.authorization.k8s.io"
 MASTERS = "system:masters"
-# kubeadm (1.29+) puts its admin kubeconfig's user in this group, bound to cluster-admin.
+# kubeadm (1.29+) puts its admin kubeconfig's user in this group, which the bootstrap policy
+# (bootstrap.py) binds to cluster-admin.
 CLUSTER_ADMINS = "kubeadm:cluster-admins"
 AUTHENTICATED = "system:authenticated"
 
@@ -270,11 +271,6 @@ DEFAULT_CLUSTER_ROLE_BINDINGS: list[Obj] = [
         "metadata": {"name": "cluster-admin"},
         "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "cluster-admin"},
         "subjects": [{"apiGroup": RBAC, "kind": "Group", "name": MASTERS}],
-    },
-    {
-        "metadata": {"name": CLUSTER_ADMINS},
-        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "cluster-admin"},
-        "subjects": [{"apiGroup": RBAC, "kind": "Group", "name": CLUSTER_ADMINS}],
     },
     {
         "metadata": {"name": "system:discovery"},
