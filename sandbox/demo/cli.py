@@ -52,7 +52,7 @@ def add_system_flags(parser: argparse.ArgumentParser, *, max_runners: int) -> No
     )
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gha-sandbox demo",
         description="Run a workload through the controller and a listener against the embedded "
@@ -250,7 +250,7 @@ async def _watch(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     check_system_flags(parser, args)
     if (args.jobs is not None and args.jobs < 0) or args.duration < 0 or args.speedup <= 0:

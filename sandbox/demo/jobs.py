@@ -15,7 +15,7 @@ from sandbox.demo.up import STATE_FILE
 from sandbox.demo.workload import RESULTS
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gha-sandbox job", description="Queue jobs on a sandbox started by gha-sandbox up."
     )
@@ -41,7 +41,7 @@ async def add_jobs(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.count < 1 or args.duration < 0:
         parser.error("needs --count >= 1 and --duration >= 0")

@@ -37,7 +37,7 @@ WRITTEN = (
 )
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gha-sandbox up",
         description="Start the controller, a listener and both emulators and leave them running "
@@ -175,7 +175,7 @@ async def _up(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     check_system_flags(parser, args)
     args.workdir = args.workdir.resolve()
