@@ -491,8 +491,9 @@ async def test_watch_namespace_runs_on_namespaced_roles_only_and_ignores_other_n
     tmp_path: Path, actions: ActionsEmulator, namespaced_install: Path
 ) -> None:
     """Installed as docs/install.md says for one controller per namespace (no ClusterRole, the
-    watched namespaces in GHA_CONTROLLER_WATCH_NAMESPACES), the controller lists and watches
-    only arc-runners: a set in another namespace gets no runner and no request, and nothing is
+    watched namespaces in GHA_CONTROLLER_WATCH_NAMESPACES) and run with the Deployment's
+    environment (all four reconcilers), the controller lists and watches only its own namespace
+    and arc-runners: a set in another namespace gets no runner and no request, and nothing is
     refused."""
     async with KubeEmulator(tls=True) as kube:
         kubeconfig = await _install(kube, tmp_path, namespaced_install, actions)
@@ -507,12 +508,16 @@ async def test_watch_namespace_runs_on_namespaced_roles_only_and_ignores_other_n
             assert not (await objects.list(CLUSTER_ROLE, None, label_selector=PART_OF))["items"]
             deployment = await objects.get(DEPLOYMENT, SYSTEM, "gha-controller")
             (container,) = deployment["spec"]["template"]["spec"]["containers"]
+            # The Deployment's environment, the downward API's namespace filled in.
+            downward = {"fieldRef": {"fieldPath": "metadata.namespace"}}
             env = {
                 e["name"]: e["value"]
+                if "value" in e
+                else {str(downward): SYSTEM}[str(e["valueFrom"])]
                 for e in container["env"]
-                if e["name"] == "GHA_CONTROLLER_WATCH_NAMESPACES"
             }
-            assert env == {"GHA_CONTROLLER_WATCH_NAMESPACES": RUNNERS}
+            assert env["GHA_CONTROLLER_WATCH_NAMESPACES"] == f"{SYSTEM},{RUNNERS}"
+            assert env["CONTROLLER_MANAGER_POD_NAMESPACE"] == SYSTEM
             await objects.create(EPHEMERAL_RUNNER_SET, "team-b", _runner_set(actions, scale_set.id))
             async with _controller(kubeconfig, env=env):
                 await objects.create(
@@ -529,4 +534,4 @@ async def test_watch_namespace_runs_on_namespaced_roles_only_and_ignores_other_n
         assert requests.count(user=IDENTITY, namespace="team-b") == 0
         lists = [r for r in requests.log if r.user == IDENTITY and r.verb in ("list", "watch")]
         assert lists
-        assert {r.namespace for r in lists} == {RUNNERS}
+        assert {r.namespace for r in lists} == {RUNNERS, SYSTEM}
