@@ -141,6 +141,7 @@ class AutoscalingRunnerSetReconciler:
         self._clients = clients
         self._events = events
         self._settings = settings
+        self._conditions: dict[tuple[str, str], tuple[str, str, str]] = {}
 
     async def reconcile(self, request: Request) -> Result:
         cached = self._sets.get(request.namespace, request.name)
@@ -428,15 +429,22 @@ class AutoscalingRunnerSetReconciler:
             ars.mutate().setdefault("status", {}).update(desired)
         await ars.write(self._objects)
 
-    @staticmethod
-    def _condition(ars: LazyObject, kind: str, status: str, reason: str, message: str) -> bool:
+    def _condition(
+        self, ars: LazyObject, kind: str, status: str, reason: str, message: str
+    ) -> bool:
         """Set a condition in the pending edit, written with the pass's next write; whether it
-        changed (a Warning Event goes with a change only, not with every retry)."""
+        changed (a Warning Event goes with a change only, not with every retry). What this
+        process last set counts too: the cache may not show its write yet."""
+        uid = str(metadata_of(ars.object).get("uid"))
+        wanted = (status, reason, message)
+        if self._conditions.get((uid, kind)) == wanted:
+            return False
+        self._conditions[(uid, kind)] = wanted
         conditions = list(status_of(ars.object).get("conditions") or [])
         for condition in conditions:
             if condition.get("type") == kind:
                 have = (condition.get("status"), condition.get("reason"), condition.get("message"))
-                if have == (status, reason, message):
+                if have == wanted:
                     return False
                 break
         entry = {
@@ -471,6 +479,8 @@ class AutoscalingRunnerSetReconciler:
             if name:
                 await self._strip_cleanup_protection(kind, meta["namespace"], name)
         await remove_finalizers(ars, self._objects, [FINALIZER_AUTOSCALING_RUNNER_SET])
+        uid = str(meta.get("uid"))
+        self._conditions = {key: v for key, v in self._conditions.items() if key[0] != uid}
         return Result()
 
     async def _delete_scale_set(self, ars: LazyObject) -> None:

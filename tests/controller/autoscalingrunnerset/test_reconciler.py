@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import os
 
 import pytest
 
@@ -26,6 +28,7 @@ from tests.controller.autoscaling import (
 from tests.controller.conftest import IN_CLUSTER, Rig, RigOptions
 
 FINALIZER = "autoscalingrunnerset.actions.github.com/finalizer"
+SOAK_SECONDS = float(os.environ.get("GHA_SOAK_SECONDS", "3"))
 
 
 @pytest.fixture
@@ -487,11 +490,26 @@ async def test_an_outdated_runner_image_parks_the_set_without_churn(rig: Rig) ->
     assert "RunnerOutdated" in await events_of(rig, "arc")
     await rig.until(lambda: _no_listeners(rig), what="listener stopped")
     await rig.settle()
+    # The soak: ARC deletes and re-creates the runner set and the listener in a loop here. Its
+    # length is the one place this test waits on the clock (GHA_SOAK_SECONDS=300 for the
+    # several-minute run of docs/autoscaling.md#outdated-without-churn).
+    log = rig.kube.requests
+    made = log.count(verb="create", resource="autoscalinglisteners") + log.count(
+        verb="create", resource="ephemeralrunnersets"
+    )
+    await asyncio.sleep(SOAK_SECONDS)
+    assert (
+        log.count(verb="create", resource="autoscalinglisteners")
+        + log.count(verb="create", resource="ephemeralrunnersets")
+        == made
+    )
+    assert log.count(verb="delete", resource="ephemeralrunnersets") == 0
     held = await runner_set_of(rig)
     assert held is not None
     assert held["metadata"]["uid"] == runner_set["metadata"]["uid"]
     assert held["spec"]["replicas"] == 0
     assert await listeners(rig) == []
+    assert (await events_of(rig, "arc")).count("RunnerOutdated") == 1
     rig.gh.state.runner_version_deprecated = False
     template = {
         "spec": {"restartPolicy": "Never", "containers": [{"name": "runner", "image": "runner:v3"}]}
