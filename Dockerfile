@@ -1,12 +1,15 @@
 # One image for both processes: the listener by default, the controller with
 # `command: [gha-controller]` (or `docker run IMAGE gha-controller`).
+#
+# BASE is the Python base of both stages. scripts/image-test builds this file unchanged on a
+# stand-in for it (Debian bookworm with Debian's python3.11), because CI pulls no image.
+ARG BASE=python:3.11-slim
 
 # Builder: a virtual environment with the project and its dependencies. Every dependency ships
 # manylinux wheels for Python 3.11, so no compiler is needed here either.
-FROM python:3.11-slim AS builder
+FROM ${BASE} AS builder
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN python -m venv /opt/venv
 WORKDIR /src
 # listener, controller and shared only: the sandbox (the emulators) is the separate gha-sandbox
 # distribution (sandbox/pyproject.toml) and stays out of the image.
@@ -14,17 +17,19 @@ COPY pyproject.toml README.md ./
 COPY shared ./shared
 COPY listener ./listener
 COPY controller ./controller
-RUN /opt/venv/bin/pip install --no-cache-dir .
+# pip and setuptools only install; the processes never use them, so they leave the venv.
+RUN python -m venv /opt/venv \
+    && /opt/venv/bin/pip install --no-cache-dir . \
+    && /opt/venv/bin/pip uninstall --yes pip setuptools
 
-# Runtime: the slim base and the virtual environment, nothing else (no pip cache, no sources).
-FROM python:3.11-slim
+# Runtime: the base and the virtual environment, nothing else (no pip, no cache, no sources).
+FROM ${BASE}
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 COPY --from=builder /opt/venv /opt/venv
 # A numeric user, so Kubernetes can verify runAsNonRoot without reading /etc/passwd.
 USER 10001:10001
-# Listener metrics and probes (metrics_addr), controller metrics; the controller's probes
-# listen on 8081.
-EXPOSE 8080 8081
+# The listener's default metrics_addr (:8090); the controller's metrics (8080) and probes (8081).
+EXPOSE 8090 8080 8081
 CMD ["gha-listener"]

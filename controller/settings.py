@@ -11,15 +11,18 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from typing import Literal, NoReturn
 
 from pydantic import AliasChoices, BaseModel, Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from controller.runners.settings import RunnerSettings
 from controller.runtime import Backoff, LeaseSettings, RuntimeSettings, WatchSettings
 
 ENV_PREFIX = "GHA_CONTROLLER_"
+DISTRIBUTION = "gha-runner-scaler"
 
 
 class ConfigError(Exception):
@@ -41,6 +44,7 @@ class ControllerSettings(BaseModel):
     leader_elect: bool = True
     """Elect a leader so that replicas can run side by side with one reconciling."""
     lease_name: str = "gha-runner-scale-set-controller"
+    """The Lease that replicas compete for; ARC's name, so the two never lead at once."""
     lease_namespace: str = "default"
     """Where the Lease lives; usually the controller's own namespace."""
     lease_duration: float = Field(15.0, gt=0)
@@ -52,13 +56,20 @@ class ControllerSettings(BaseModel):
     identity: str = Field(default_factory=lambda: f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
     """This replica's name in the Lease; unique per process so a restart is a new holder."""
     bind_address: str = "0.0.0.0"
+    """The address the metrics and probe servers listen on."""
     metrics_port: int = Field(8080, ge=1, le=65535)
+    """Port of /metrics. A listener's default (:8090) is another, so both can share a host
+    network."""
     health_port: int = Field(8081, ge=1, le=65535)
+    """Port of /healthz and /readyz; equal to the metrics port, one server answers all three."""
     log_format: Literal["text", "json"] = "text"
+    """text, or json with one object per line."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """debug, info, warning or error."""
     kubeconfig: str | None = None
     """A kubeconfig file; without it (and without KUBECONFIG) the in-cluster identity is used."""
     context: str | None = None
+    """The kubeconfig context to use; its current context without it."""
     request_timeout: float = Field(30.0, gt=0)
     """Seconds any API request may take."""
     watch_timeout: int = Field(300, ge=1)
@@ -68,6 +79,7 @@ class ControllerSettings(BaseModel):
     backoff_base: float = Field(0.005, gt=0)
     """First delay before retrying a key whose reconcile failed; doubles per failure."""
     backoff_max: float = Field(300.0, gt=0)
+    """Longest delay before retrying a failed key."""
     drain_timeout: float = Field(30.0, ge=0)
     """Seconds SIGTERM waits for in-flight reconciles before cancelling them."""
 
@@ -120,16 +132,40 @@ def _parser() -> _Parser:
         "EphemeralRunners.",
         epilog="`gha-controller migrate-from-arc --help`: hand a cluster over from ARC.",
     )
-    fields = ControllerSettings.model_fields
-    for name in fields:
+    p.add_argument(
+        "--version", action="version", version=f"%(prog)s {metadata.version(DISTRIBUTION)}"
+    )
+    for name, field in ControllerSettings.model_fields.items():
         flag = "--" + name.replace("_", "-")
+        help_text = _help(name, field)
         if name == "leader_elect":
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
+            p.add_argument(
+                flag, action=argparse.BooleanOptionalAction, default=None, help=help_text
+            )
         elif name == "watch_namespaces":
-            p.add_argument("--watch-namespace", dest=name, action="append", default=None)
+            p.add_argument(
+                "--watch-namespace",
+                dest=name,
+                action="append",
+                default=None,
+                metavar="NAMESPACE",
+                help=help_text,
+            )
         else:
-            p.add_argument(flag, dest=name, default=None)
+            p.add_argument(flag, dest=name, default=None, help=help_text)
     return p
+
+
+def _help(name: str, field: FieldInfo) -> str:
+    """A flag's help: the field's docstring, its default and its environment variable, so the
+    settings are described in one place (the docstrings above)."""
+    if field.default_factory is not None or field.default is None:
+        default = ""
+    else:
+        default = f" Default: {field.default}."
+    # argparse formats help with %; a docstring's own % must stay literal.
+    text = (field.description or "").replace("%", "%%")
+    return f"{text}{default} Environment: {ENV_PREFIX}{name.upper()}."
 
 
 def parse_settings(argv: Sequence[str], environ: dict[str, str]) -> ControllerSettings:

@@ -8,16 +8,47 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib import metadata
+
+from pydantic import SecretStr
 
 from listener import app
+from listener.config import CONFIG_PATH_VARIABLE, ENV_PREFIX, SECRET_FILE_KEYS, ListenerSettings
+
+DISTRIBUTION = "gha-runner-scaler"
+
+
+def _settings_help() -> str:
+    """Every key of the config file with its default and description, from the settings'
+    field descriptions in listener/config.py, so they are written in one place."""
+    lines = [
+        f"Settings (keys of the JSON file {CONFIG_PATH_VARIABLE} names; a {ENV_PREFIX}<KEY> "
+        "variable overrides each):"
+    ]
+    for name, field in ListenerSettings.model_fields.items():
+        value = field.default
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        default = "" if field.default_factory is not None else f" (default {value!r})"
+        lines.append(f"  {name}{default}")
+        lines.append(f"      {field.description}")
+    secrets = ", ".join(f"{ENV_PREFIX}{key.upper()}_FILE" for key in SECRET_FILE_KEYS)
+    lines.append(f"{secrets}: read that secret from the file named, not the environment.")
+    lines.append("Kubernetes: KUBECONFIG, else the in-cluster identity. See docs/listener.md.")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="gha-listener",
         description="Listen for GitHub Actions job messages for one runner scale set and scale "
-        "its EphemeralRunnerSet. Configured by ARC's listener config file (LISTENER_CONFIG_PATH) "
-        "and LISTENER_<KEY> environment variables; see docs/listener.md.",
+        "its EphemeralRunnerSet. Configured by ARC's listener config file and environment "
+        "variables, not flags.",
+        epilog=_settings_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {metadata.version(DISTRIBUTION)}"
     )
     parser.parse_args(argv)
     return app.run()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import socket
 import sys
@@ -97,6 +98,15 @@ def actions_client_of(settings: ListenerSettings, credentials: Credentials) -> A
 async def _kube_configuration() -> client.Configuration:
     try:
         kube_config = await load_configuration()
+    except PermissionError as exc:
+        # In the image the listener runs as uid 10001, which a 0600 file of the host user is not.
+        log.error(
+            "cannot read the kubeconfig %s as uid %d (%s): make it readable by this uid",
+            exc.filename,
+            os.getuid(),
+            exc.strerror,
+        )
+        raise _Unusable from None
     except Exception as exc:
         log.error(
             "cannot load the Kubernetes configuration (%s): set KUBECONFIG or run in a pod", exc

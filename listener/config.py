@@ -61,22 +61,25 @@ class ListenerSettings(BaseSettings):
     configure_url: str = Field("", description="GitHub URL of the enterprise, org or repository")
     github_token: SecretStr = Field(SecretStr(""), description="PAT; or the three App keys")
     github_app_id: str = Field("", description="GitHub App ID or client ID")
-    github_app_installation_id: int = Field(0, ge=0)
+    github_app_installation_id: int = Field(0, ge=0, description="GitHub App installation ID")
     github_app_private_key: SecretStr = Field(SecretStr(""), description="App key (PEM)")
     vault_type: str = Field("", description="ARC's Azure Key Vault lookup; rejected here")
-    vault_lookup_key: str = ""
-    azure_key_vault: dict[str, Any] | None = None
+    vault_lookup_key: str = Field("", description="ARC's Key Vault secret name; rejected here")
+    azure_key_vault: dict[str, Any] | None = Field(
+        None, description="ARC's Key Vault settings; rejected here"
+    )
     ephemeral_runner_set_namespace: str = Field("", description="namespace of the set we scale")
     ephemeral_runner_set_name: str = Field("", description="the EphemeralRunnerSet we scale")
     runner_scale_set_id: int = Field(0, ge=0, description="0: look up or register by name")
     runner_scale_set_name: str = Field("", description="scale set name, used when id is 0")
-    min_runners: int = Field(0, ge=0, le=MAX_INT32)
+    min_runners: int = Field(0, ge=0, le=MAX_INT32, description="runners kept when idle")
     max_runners: int = Field(MAX_INT32, ge=0, le=MAX_INT32, description="ARC writes MaxInt32")
     server_root_ca: str = Field("", description="PEM bundle trusted for GitHub (GHES)")
-    log_level: LogLevel = "info"
-    log_format: Literal["text", "json"] = "text"
+    log_level: LogLevel = Field("info", description="debug, info, warn or error")
+    log_format: Literal["text", "json"] = Field("text", description="text or json")
+    # Not the controller's 8080, so the two can share a host network (README, docker run).
     metrics_addr: str = Field(
-        ":8080", description='[host]:port of /metrics, /healthz, /readyz; "" or "0": off'
+        ":8090", description='[host]:port of /metrics, /healthz, /readyz; "" or "0": off'
     )
     metrics_endpoint: str = Field("/metrics", description='"" only when metrics_addr is off')
     metrics: MetricsConfig | None = Field(None, description="null: ARC's default metric set")

@@ -1,5 +1,6 @@
-"""The image: hadolint-clean, multi-stage, a final stage with only the virtualenv in it, and
-in that virtualenv listener, controller and shared but no sandbox."""
+"""The image: hadolint-clean, multi-stage on a base given as a build argument, a final stage with
+only the virtualenv in it, and in that virtualenv listener, controller and shared but no sandbox,
+pip or setuptools. scripts/image-test builds and runs it (tests/test_image.py)."""
 
 from __future__ import annotations
 
@@ -16,15 +17,18 @@ ROOT = Path(__file__).parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
 
 
+def _instructions() -> list[str]:
+    lines = DOCKERFILE.read_text().replace("\\\n", " ").splitlines()
+    return [line for line in (raw.strip() for raw in lines) if line and not line.startswith("#")]
+
+
 def _stages() -> list[list[str]]:
     stages: list[list[str]] = []
-    lines = DOCKERFILE.read_text().replace("\\\n", " ").splitlines()
-    for line in (raw.strip() for raw in lines):
-        if not line or line.startswith("#"):
-            continue
+    for line in _instructions():
         if line.upper().startswith("FROM "):
             stages.append([])
-        stages[-1].append(line)
+        if stages:
+            stages[-1].append(line)
     return stages
 
 
@@ -37,10 +41,24 @@ def test_hadolint_passes() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_builder_and_runtime_use_the_slim_base() -> None:
+def test_both_stages_use_the_base_argument_defaulting_to_the_slim_image() -> None:
+    """Before: both stages named python:3.11-slim, so the image could not be built from a
+    local stand-in (no registry pulls in CI)."""
+    preamble = _instructions()[: _instructions().index(_stages()[0][0])]
+    assert preamble == ["ARG BASE=python:3.11-slim"]
     builder, runtime = _stages()
-    assert builder[0] == "FROM python:3.11-slim AS builder"
-    assert runtime[0] == "FROM python:3.11-slim"
+    assert builder[0] == "FROM ${BASE} AS builder"
+    assert runtime[0] == "FROM ${BASE}"
+
+
+def test_builder_leaves_no_pip_or_setuptools_in_the_virtualenv() -> None:
+    """Before: the venv the runtime stage copies kept pip and setuptools, which the processes
+    never use."""
+    builder, _ = _stages()
+    (install,) = [line for line in builder if line.startswith("RUN") and " install " in line]
+    steps = [step.strip() for step in install.removeprefix("RUN ").split("&&")]
+    assert steps[-1] == "/opt/venv/bin/pip uninstall --yes pip setuptools"
+    assert steps.index("/opt/venv/bin/pip install --no-cache-dir .") < len(steps) - 1
 
 
 def test_runtime_stage_copies_only_the_virtualenv() -> None:
@@ -86,7 +104,7 @@ def image_wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     """The wheel the builder stage installs: built from exactly the files it copies."""
     builder, _ = _stages()
     (install,) = [line for line in builder if line.startswith("RUN") and " install " in line]
-    assert install.split()[-1] == ".", "the builder installs the project from its WORKDIR"
+    assert " install --no-cache-dir . " in install, "the builder installs its WORKDIR"
     work = tmp_path_factory.mktemp("image")
     src = work / "src"
     src.mkdir()
