@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from sandbox.kube.emulator import KubeEmulator
 from sandbox.kube.testing import project_crds
@@ -32,6 +33,7 @@ from tests.listener.test_e2e_config import scales_to, stops_cleanly
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 README_NAMESPACE = "arc-runners"
+TOKEN_SECRET = PROJECT / "manifests" / "examples" / "docker-run" / "overlay" / "token-secret.yaml"
 # A guard against a hung subprocess, not a performance limit.
 SHELL_GUARD_SECONDS = 60
 
@@ -75,14 +77,21 @@ async def test_the_readmes_credentials_authenticate_the_listener(
     cluster: Cluster, github: GitHub, spawn: Any, tmp_path: Path
 ) -> None:
     """Before: step 2 made a token that expires after 24 hours, and step 3 put the PAT in the
-    container's environment."""
+    container's environment. The steps are now numbered as the README's overlay flow has them:
+    the PAT file in step 2, the token Secret (from the overlay) and the kubeconfig in step 4."""
     admin = tmp_path / "admin.kubeconfig"
     cluster.kube.write_kubeconfig(admin)
     work = tmp_path / "work"
     work.mkdir()
-    step2 = docker_run_step(2).replace(README_NAMESPACE, cluster.namespace)
-    await run_shell(step2, cwd=work, KUBECONFIG=str(admin))
-    [write_pat] = [line for line in docker_run_step(3).splitlines() if "> github-token" in line]
+    # Step 4 applies the overlay, whose token Secret is all this test needs of it.
+    token_secret = yaml.safe_load(TOKEN_SECRET.read_text())
+    token_secret["metadata"]["namespace"] = cluster.namespace
+    cluster.kube.apply(token_secret)
+    step4 = docker_run_step(4).replace("kubectl apply -k .\n", "")
+    await run_shell(
+        step4.replace(README_NAMESPACE, cluster.namespace), cwd=work, KUBECONFIG=str(admin)
+    )
+    [write_pat] = [line for line in docker_run_step(2).splitlines() if "> github-token" in line]
     await run_shell(write_pat, cwd=work, GITHUB_PAT=github.token)
 
     secret = cluster.kube.store.get(("", "secrets"), cluster.namespace, "gha-listener-token")
