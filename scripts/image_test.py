@@ -1,0 +1,548 @@
+"""scripts/image-test: build the image and run it the way a user would (docs/install.md, "The
+image test").
+
+1. A stand-in for `python:3.11-slim`, since no registry is pulled here: `debootstrap
+   --variant=minbase` bookworm with Debian's python3.11, python3-venv and python-is-python3, the
+   host's CA bundle and a pip setting that trusts it (so pip in the build reaches the index).
+2. The README's "Run a listener with docker run", every command as written, through a `docker`
+   that is podman (`--runtime runc`, the machine's ulimits; `docker build` gets
+   `--build-arg BASE=` the stand-in), against `gha-sandbox up --listener none`: jobs queued, the
+   set scales, runners go Running by the listener's identity (the sandbox's invariants), the
+   jobs complete, `docker stop` exits 0 and the session is gone, uid 10001, /readyz and
+   /metrics answer.
+3. The controller from the same image (`gha-controller`), with a listener container, against
+   the sandbox's emulators driven from this process: the same checks.
+
+Needs root (rootful podman) and podman, runc and debootstrap; .ci/run installs them. Prints the
+times and sizes BENCHMARKS.md records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from sandbox.actions import ActionsEmulator
+from sandbox.demo.cluster import CONTROLLER_NAMESPACE, NAMESPACE, SCALE_SET, setup_cluster
+from sandbox.demo.observe import Observer
+from sandbox.kube import KubeEmulator
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = "localhost/gha-image-test-base:bookworm"
+IMAGE = "gha-runner-scaler:0.1.0"  # the README's tag
+BASE_PACKAGES = "python3.11,python3-venv,python-is-python3"
+MIRROR = "http://deb.debian.org/debian"
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+PODMAN = ["podman", "--runtime", "runc"]  # crun fails on these machines' hybrid cgroups
+ULIMITS = ["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]
+CONTAINER_UID = 10001
+JOBS = 4
+JOB_SECONDS = 2.0
+# Guards against a hung step, not performance limits.
+STEP_GUARD_SECONDS = 900.0
+WAIT_GUARD_SECONDS = 120.0
+POLL_SECONDS = 0.2
+SECTION = "## Run a listener with `docker run`"
+# A stand-in for the user at the README's "fill in" step (the EDITOR it calls).
+FILL_IN = """#!/bin/sh
+sed -i -e 's|^LISTENER_CONFIGURE_URL=.*|LISTENER_CONFIGURE_URL={url}|' \\
+  -e 's|^LISTENER_METRICS_ADDR=.*|LISTENER_METRICS_ADDR=:{port}|' listener.env
+"""
+# `docker` for the README's commands: podman with the machine's settings.
+DOCKER = """#!/bin/sh
+command=$1
+shift
+case "$command" in
+  build) exec {podman} build --network host {ulimits} --build-arg BASE={base} "$@" ;;
+  run) exec {podman} run {ulimits} "$@" ;;
+  *) exec {podman} "$command" "$@" ;;
+esac
+"""
+
+
+class Failed(Exception):
+    """A check of the image test failed; the message says which."""
+
+
+def log(message: str) -> None:
+    print(f"image-test: {message}", flush=True)
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        raise Failed(message)
+
+
+def unusable() -> str | None:
+    """Why podman cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "not root (the test needs rootful podman)"
+    missing = [tool for tool in ("podman", "runc", "debootstrap") if shutil.which(tool) is None]
+    if missing:
+        return f"{', '.join(missing)} not installed (apt-get install -y podman runc debootstrap)"
+    return None
+
+
+async def run(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, check_rc: bool = True
+) -> tuple[int, str]:
+    """Run a command to its end; its output (stdout and stderr) goes to the log and is returned."""
+    proc = await asyncio.create_subprocess_exec(
+        *args,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), STEP_GUARD_SECONDS)
+    text = out.decode(errors="replace")
+    code = proc.returncode
+    assert code is not None
+    if check_rc and code != 0:
+        raise Failed(f"{' '.join(args[:4])}... exited {code}:\n{text[-4000:]}")
+    return code, text
+
+
+def readme_steps() -> dict[int, str]:
+    """The numbered steps (`# N. `) of the README's docker-run section, from all its sh blocks."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    steps: dict[int, str] = {}
+    for block in re.findall(r"```sh\n(.*?)```", section, re.S):
+        for found in re.finditer(r"^# (\d+)\. .*?(?=^# \d+\. |\Z)", block, re.S | re.M):
+            steps[int(found.group(1))] = found.group(0)
+    check(sorted(steps) == list(range(1, 7)), f"README steps found: {sorted(steps)}")
+    return steps
+
+
+def http_get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, ""
+    except OSError:
+        return 0, ""
+
+
+def http_post(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        result: dict[str, Any] = json.loads(response.read())
+        return result
+
+
+async def until(what: str, predicate: Callable[[], bool]) -> None:
+    """Poll `predicate` until it holds; the guard only stops a hung run."""
+    deadline = time.monotonic() + WAIT_GUARD_SECONDS
+    while not await asyncio.to_thread(predicate):
+        if time.monotonic() > deadline:
+            raise Failed(f"gave up waiting for {what}")
+        await asyncio.sleep(POLL_SECONDS)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+# 1. The stand-in base
+
+
+async def build_base(work: Path) -> float:
+    rootfs = work / "rootfs"
+    started = time.monotonic()
+    await run(
+        "debootstrap",
+        "--variant=minbase",
+        f"--include={BASE_PACKAGES}",
+        "bookworm",
+        str(rootfs),
+        MIRROR,
+    )
+    (rootfs / "etc/ssl/certs").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(HOST_CA_BUNDLE, rootfs / "etc/ssl/certs/ca-certificates.crt")
+    (rootfs / "etc/pip.conf").write_text("[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n")
+    # What python:3.11-slim leaves out too: package caches and lists, documentation.
+    for path in ("var/cache/apt", "var/lib/apt/lists", "usr/share/doc", "usr/share/man"):
+        shutil.rmtree(rootfs / path, ignore_errors=True)
+    podman_import = shlex.join([*PODMAN, "import", "--change", 'CMD ["python3"]', "-", BASE])
+    await run("sh", "-c", f"tar -C {shlex.quote(str(rootfs))} -c . | {podman_import}")
+    shutil.rmtree(rootfs)
+    return time.monotonic() - started
+
+
+async def image_size(image: str) -> int:
+    _, out = await run(*PODMAN, "image", "inspect", "--format", "{{.Size}}", image)
+    return int(out.strip())
+
+
+async def container_uid(name: str) -> int:
+    _, out = await run(
+        *PODMAN, "exec", name, "python", "-c", "import os; print(os.getuid(), os.getgid())"
+    )
+    return int(out.split()[0])
+
+
+async def exit_code_of_stop(name: str) -> int:
+    """`podman stop` (SIGTERM), then the container's exit code."""
+    await run(*PODMAN, "stop", "--time", "30", name)
+    _, out = await run(*PODMAN, "inspect", "--format", "{{.State.ExitCode}}", name)
+    return int(out.strip())
+
+
+# 2. The README against gha-sandbox up --listener none
+
+
+@contextlib.asynccontextmanager
+async def sandbox_up(workdir: Path, report: Path) -> AsyncIterator[dict[str, Any]]:
+    """`gha-sandbox up --listener none`, until its sandbox.json exists; SIGTERM on exit, then
+    its exit code must be 0 (no invariant violated, nothing left behind)."""
+    gha_sandbox = Path(sys.executable).parent / "gha-sandbox"
+    log_file = (workdir.parent / "sandbox-up.log").open("wb")
+    proc = await asyncio.create_subprocess_exec(
+        str(gha_sandbox),
+        "up",
+        "--workdir",
+        str(workdir),
+        "--listener",
+        "none",
+        "--report",
+        str(report),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=log_file,
+        stderr=log_file,
+    )
+    state_file = workdir / "sandbox.json"
+    try:
+        await until("gha-sandbox up", lambda: state_file.exists() or proc.returncode is not None)
+        check(proc.returncode is None, f"gha-sandbox up exited {proc.returncode}")
+        yield json.loads(state_file.read_text())
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(proc.wait(), WAIT_GUARD_SECONDS)
+        log_file.close()
+    if code != 0:
+        raise Failed(
+            f"gha-sandbox up exited {code}:\n{(workdir.parent / 'sandbox-up.log').read_text()}"
+        )
+
+
+def kubectl_json(kubeconfig: str, *args: str) -> dict[str, Any]:
+    out = subprocess.run(
+        ["kubectl", "--kubeconfig", kubeconfig, *args, "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+class Progress:
+    """What polling saw of a runner set and its runners."""
+
+    def __init__(self) -> None:
+        self.max_replicas = 0
+        self.running: set[str] = set()
+
+
+async def readme_phase(work: Path, timings: dict[str, float]) -> None:
+    steps = readme_steps()
+    home = work / "home"
+    bin_dir = work / "bin"
+    home.mkdir()
+    bin_dir.mkdir()
+    sandbox_dir = work / "sandbox"
+    report_path = work / "sandbox-report.json"
+    async with sandbox_up(sandbox_dir, report_path) as state:
+        port = free_port()
+        (bin_dir / "docker").write_text(
+            DOCKER.format(podman=" ".join(PODMAN), ulimits=" ".join(ULIMITS), base=BASE)
+        )
+        (bin_dir / "fill-in").write_text(FILL_IN.format(url=state["configure_url"], port=port))
+        for script in bin_dir.iterdir():
+            script.chmod(0o755)
+        env = {
+            "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+            "HOME": str(home),
+            "KUBECONFIG": state["kubeconfig"],
+            "GITHUB_PAT": state["github_token"],
+            "EDITOR": str(bin_dir / "fill-in"),
+        }
+        listener_dir = home / "gha-listeners" / "my-runners"
+
+        async def step(numbers: range, cwd: Path) -> None:
+            script = "\n".join(steps[n] for n in numbers)
+            log(f"README steps {numbers.start}-{numbers.stop - 1}")
+            await run("bash", "-euo", "pipefail", "-c", script, cwd=cwd, env=env)
+
+        started = time.monotonic()
+        await step(range(1, 2), ROOT)
+        timings["image build (s)"] = time.monotonic() - started
+        await step(range(2, 5), ROOT)
+        for name in ("github-token", "listener.token", "listener.kubeconfig"):
+            mode = (listener_dir / name).stat().st_mode & 0o777
+            check(mode == 0o640, f"{name} has mode {mode:o}, not 0640")
+        check(
+            ROOT not in listener_dir.resolve().parents,
+            "the credentials must be outside the checkout",
+        )
+        started = time.monotonic()
+        await step(range(5, 6), listener_dir)
+        base_url = f"http://127.0.0.1:{port}"
+        await until("the listener's /readyz", lambda: http_get(base_url + "/readyz")[0] == 200)
+        timings["listener start to ready (s)"] = time.monotonic() - started
+        await listener_checks(
+            "gha-listener-my-runners",
+            base_url,
+            actions_url=state["actions_url"],
+            kubeconfig=state["kubeconfig"],
+            namespace="arc-runners",
+            runner_set="my-runners",
+        )
+        log("README step 6")
+        _, out = await run("bash", "-euo", "pipefail", "-c", steps[6], cwd=listener_dir, env=env)
+        check(out.strip().splitlines()[-2:-1] == ["0"], f"docker stop: exit code {out!r}")
+        check(not sessions_of(state["actions_url"]), "the listener's session is still open")
+        # What the sandbox did not make, so that it finds nothing left over when it stops.
+        for kind, name in (("ephemeralrunnerset", "my-runners"), ("secret", "gha-listener-token")):
+            await run("kubectl", "-n", "arc-runners", "delete", kind, name, "--wait", env=env)
+    report = json.loads(report_path.read_text())
+    check(report["invariant_violations"] == [], f"violations: {report['invariant_violations']}")
+    lifecycles = report["runners"]["lifecycles"]
+    ran = sum(n for life, n in lifecycles.items() if "Running" in life.split(">"))
+    check(ran >= JOBS, f"runner lifecycles: {lifecycles}")
+
+
+def sessions_of(actions_url: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(f"{actions_url}/_admin/state", timeout=10) as response:
+        sessions: list[dict[str, Any]] = json.loads(response.read())["sessions"]
+        return sessions
+
+
+def jobs_of(actions_url: str, ids: set[int]) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(f"{actions_url}/_admin/state", timeout=10) as response:
+        jobs: list[dict[str, Any]] = json.loads(response.read())["jobs"]
+    return [j for j in jobs if j["runnerRequestId"] in ids]
+
+
+async def listener_checks(
+    container: str,
+    base_url: str,
+    *,
+    actions_url: str,
+    kubeconfig: str,
+    namespace: str,
+    runner_set: str,
+) -> None:
+    """Queue jobs for the set and watch it scale, its runners run them, the jobs complete."""
+    check(await container_uid(container) == CONTAINER_UID, "the listener does not run as 10001")
+    job = {"labels": [runner_set], "duration": JOB_SECONDS, "result": "succeeded"}
+    ids = set()
+    for _ in range(JOBS):
+        # In a thread: in the controller phase this process serves the Actions emulator.
+        queued = await asyncio.to_thread(http_post, f"{actions_url}/_admin/jobs", job)
+        ids.add(int(queued["runnerRequestId"]))
+    seen = Progress()
+
+    def done() -> bool:
+        ers = kubectl_json(kubeconfig, "-n", namespace, "get", "ephemeralrunnerset", runner_set)
+        seen.max_replicas = max(seen.max_replicas, ers["spec"].get("replicas", 0))
+        runners = kubectl_json(kubeconfig, "-n", namespace, "get", "ephemeralrunners")
+        seen.running |= {
+            r["metadata"]["name"]
+            for r in runners["items"]
+            if (r.get("status") or {}).get("phase") == "Running"
+        }
+        return all(j["state"] == "completed" for j in jobs_of(actions_url, ids))
+
+    await until(f"{JOBS} jobs to complete", done)
+    check(seen.max_replicas >= 1, "the set never scaled")
+    check(bool(seen.running), "no runner was seen Running")
+    status, metrics = await asyncio.to_thread(http_get, base_url + "/metrics")
+    check(status == 200 and "gha_completed_jobs_total" in metrics, "the listener's /metrics")
+    log(f"listener: replicas up to {seen.max_replicas}, {len(seen.running)} runners Running")
+
+
+# 3. The controller from the image, with a listener container, on the sandbox's emulators
+
+
+async def controller_phase(work: Path) -> None:
+    secrets = work / "controller-phase"
+    secrets.mkdir()
+    async with (
+        ActionsEmulator(long_poll_timeout=2.0) as gh,
+        KubeEmulator(tls=True, container_runtime=gh.runtime) as kube,
+    ):
+        pat = gh.add_pat()
+        scale_set = gh.state.create_scale_set(
+            name=SCALE_SET, runner_group_id=1, labels=[], runner_setting={}
+        )
+        setup_cluster(kube, config_url=gh.config_url(), pat=pat, scale_set_id=scale_set.id)
+        observer = Observer(gh, kube, max_runners=10)
+        watching = asyncio.create_task(observer.run())
+        kube.write_kubeconfig(
+            secrets / "controller.kubeconfig",
+            token=kube.service_account_token(CONTROLLER_NAMESPACE, "gha-controller"),
+        )
+        kube.write_kubeconfig(
+            secrets / "listener.kubeconfig",
+            token=kube.service_account_token(NAMESPACE, "gha-listener"),
+        )
+        (secrets / "github-token").write_text(pat)
+        for path in secrets.iterdir():
+            path.chmod(0o600)
+            os.chown(path, CONTAINER_UID, CONTAINER_UID)
+        metrics_port, health_port, listener_port = free_port(), free_port(), free_port()
+        common = [*PODMAN, "run", "-d", *ULIMITS, "--network", "host"]
+        await run(
+            *common,
+            "--name",
+            "gha-image-test-controller",
+            "-v",
+            f"{secrets / 'controller.kubeconfig'}:/run/secrets/kubeconfig:ro",
+            "-e",
+            "KUBECONFIG=/run/secrets/kubeconfig",
+            "-e",
+            f"GHA_CONTROLLER_LEASE_NAMESPACE={CONTROLLER_NAMESPACE}",
+            "-e",
+            f"GHA_CONTROLLER_METRICS_PORT={metrics_port}",
+            "-e",
+            f"GHA_CONTROLLER_HEALTH_PORT={health_port}",
+            IMAGE,
+            "gha-controller",
+        )
+        try:
+            await until(
+                "the controller's /readyz",
+                lambda: http_get(f"http://127.0.0.1:{health_port}/readyz")[0] == 200,
+            )
+            check(
+                await container_uid("gha-image-test-controller") == CONTAINER_UID,
+                "the controller does not run as 10001",
+            )
+            await run(
+                *common,
+                "--name",
+                "gha-image-test-listener",
+                "-v",
+                f"{secrets / 'listener.kubeconfig'}:/run/secrets/kubeconfig:ro",
+                "-e",
+                "KUBECONFIG=/run/secrets/kubeconfig",
+                "-v",
+                f"{secrets / 'github-token'}:/run/secrets/github-token:ro",
+                "-e",
+                "LISTENER_GITHUB_TOKEN_FILE=/run/secrets/github-token",
+                "-e",
+                f"LISTENER_CONFIGURE_URL={gh.config_url()}",
+                "-e",
+                f"LISTENER_EPHEMERAL_RUNNER_SET_NAMESPACE={NAMESPACE}",
+                "-e",
+                f"LISTENER_EPHEMERAL_RUNNER_SET_NAME={SCALE_SET}",
+                "-e",
+                f"LISTENER_RUNNER_SCALE_SET_ID={scale_set.id}",
+                "-e",
+                f"LISTENER_METRICS_ADDR=127.0.0.1:{listener_port}",
+                IMAGE,
+            )
+            listener_url = f"http://127.0.0.1:{listener_port}"
+            await until(
+                "the listener's /readyz", lambda: http_get(listener_url + "/readyz")[0] == 200
+            )
+            admin = secrets / "admin.kubeconfig"
+            kube.write_kubeconfig(admin)
+            await listener_checks(
+                "gha-image-test-listener",
+                listener_url,
+                actions_url=gh.url,
+                kubeconfig=str(admin),
+                namespace=NAMESPACE,
+                runner_set=SCALE_SET,
+            )
+            status, metrics = http_get(f"http://127.0.0.1:{metrics_port}/metrics")
+            check(
+                status == 200 and "controller_runtime_reconcile_total" in metrics,
+                "the controller's /metrics",
+            )
+            code = await exit_code_of_stop("gha-image-test-listener")
+            check(code == 0, f"the listener exited {code} on podman stop")
+            check(not gh.state.sessions, "the listener's session is still open")
+            code = await exit_code_of_stop("gha-image-test-controller")
+            check(code == 0, f"the controller exited {code} on podman stop")
+        finally:
+            for name in ("gha-image-test-listener", "gha-image-test-controller"):
+                await run(*PODMAN, "rm", "--force", "--ignore", name, check_rc=False)
+            watching.cancel()
+        check(observer.violations == [], f"violations: {observer.violations}")
+        ran = [t.running_by for t in observer.runners.values() if t.running_by]
+        check(
+            len(ran) >= JOBS and set(ran) == {observer.listener_user},
+            f"Running written by {ran}",
+        )
+        log(f"controller: {len(ran)} runners went Running, each by the listener")
+
+
+async def main() -> int:
+    reason = unusable()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            log(f"cannot run in CI: {reason}")
+            return 1
+        log(f"skipped: {reason}")
+        return 0
+    timings: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="gha-image-test-") as tmp:
+        work = Path(tmp)
+        started = time.monotonic()
+        try:
+            log("building the stand-in base with debootstrap")
+            timings["stand-in base build (s)"] = await build_base(work)
+            await readme_phase(work, timings)
+            sizes = {"stand-in base (MB)": await image_size(BASE)}
+            sizes["image on the stand-in base (MB)"] = await image_size(IMAGE)
+            await controller_phase(work)
+        except Failed as exc:
+            log(f"FAILED: {exc}")
+            return 1
+        finally:
+            for image in (IMAGE, BASE):
+                await run(*PODMAN, "rmi", "--force", "--ignore", image, check_rc=False)
+            await run(*PODMAN, "image", "prune", "--force", check_rc=False)
+        timings["whole image test (s)"] = time.monotonic() - started
+    for name, seconds in timings.items():
+        log(f"{name}: {seconds:.1f}")
+    for name, size in sizes.items():
+        log(f"{name}: {size / 1e6:.0f}")
+    log("passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
