@@ -115,6 +115,11 @@ class ListenerSettings(BaseSettings):
     job_started_conflict_retries: int = Field(
         5, ge=1, description="re-reads of an EphemeralRunner after a 409 on its status patch"
     )
+    job_started_concurrency: int = Field(
+        16,
+        ge=1,
+        description="JobStarted messages of a batch written at once (one runner's in order)",
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -251,8 +251,7 @@ class Listener:
             message = await self._poll(session, last_message_id)
             self.progress.poll_finished()
             if message is None:
-                await self._record_unrecorded()
-                await self._publish(record=False)
+                await self._record_and_publish(record=False)
                 continue
             last_message_id = message.message_id
             await self._handle(session, message)
@@ -323,49 +322,91 @@ class Listener:
                 self.metrics.record_job_started(job)
                 self.scaler.job_event()
             self.unrecorded.extend(started)
-            await self._record_unrecorded()
             for done in completed:
                 self.metrics.record_job_completed(done)
                 self.scaler.job_event()
-            await self._publish()
+            await self._record_and_publish()
             if lost is not None:
                 raise lost
 
+    async def _record_and_publish(self, *, record: bool = True) -> None:
+        """Write the pending JobStarted messages and publish the desired count side by side.
+
+        The set patch does not wait for the runner writes: a batch with a JobStarted or
+        JobCompleted is published with a new patch id, which lets the controller add runners
+        but never remove one (docs/listener.md, "Replicas and the patch id"), so a runner whose
+        job is not written yet cannot be chosen for scale-down meanwhile.
+        """
+        recording = asyncio.ensure_future(self._record_unrecorded())
+        try:
+            await self._publish(record=record)
+        except BaseException:
+            recording.cancel()
+            await asyncio.gather(recording, return_exceptions=True)
+            raise
+        await recording
+
     async def _record_unrecorded(self) -> None:
-        """Write every pending JobStarted, in order; what still fails waits for the next turn."""
+        """Write every pending JobStarted: runners side by side, at most
+        `job_started_concurrency` at once, and one runner's messages in their order, so two
+        messages for one runner never race. What still fails waits for the next turn."""
         pending, self.unrecorded = self.unrecorded, []
-        for index, job in enumerate(pending):
-            if not job.runner_name:
+        by_runner: dict[str, list[JobStarted]] = {}
+        for job in pending:
+            if job.runner_name:
+                by_runner.setdefault(job.runner_name, []).append(job)
+            else:
                 log.warning("JobStarted for job %s names no runner; skipped", job.job_id)
-                continue
-            try:
-                outcome = await self._retry(
-                    functools.partial(
-                        record_job_started,
-                        self.kube,
-                        job,
-                        conflict_retries=self.settings.job_started_conflict_retries,
-                    ),
-                    f"JobStarted for runner {job.runner_name}",
-                    give_up=self._past_two_backoff_caps,
-                )
-            except Stopping:
-                self.unrecorded = pending[index:] + self.unrecorded
-                raise
-            except KubeError as exc:
-                if exc.retryable:
-                    self.unrecorded.extend(pending[index:])
-                    log.warning("JobStarted for runner %s deferred: %s", job.runner_name, exc)
-                    return
-                log.error("JobStarted for runner %s dropped: %s", job.runner_name, exc)
-                continue
-            log.log(
-                logging.WARNING if outcome is Outcome.FOREIGN else logging.INFO,
-                "JobStarted job %s on runner %s: %s",
-                job.job_id,
-                job.runner_name,
-                outcome.value,
+        slots = asyncio.Semaphore(self.settings.job_started_concurrency)
+        finished: set[int] = set()
+        """id() of each message written or dropped; the rest is kept for the next turn."""
+
+        async def one_runner(name: str, jobs: list[JobStarted]) -> None:
+            async with slots:
+                for job in jobs:
+                    try:
+                        await self._record_one(job)
+                    except KubeError as exc:
+                        if exc.retryable:
+                            log.warning("JobStarted for runner %s deferred: %s", name, exc)
+                            return
+                        log.error("JobStarted for runner %s dropped: %s", name, exc)
+                    finished.add(id(job))
+
+        try:
+            results = await asyncio.gather(
+                *(one_runner(name, jobs) for name, jobs in by_runner.items()),
+                return_exceptions=True,
             )
+        finally:
+            # Back in the order they came, ahead of anything queued meanwhile.
+            self.unrecorded = [
+                job for job in pending if job.runner_name and id(job) not in finished
+            ] + self.unrecorded
+        failures = [result for result in results if isinstance(result, BaseException)]
+        if any(isinstance(failure, Stopping) for failure in failures):
+            raise Stopping
+        if failures:
+            raise failures[0]
+
+    async def _record_one(self, job: JobStarted) -> None:
+        outcome = await self._retry(
+            functools.partial(
+                record_job_started,
+                self.kube,
+                job,
+                conflict_retries=self.settings.job_started_conflict_retries,
+            ),
+            f"JobStarted for runner {job.runner_name}",
+            give_up=self._past_two_backoff_caps,
+        )
+        log.log(
+            logging.WARNING if outcome is Outcome.FOREIGN else logging.INFO,
+            "JobStarted job %s on runner %s: %s",
+            job.job_id,
+            job.runner_name,
+            outcome.value,
+        )
 
     async def _publish(self, *, record: bool = True) -> None:
         """Patch the EphemeralRunnerSet with the desired count for `self.latest`, and with the
