@@ -521,6 +521,11 @@ class AutoscalingRunnerSetReconciler:
 
 
 def _reason_text(exc: BaseException) -> str:
+    """One stable line for a condition and an Event: the service's own words without the
+    request's ids (which change on every retry and would make every retry a new message)."""
+    if isinstance(exc, ActionsError) and exc.status:
+        detail = str(exc).split(f"{exc.type_name}: ", 1)[-1] if exc.type_name else ""
+        return f"GitHub answered {exc.status}" + (f": {detail}" if detail else "")
     return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
 
 

@@ -518,3 +518,24 @@ async def test_an_outdated_runner_image_parks_the_set_without_churn(rig: Rig) ->
     resumed, again, _ = await converged(rig)
     assert again["metadata"]["uid"] == runner_set["metadata"]["uid"]
     assert resumed["status"]["phase"] == "Running"
+
+
+async def test_a_scale_set_name_taken_in_another_group_is_reported(rig: Rig) -> None:
+    """The rig registered `arc` in the Default group; asking for it in another group cannot
+    work until the name or the group changes, and `kubectl describe` says why."""
+    rig.gh.state.add_runner_group("other")
+    await create_ars(rig, runnerGroup="other")
+
+    async def reported() -> JSONDict | None:
+        conditions = ((await get_ars(rig)) or {}).get("status", {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "ScaleSetRegistered"), None)
+
+    condition = await rig.until(reported, what="the ScaleSetRegistered condition")
+    assert condition["status"] == "False"
+    assert (
+        condition["message"] == "GitHub answered 409: A runner scale set named arc already exists."
+    )
+    await rig.settle()
+    # Each retry gets the same message (no request ids in it), so one Event.
+    assert (await events_of(rig, "arc")).count("ScaleSetRegistrationFailed") == 1
+    assert await runner_set_of(rig) is None
