@@ -5,6 +5,10 @@ The store is the reconcilers' read path. It holds the dicts the server sent (wit
 of each object's controller owner. Stored dicts are shared and must never be edited: reconcilers
 wrap them in `LazyObject` to change them.
 
+Before an object is stored, `metadata.managedFields` and kubectl's last-applied-configuration
+annotation are dropped (`strip`): no reconciler reads them, and together they are most of a
+small object's bytes (docs/controller-runtime.md#what-the-cache-keeps).
+
 The loop (why this one: docs/controller-runtime.md#informers): list, then watch from the list's
 resourceVersion with bookmarks; a stream that ends normally is resumed from the last
 resourceVersion seen; a 410 means the history is gone, so re-list and emit the difference as
@@ -42,6 +46,22 @@ def controller_owner_uid(obj: JSONDict) -> str | None:
     """The uid of the controller ownerReference, if any."""
     ref = controller_owner(obj)
     return str(ref["uid"]) if ref is not None and ref.get("uid") else None
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def strip(obj: JSONDict) -> JSONDict:
+    """`obj` without what no reconciler reads, in place: the field managers' records and the
+    last `kubectl apply`'s copy of the whole object (controller-runtime drops managedFields
+    from its cache by default too)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+        annotations = meta.get("annotations")
+        if isinstance(annotations, dict):
+            annotations.pop(LAST_APPLIED, None)
+    return obj
 
 
 class Store:
@@ -187,6 +207,7 @@ class Informer:
             self._emit(method, handler, *args)
 
     def _stamp(self, obj: JSONDict) -> JSONDict:
+        strip(obj)
         obj.setdefault("kind", self.kind.kind)
         obj.setdefault("apiVersion", self.kind.api_version)
         return obj
