@@ -43,7 +43,8 @@ async def jobs_started_while_away(cluster: Cluster, github: GitHub, start: Start
         await github.start_runner(name)
 
     async def started() -> bool:
-        return sum(event["messageType"] == "JobStarted" for event in queue.pending) == RUNNERS
+        kinds = [str(event["messageType"]) for event in queue.pending]
+        return kinds.count("JobStarted") == RUNNERS
 
     await eventually(started, what="every JobStarted queued")
 
@@ -128,7 +129,8 @@ async def test_the_set_patch_does_not_wait_for_the_runner_writes(
         cluster.kube.faults.resume()
 
     async def promoted() -> bool:
-        return (await cluster.runner("runner-a"))["status"].get("phase") == "Running"
+        status = (await cluster.runner("runner-a"))["status"]
+        return bool(status.get("phase") == "Running")
 
     await eventually(promoted, what="runner-a Running once the requests are answered")
     assert not running.task.done()
