@@ -177,6 +177,7 @@ async def run_demo(args: argparse.Namespace, jobs: list[JobSpec], info: dict[str
             )
             feeding.cancel()
             teardown = await system.stop()
+            observer.check_killed()
             await asyncio.sleep(TICK)
             watching.cancel()
             report = build_report(

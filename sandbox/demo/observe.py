@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.actions import ActionsEmulator
-from sandbox.demo.cluster import ER_KEY, ERS_KEY, LISTENER_USER, NAMESPACE, SCALE_SET
+from sandbox.demo.cluster import (
+    CONTROLLER_USER,
+    ER_KEY,
+    ERS_KEY,
+    LISTENER_USER,
+    NAMESPACE,
+    SCALE_SET,
+)
 from sandbox.kube import KubeEmulator
 from sandbox.kube.store import Event
 
@@ -60,16 +67,18 @@ class Observer:
         max_runners: int,
         speedup: float = 1.0,
         listener_user: str = LISTENER_USER,
+        controller_user: str = CONTROLLER_USER,
     ) -> None:
         self.gh = gh
         self.kube = kube
         self.max_runners = max_runners
         self.speedup = speedup
         self.listener_user = listener_user
+        self.controller_user = controller_user
         self.started = time.monotonic()
         self.runners: dict[str, RunnerTrack] = {}
         self.violations: list[dict[str, Any]] = []
-        self.killed_while_busy = 0
+        self.killed_jobs: set[int] = set()
         self.max_concurrent = 0
         self.max_desired = 0
         self.samples: list[Sample] = []
@@ -133,12 +142,13 @@ class Observer:
         if deleting and not track.deleting:
             track.deleting = True
             job = self._busy_job(obj)
-            if job is not None:
-                self.killed_while_busy += 1
+            # Scale-down is the controller deleting runners; an admin deleting one is not (if
+            # that ends a running job, check_killed counts it).
+            if job is not None and event.actor == self.controller_user:
                 self._violation(
                     "busy-runner-deleted",
                     name,
-                    f"deleted by {event.actor or 'the emulator'} while running job {job}",
+                    f"deleted by {event.actor} while running job {job}",
                 )
         if event.type == "DELETED":
             track.step("deleted")
@@ -151,6 +161,22 @@ class Observer:
             return None
         job = self.gh.state.jobs.get(record.job_id)
         return job.id if job is not None and job.state == "started" else None
+
+    @property
+    def killed_while_busy(self) -> int:
+        return len(self.killed_jobs)
+
+    def check_killed(self) -> None:
+        """Remember each job that started and then ended canceled: the service cancels a
+        running job when its runner goes away (a job canceled by hand counts too; the demo
+        cancels none)."""
+        for job in self.gh.state.jobs.values():
+            if (
+                job.state == "completed"
+                and job.final_result == "canceled"
+                and job.runner_assign_time is not None
+            ):
+                self.killed_jobs.add(job.id)
 
     def _runner_set_event(self, event: Event) -> None:
         if event.type == "DELETED" or event.obj["metadata"]["name"] != SCALE_SET:
@@ -166,6 +192,7 @@ class Observer:
 
     def sample(self, job_ids: list[int]) -> Sample:
         """Record and return the system's state now."""
+        self.check_killed()
         states = Counter(self.gh.state.jobs[i].state for i in job_ids)
         phases: Counter[str] = Counter(
             (obj.get("status") or {}).get("phase") or "New"

@@ -125,6 +125,7 @@ async def _up(args: argparse.Namespace) -> int:
             console.print(_usage(system, workdir), markup=False)
             reported = 0
             while not stop.is_set() and not system.crashed.done():
+                observer.check_killed()
                 for violation in observer.violations[reported:]:
                     console.print(f"invariant violated: {violation}", markup=False)
                 reported = len(observer.violations)
@@ -139,6 +140,7 @@ async def _up(args: argparse.Namespace) -> int:
                 )
             console.print("stopping")
             teardown = await system.stop()
+            observer.check_killed()
             watching.cancel()
             crash = asdict(system.crashed.result()) if system.crashed.done() else None
     finally:

@@ -174,3 +174,37 @@ def test_running_written_by_another_identity_is_reported_and_fails_the_exit_code
         ("running-not-by-listener", f"ephemeralrunner/{name}")
     ]
     assert CONTROLLER_USER in report["invariant_violations"][0]["detail"]
+
+
+def test_a_busy_runner_deleted_killed_and_replicas_above_max_are_reported(
+    start_up: Callable[..., tuple[subprocess.Popen[str], Path]], tmp_path: Path
+) -> None:
+    """A scale-down that deletes the runner of a running job (the controller's identity
+    deleting it), a runner pod lost under its job, and the set's replicas raised above
+    maxRunners: the report names each, with who did it, and the exit code is 1."""
+    proc, workdir = start_up("--max-runners", "1")
+    state: dict[str, Any] = json.loads((workdir / "sandbox.json").read_text())
+    admin = Path(state["kubeconfig"])
+    with watch_runners(admin) as watch:
+        added = sandbox("job", "add", "--workdir", str(workdir), "--duration", "600")
+        assert added.returncode == 0, added.stderr
+        assert watch.stdout is not None
+        name = read_until(watch.stdout, " Running").splitlines()[-1].split()[1]
+        watch.kill()
+    kubectl(workdir / "controller.kubeconfig", "delete", "ephemeralrunner", name, "--wait=false")
+    kubectl(admin, "delete", "pod", name, "--wait=false")
+    kubectl(admin, "patch", "ephemeralrunnerset", SCALE_SET, "--type=merge",
+            "-p", '{"spec":{"replicas":2}}')  # fmt: skip
+    code, out = stop(proc)
+    assert code == 1, out
+    report = json.loads((tmp_path / "report.json").read_text())
+    violations = {
+        (v["invariant"], v["object"]): v["detail"] for v in report["invariant_violations"]
+    }
+    assert CONTROLLER_USER in violations["busy-runner-deleted", f"ephemeralrunner/{name}"]
+    assert (
+        "replicas 2 > maxRunners 1"
+        in violations["replicas-above-max", f"ephemeralrunnerset/{SCALE_SET}"]
+    )
+    # The service cancels the job whose runner went with its pod.
+    assert report["runners"]["killed_while_busy"] == 1
