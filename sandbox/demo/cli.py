@@ -187,7 +187,10 @@ async def run_demo(args: argparse.Namespace, jobs: list[JobSpec], info: dict[str
                 job_ids=ids,
                 workload=info,
                 options={k: v for k, v in vars(args).items() if k not in ("report", "plot")}
-                | {"trace": str(args.trace) if args.trace else None, "workdir": None},
+                | {
+                    "trace": str(args.trace) if args.trace else None,
+                    "workdir": None if own_workdir else str(workdir),
+                },
                 kube_requests=Counter(r.user for r in system.kube.requests.log),
                 crash=asdict(crash) if crash else None,
                 interrupted=interrupted,
