@@ -58,17 +58,11 @@ FIELD_VALIDATION: contextvars.ContextVar[tuple[str, list[str]]] = contextvars.Co
 )
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
     "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
     "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
-_LABEL_MSG = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
-    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
-    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
 FOREGROUND = "foregroundDeletion"
 PARTIAL = ("scale", "approval", "finalize")
@@ -276,7 +270,7 @@ class Registry:
                 ("may not contain '/' or '%'"),
             )
         elif rt.plural == "namespaces":
-            ok, msg = bool(_DNS_LABEL.match(name)) and len(name) <= 63, _LABEL_MSG
+            ok, msg = bool(pods.DNS_LABEL.match(name)) and len(name) <= 63, pods.LABEL_MSG
         else:
             ok, msg = bool(_DNS_SUBDOMAIN.match(name)) and len(name) <= 253, _SUBDOMAIN_MSG
         if not ok:

@@ -22,7 +22,6 @@ CSRS = ("certificates.k8s.io", "certificatesigningrequests")
 APISERVICES = ("apiregistration.k8s.io", "apiservices")
 CAPACITIES = ("storage.k8s.io", "csistoragecapacities")
 PATH_TYPES = ("Exact", "ImplementationSpecific", "Prefix")
-CSR_CONDITIONS = ("Approved", "Denied", "Failed")
 
 
 def _dict(value: Any) -> Obj:

@@ -34,7 +34,7 @@ RESTART_POLICIES = ("Always", "OnFailure", "Never")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
 PROTOCOLS = ("SCTP", "TCP", "UDP")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
@@ -165,7 +165,7 @@ def _volume_causes(volumes: list[Obj], path: str, out: list[Cause]) -> set[str]:
         name = volume.get("name")
         if not name:
             out.append(Cause("FieldValueRequired", field=f"{path}[{i}].name", detail=""))
-        elif not _DNS_LABEL.match(name) or len(name) > 63:
+        elif not DNS_LABEL.match(name) or len(name) > 63:
             out.append(
                 Cause(
                     "FieldValueInvalid", field=f"{path}[{i}].name", detail=f'"{name}": {LABEL_MSG}'
@@ -239,7 +239,7 @@ def _container_causes(c: Obj, path: str, seen: set[str]) -> list[Cause]:
     name = c.get("name")
     if not name:
         out.append(Cause("FieldValueRequired", field=f"{path}.name", detail=""))
-    elif not _DNS_LABEL.match(name) or len(name) > 63:
+    elif not DNS_LABEL.match(name) or len(name) > 63:
         out.append(
             Cause("FieldValueInvalid", field=f"{path}.name", detail=f'"{name}": {LABEL_MSG}')
         )

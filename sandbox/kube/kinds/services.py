@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
-import re
 from collections.abc import Iterable
 from typing import Any
 
 from sandbox.kube.kinds import shapes
-from sandbox.kube.kinds.pods import LABEL_MSG, PROTOCOLS
+from sandbox.kube.kinds.pods import DNS_LABEL, LABEL_MSG, PROTOCOLS
 from sandbox.kube.status import ApiError, Cause, invalid
 
 Obj = dict[str, Any]
@@ -22,7 +21,6 @@ SERVICE_CIDR = ipaddress.IPv4Network("10.96.0.0/12")
 DYNAMIC_START = 256
 NODE_PORTS = range(30000, 32768)
 TYPES = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def prepare_create(obj: Obj, *, others: Iterable[Obj]) -> None:
@@ -176,7 +174,7 @@ def validate(spec: Obj) -> list[Cause]:
         if not name:
             if len(ports) > 1:
                 out.append(Cause("FieldValueRequired", field=f"{path}.name", detail=""))
-        elif not _DNS_LABEL.match(name) or len(name) > 63:
+        elif not DNS_LABEL.match(name) or len(name) > 63:
             out.append(
                 Cause("FieldValueInvalid", field=f"{path}.name", detail=f'"{name}": {LABEL_MSG}')
             )
