@@ -9,7 +9,8 @@ image test").
    `--build-arg BASE=` the stand-in), against `gha-sandbox up --listener none`: jobs queued, the
    set scales, runners go Running by the listener's identity (the sandbox's invariants), the
    jobs complete, `docker stop` exits 0 and the session is gone, uid 10001, /readyz and
-   /metrics answer.
+   /metrics answer. The image holds no pip, setuptools, sandbox or sources; both processes
+   answer --version.
 3. The controller from the same image (`gha-controller`), with a listener container, against
    the sandbox's emulators driven from this process: the same checks.
 
@@ -206,6 +207,31 @@ async def container_uid(name: str) -> int:
         *PODMAN, "exec", name, "python", "-c", "import os; print(os.getuid(), os.getgid())"
     )
     return int(out.split()[0])
+
+
+# In the image: what must not be there (pip, setuptools, the sandbox, the sources, a pip cache)
+# and the version both processes print.
+CONTENTS = """
+import importlib.util, pathlib, subprocess
+found = [m for m in ("pip", "setuptools", "sandbox") if importlib.util.find_spec(m)]
+found += [p for p in ("/src", "/root/.cache/pip", "/opt/venv/bin/pip") if pathlib.Path(p).exists()]
+print(" ".join(found) or "clean")
+for command in ("gha-listener", "gha-controller"):
+    print(subprocess.run([command, "--version"], capture_output=True, text=True).stdout.strip())
+"""
+
+
+async def image_checks() -> None:
+    # As root, which may look into /root.
+    _, out = await run(
+        *PODMAN, "run", "--rm", *ULIMITS, "--user", "0", IMAGE, "python", "-c", CONTENTS
+    )
+    lines = out.strip().splitlines()
+    check(lines[0] == "clean", f"the image holds {lines[0]}")
+    check(
+        lines[1].startswith("gha-listener ") and lines[2].startswith("gha-controller "),
+        f"--version: {lines[1:]}",
+    )
 
 
 async def exit_code_of_stop(name: str) -> int:
@@ -527,6 +553,7 @@ async def main() -> int:
             await readme_phase(work, timings)
             sizes = {"stand-in base (MB)": await image_size(BASE)}
             sizes["image on the stand-in base (MB)"] = await image_size(IMAGE)
+            await image_checks()
             await controller_phase(work)
         except Failed as exc:
             log(f"FAILED: {exc}")
