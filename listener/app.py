@@ -20,9 +20,9 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from aiohttp import web
-from kubernetes_asyncio import client
 
 from listener.config import ConfigError, ListenerSettings, load_settings
 from listener.health import Progress, bound_port, start_server, telemetry_app
@@ -33,11 +33,15 @@ from shared.actions.client import ActionsClient
 from shared.actions.credentials import Credentials, GitHubApp, PersonalAccessToken
 from shared.actions.errors import ActionsError, InvalidCredentials
 from shared.actions.transport import RetryPolicy, SystemInfo
-from shared.kube.client import load_configuration, new_api_client
 from shared.kube.errors import KubeError
+from shared.kube.http import HttpApi, NeedsClientLibrary, load_connection
 from shared.kube.objects import Objects
 from shared.telemetry.logs import configure_logging, mask
 from shared.telemetry.tracing import configure_tracing
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
+
 
 log = logging.getLogger("listener")
 
@@ -95,9 +99,20 @@ def actions_client_of(settings: ListenerSettings, credentials: Credentials) -> A
     )
 
 
-async def _kube_configuration() -> client.Configuration:
+async def _kube_api() -> HttpApi | ApiClient:
+    """The light client (`shared.kube.http`) for a configuration it can read, else
+    kubernetes-asyncio's, imported only then (docs/listener.md#memory)."""
     try:
-        kube_config = await load_configuration()
+        try:
+            connection = load_connection()
+        except NeedsClientLibrary as why:
+            log.info("%s: using kubernetes-asyncio's configuration loader", why)
+            from shared.kube.client import load_configuration, new_api_client
+
+            configuration = await load_configuration()
+            log.info("Kubernetes API at %s", configuration.host)
+            api: ApiClient = new_api_client(configuration)
+            return api
     except PermissionError as exc:
         # In the image the listener runs as uid 10001, which a 0600 file of the host user is not.
         log.error(
@@ -112,8 +127,8 @@ async def _kube_configuration() -> client.Configuration:
             "cannot load the Kubernetes configuration (%s): set KUBECONFIG or run in a pod", exc
         )
         raise _Unusable from None
-    log.info("Kubernetes API at %s", kube_config.host)
-    return kube_config
+    log.info("Kubernetes API at %s", connection.host)
+    return HttpApi(connection)
 
 
 async def _telemetry_server(
@@ -154,7 +169,7 @@ async def serve(
     `on_listening` receives the telemetry server's port once it is bound (port 0 picks one).
     """
     try:
-        kube_config = await _kube_configuration()
+        kube_api = await _kube_api()
     except _Unusable:
         return EXIT_CONFIG
     metrics = metrics_of(settings)
@@ -169,15 +184,12 @@ async def serve(
             )
         except _Unusable:
             return EXIT_CONFIG
-        async with (
-            new_api_client(kube_config) as api,
-            actions_client_of(settings, credentials) as actions,
-        ):
+        async with actions_client_of(settings, credentials) as actions:
             listener = Listener(
                 settings=settings,
                 actions=actions,
                 kube=RunnerSetClient(
-                    Objects(api, timeout=settings.kube_request_timeout_seconds),
+                    Objects(kube_api, timeout=settings.kube_request_timeout_seconds),
                     namespace=settings.ephemeral_runner_set_namespace,
                     runner_set=settings.ephemeral_runner_set_name,
                     tracer=tracer,
@@ -202,6 +214,7 @@ async def serve(
         log.info("stopped")
         return EXIT_OK
     finally:
+        await kube_api.close()
         if server is not None:
             await server.cleanup()
         metrics.shutdown()

@@ -3,24 +3,30 @@
 Every `Configuration` is explicit, never the library's global default, and the proxy is resolved
 once here. Requests go through `shared.kube.objects.Objects`, which adds the other rules (a
 timeout on every request, merge patches sent as `application/merge-patch+json`, errors mapped to
-`shared.kube.errors`). Why each rule exists: docs/listener.md, "Kubernetes requests".
+`shared.kube.errors`). Why each rule exists: docs/listener.md, "Kubernetes requests". A process
+that makes only a few calls can skip this library's import with `shared.kube.http`.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
 import aiohttp
 from kubernetes_asyncio import client, config
 
+from shared.kube.http import DEFAULT_TIMEOUT_SECONDS, MERGE_PATCH, environment_proxy
 from shared.telemetry.logs import mask
 from shared.typedefs import JSONDict
 
-MERGE_PATCH = "application/merge-patch+json"
-DEFAULT_TIMEOUT_SECONDS = 30.0
+__all__ = [
+    "DEFAULT_TIMEOUT_SECONDS",
+    "MERGE_PATCH",
+    "configuration_from_dict",
+    "environment_proxy",
+    "load_configuration",
+    "new_api_client",
+]
 
 
 async def load_configuration(
@@ -48,43 +54,6 @@ async def configuration_from_dict(kubeconfig: JSONDict) -> client.Configuration:
     cfg = client.Configuration()
     await config.load_kube_config_from_dict(kubeconfig, client_configuration=cfg)
     return cfg
-
-
-def _exempt(hostname: str, port: int | None, no_proxy: str) -> bool:
-    """Whether NO_PROXY (hosts, .domains, host:port, IPs, CIDRs, or *) covers the server."""
-    for entry in (e.strip().lower() for e in no_proxy.split(",")):
-        if not entry:
-            continue
-        if entry == "*":
-            return True
-        if "/" in entry:
-            try:
-                if ipaddress.ip_address(hostname) in ipaddress.ip_network(entry, strict=False):
-                    return True
-            except ValueError:
-                pass
-            continue
-        name, _, entry_port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
-        if entry_port and port is not None and entry_port != str(port):
-            continue
-        name = name.lstrip(".")
-        if hostname == name or hostname.endswith("." + name):
-            return True
-    return False
-
-
-def environment_proxy(host: str, environ: Mapping[str, str]) -> str | None:
-    """The proxy HTTPS_PROXY/HTTP_PROXY name for the API server at `host`, unless NO_PROXY
-    exempts it (the variables client-go honours)."""
-    url = urlsplit(host)
-    scheme = url.scheme or "https"
-    proxy = environ.get(f"{scheme}_proxy") or environ.get(f"{scheme.upper()}_PROXY")
-    if not proxy:
-        return None
-    no_proxy = environ.get("no_proxy") or environ.get("NO_PROXY") or ""
-    if url.hostname and _exempt(url.hostname.lower(), url.port, no_proxy):
-        return None
-    return proxy
 
 
 def new_api_client(

@@ -10,11 +10,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
-from kubernetes_asyncio.client.exceptions import ApiException
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+# kubernetes-asyncio's module, once something imported it: its package imports every model, so
+# this module never imports it itself (docs/listener.md#memory); an ApiException can only exist
+# when the module is loaded.
+_CLIENT_EXCEPTIONS = "kubernetes_asyncio.client.exceptions"
 
 
 class KubeError(Exception):
@@ -97,12 +105,10 @@ def _status_fields(body: Any) -> tuple[str, str]:
     return "", ""
 
 
-def from_api_exception(exc: ApiException) -> KubeError:
-    """The error class for an ApiException, with the server's Status message."""
-    code = int(exc.status or 0)
-    message, reason = _status_fields(exc.body)
-    if not reason and isinstance(exc.reason, str):
-        reason = exc.reason
+def from_status(code: int, reason: str, body: Any) -> KubeError:
+    """The error class for an HTTP status, with the server's Status message from `body`."""
+    message, status_reason = _status_fields(body)
+    reason = status_reason or reason
     text = message or reason or f"HTTP {code}"
     cls: type[KubeError]
     if code == 409:
@@ -119,11 +125,19 @@ def from_api_exception(exc: ApiException) -> KubeError:
     )
 
 
+def from_api_exception(exc: ApiException) -> KubeError:
+    """The error class for a kubernetes-asyncio ApiException, with the server's Status message."""
+    return from_status(
+        int(exc.status or 0), exc.reason if isinstance(exc.reason, str) else "", exc.body
+    )
+
+
 def translate(exc: BaseException) -> KubeError | None:
     """Map a client-library exception onto the vocabulary, or None if it is not one."""
     if isinstance(exc, KubeError):
         return exc
-    if isinstance(exc, ApiException):
+    client_exceptions = sys.modules.get(_CLIENT_EXCEPTIONS)
+    if client_exceptions is not None and isinstance(exc, client_exceptions.ApiException):
         return from_api_exception(exc)
     if isinstance(exc, asyncio.TimeoutError | TimeoutError):
         return Timeout("request timed out")

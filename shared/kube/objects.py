@@ -14,14 +14,12 @@ import json
 import logging
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from shared.kube.client import DEFAULT_TIMEOUT_SECONDS, MERGE_PATCH
-from shared.kube.errors import KubeError, Timeout, from_api_exception, kube_errors
+from shared.kube.errors import KubeError, Timeout, from_status, kube_errors
+from shared.kube.http import DEFAULT_TIMEOUT_SECONDS, MERGE_PATCH
 from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
@@ -70,10 +68,26 @@ def _query(params: Mapping[str, object]) -> list[tuple[str, str]]:
 
 
 async def _error(resp: aiohttp.ClientResponse) -> KubeError:
-    body = await resp.text()
-    exc = ApiException(status=resp.status, reason=resp.reason)
-    exc.body = body.encode()
-    return from_api_exception(exc)
+    return from_status(resp.status, resp.reason or "", await resp.text())
+
+
+class Api(Protocol):
+    """What `Objects` sends through: kubernetes-asyncio's `ApiClient`, or the lighter
+    `shared.kube.http.HttpApi`. Called with `_preload_content=False`, it answers the unread
+    response."""
+
+    async def call_api(
+        self,
+        resource_path: str,
+        method: str,
+        *,
+        query_params: Any = ...,
+        header_params: Any = ...,
+        body: Any = ...,
+        auth_settings: Any = ...,
+        _preload_content: bool = ...,
+        _request_timeout: Any = ...,
+    ) -> Any: ...
 
 
 RequestObserver = Callable[[str, str], None]
@@ -86,7 +100,7 @@ class Objects:
 
     def __init__(
         self,
-        api: client.ApiClient,
+        api: Api,
         *,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         observer: RequestObserver | None = None,
@@ -258,9 +272,7 @@ class Objects:
                     continue
                 if event.get("type") == "ERROR":
                     status = event.get("object") or {}
-                    failure = ApiException(status=int(status.get("code", 500)))
-                    failure.body = json.dumps(status).encode()
-                    raise from_api_exception(failure)
+                    raise from_status(int(status.get("code", 500)), "", status)
                 yield event
         finally:
             resp.close()
