@@ -31,16 +31,18 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER_SET
+from shared.api.kinds import (
+    AUTOSCALING_LISTENER,
+    AUTOSCALING_RUNNER_SET,
+    CLEANUP_TARGETS,
+    EPHEMERAL_RUNNER_SET,
+)
 from shared.api.names import (
     ANNOTATION_CLEANUP_GITHUB_SECRET_NAME,
     ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_BINDING_NAME,
     ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_NAME,
     ANNOTATION_CLEANUP_KUBERNETES_MODE_SERVICE_ACCOUNT_NAME,
-    ANNOTATION_CLEANUP_MANAGER_ROLE_BINDING,
-    ANNOTATION_CLEANUP_MANAGER_ROLE_NAME,
     ANNOTATION_CLEANUP_NO_PERMISSION_SERVICE_ACCOUNT_NAME,
-    CLEANUP_ANNOTATIONS_IN_ORDER,
     FINALIZER_AUTOSCALING_LISTENER,
     FINALIZER_AUTOSCALING_RUNNER_SET,
     FINALIZER_CLEANUP_PROTECTION,
@@ -49,7 +51,7 @@ from shared.api.names import (
 )
 from shared.kube.client import load_configuration, new_api_client
 from shared.kube.errors import KubeError, NotFound
-from shared.kube.objects import POD, ROLE, ROLE_BINDING, SECRET, SERVICE_ACCOUNT, Kind, Objects
+from shared.kube.objects import POD, ROLE, ROLE_BINDING, Kind, Objects
 from shared.typedefs import JSONDict
 
 PROG = "gha-controller migrate-from-arc"
@@ -58,17 +60,6 @@ HELM_RESOURCE_POLICY = "helm.sh/resource-policy"
 
 WATCH_SECONDS = 60
 """timeoutSeconds of each watch while waiting for a pod to go; the wait re-lists after it."""
-
-CLEANUP_KINDS: dict[str, Kind] = {
-    ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_BINDING_NAME: ROLE_BINDING,
-    ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_NAME: ROLE,
-    ANNOTATION_CLEANUP_KUBERNETES_MODE_SERVICE_ACCOUNT_NAME: SERVICE_ACCOUNT,
-    ANNOTATION_CLEANUP_NO_PERMISSION_SERVICE_ACCOUNT_NAME: SERVICE_ACCOUNT,
-    ANNOTATION_CLEANUP_GITHUB_SECRET_NAME: SECRET,
-    ANNOTATION_CLEANUP_MANAGER_ROLE_BINDING: ROLE_BINDING,
-    ANNOTATION_CLEANUP_MANAGER_ROLE_NAME: ROLE,
-}
-
 
 RUNNERS_NEED = frozenset(
     {
@@ -151,8 +142,7 @@ class Planner:
         namespace = meta["namespace"]
         annotations = meta.get("annotations") or {}
         steps: list[Step] = []
-        for key in CLEANUP_ANNOTATIONS_IN_ORDER:
-            kind = CLEANUP_KINDS[key]
+        for key, kind in CLEANUP_TARGETS:
             dependent = await self._get(kind, namespace, str(annotations.get(key) or ""))
             if dependent is None:
                 continue

@@ -59,15 +59,13 @@ from controller.runtime import (
 from shared.actions.client import ActionsClient
 from shared.actions.errors import ActionsError, InvalidArgument, ScaleSetNotFound
 from shared.actions.models import Label, RunnerScaleSet, RunnerSetting
-from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER_SET
+from shared.api.kinds import (
+    AUTOSCALING_LISTENER,
+    AUTOSCALING_RUNNER_SET,
+    CLEANUP_TARGETS,
+    EPHEMERAL_RUNNER_SET,
+)
 from shared.api.names import (
-    ANNOTATION_CLEANUP_GITHUB_SECRET_NAME,
-    ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_BINDING_NAME,
-    ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_NAME,
-    ANNOTATION_CLEANUP_KUBERNETES_MODE_SERVICE_ACCOUNT_NAME,
-    ANNOTATION_CLEANUP_MANAGER_ROLE_BINDING,
-    ANNOTATION_CLEANUP_MANAGER_ROLE_NAME,
-    ANNOTATION_CLEANUP_NO_PERMISSION_SERVICE_ACCOUNT_NAME,
     ANNOTATION_RUNNER_GROUP_NAME,
     ANNOTATION_RUNNER_SCALE_SET_ID,
     ANNOTATION_RUNNER_SCALE_SET_NAME,
@@ -75,7 +73,7 @@ from shared.api.names import (
     FINALIZER_CLEANUP_PROTECTION,
 )
 from shared.kube.errors import AlreadyExists, Forbidden, KubeError, NotFound
-from shared.kube.objects import ROLE, ROLE_BINDING, SECRET, SERVICE_ACCOUNT, Kind, Objects
+from shared.kube.objects import Kind, Objects
 from shared.kube.views import annotation_int, is_deleting, metadata_of, status_of
 from shared.typedefs import JSONDict
 
@@ -108,18 +106,6 @@ def _listener_key(listener: JSONDict) -> Iterable[Request]:
         spec.get("autoscalingRunnerSetName"),
     )
     return (Request(str(namespace), str(name)),) if namespace and name else ()
-
-
-# What each of ARC's cleanup annotations names, in the order ARC strips their finalizer.
-CLEANUP_KINDS: tuple[tuple[str, Kind], ...] = (
-    (ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_BINDING_NAME, ROLE_BINDING),
-    (ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_NAME, ROLE),
-    (ANNOTATION_CLEANUP_KUBERNETES_MODE_SERVICE_ACCOUNT_NAME, SERVICE_ACCOUNT),
-    (ANNOTATION_CLEANUP_NO_PERMISSION_SERVICE_ACCOUNT_NAME, SERVICE_ACCOUNT),
-    (ANNOTATION_CLEANUP_GITHUB_SECRET_NAME, SECRET),
-    (ANNOTATION_CLEANUP_MANAGER_ROLE_BINDING, ROLE_BINDING),
-    (ANNOTATION_CLEANUP_MANAGER_ROLE_NAME, ROLE),
-)
 
 
 class AutoscalingRunnerSetReconciler:
@@ -474,7 +460,7 @@ class AutoscalingRunnerSetReconciler:
                 await self._delete(EPHEMERAL_RUNNER_SET, meta["namespace"], meta["name"])
             return Result(requeue_after=WAIT)
         await self._delete_scale_set(ars)
-        for annotation, kind in CLEANUP_KINDS:
+        for annotation, kind in CLEANUP_TARGETS:
             name = (meta.get("annotations") or {}).get(annotation)
             if name:
                 await self._strip_cleanup_protection(kind, meta["namespace"], name)

@@ -69,3 +69,12 @@ def test_cleanup_order_matches_arc() -> None:
         "manager-role-binding",
         "manager-role-name",
     ]
+
+
+def test_cleanup_targets_follow_the_order_and_name_each_kind() -> None:
+    from shared.api.kinds import CLEANUP_TARGETS
+
+    assert [a for a, _ in CLEANUP_TARGETS] == list(names.CLEANUP_ANNOTATIONS_IN_ORDER)
+    for annotation, kind in CLEANUP_TARGETS:
+        noun = {"RoleBinding": "role-binding", "Role": "role", "ServiceAccount": "service-account"}
+        assert noun.get(kind.kind, kind.kind.lower()) in annotation, (annotation, kind.kind)
