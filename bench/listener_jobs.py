@@ -1,11 +1,15 @@
 """Listener cost and latency per job, against both emulators over loopback HTTP.
 
-N EphemeralRunners (Pending) each get a simulated runner; N jobs are enqueued at once. Measured
-until every job completed and the runner set settled back at 0 (patch id 0): the listener's
-Kubernetes and Actions requests per job, and the time from a job's JobStarted being emitted to
-its runner showing `Running` (the listener's own latency, the long poll included).
+N EphemeralRunners (Pending, warm) each get a simulated runner; N jobs (5 s each, `--job-seconds`)
+are enqueued at once. Measured until every job completed, every job message was taken and the
+runner set settled back at 0 (patch id 0): the listener's
+Kubernetes and Actions requests per job, the time from a job's JobStarted being emitted to its
+runner showing `Running` (the listener's own latency, the long poll included: p50/p95/p99/max),
+and how many runners were promoted only after their job had completed (the listener more than a
+job's length behind; must be 0).
 
-    .venv/bin/python bench/listener_jobs.py --jobs 50
+    .venv/bin/python bench/listener_jobs.py --jobs 100
+    .venv/bin/python bench/listener_jobs.py --jobs 1000 --concurrency 1   # one at a time, as before
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import statistics
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +73,38 @@ def runner_object(runner_set: dict[str, Any], name: str) -> dict[str, Any]:
     }
 
 
-async def run(jobs: int) -> None:
-    async with KubeEmulator(kubelet=False) as kube, ActionsEmulator(long_poll_timeout=50) as gh:
+@dataclass
+class Result:
+    jobs: int
+    elapsed: float
+    """Seconds from the first runner started until every job completed and the set settled."""
+    running_seen: int
+    promoted_after_completion: int
+    """Runners first seen `Running` after their job had completed: the listener behind."""
+    latencies_ms: list[float]
+    """JobStarted (the runner's assignment) -> `Running` seen, per runner."""
+    kube_calls: Counter[str]
+    actions_calls: Counter[str]
+
+    def percentile(self, q: int) -> float:
+        """The q-th percentile (1..99) of the latencies."""
+        if len(self.latencies_ms) == 1:
+            return self.latencies_ms[0]
+        return statistics.quantiles(self.latencies_ms, n=100, method="inclusive")[q - 1]
+
+
+async def run(
+    jobs: int,
+    *,
+    job_seconds: float = 5.0,
+    concurrency: int | None = None,
+    long_poll_seconds: float = 50.0,
+) -> Result:
+    """`long_poll_seconds`: how long the service holds an empty poll (the real one's ~50 s)."""
+    async with (
+        KubeEmulator(kubelet=False) as kube,
+        ActionsEmulator(long_poll_timeout=long_poll_seconds) as gh,
+    ):
         kube.apply_crds(project_crds())
         setup_cluster(kube)
         ers = kube.store.get(("actions.github.com", "ephemeralrunnersets"), NAMESPACE, SET)
@@ -86,6 +121,7 @@ async def run(jobs: int) -> None:
                 kubeconfig, token=kube.service_account_token(NAMESPACE, "gha-listener")
             )
             os.environ["KUBECONFIG"] = str(kubeconfig)
+            tuning = {} if concurrency is None else {"job_started_concurrency": concurrency}
             settings = ListenerSettings(
                 configure_url=gh.config_url(),
                 github_token=token,
@@ -94,6 +130,7 @@ async def run(jobs: int) -> None:
                 runner_scale_set_id=scale_set.id,
                 max_runners=jobs,
                 metrics_addr="",
+                **tuning,
             )
             stop = asyncio.Event()
             listener = asyncio.create_task(serve(settings, credentials_of(settings), stop=stop))
@@ -109,19 +146,36 @@ async def run(jobs: int) -> None:
                 jit = config.encoded_jit_config.get_secret_value()
                 runners.append(asyncio.create_task(gh.runtime.run_runner(jit)))
             for _ in names:
-                gh.enqueue_job(labels=[SET], duration=0.5)
+                gh.enqueue_job(labels=[SET], duration=job_seconds)
             running_seen: dict[str, float] = {}
+            completed_first: set[str] = set()
             store_key = ("actions.github.com", "ephemeralrunners")
             while True:
                 now = time.monotonic()
+                # No await between these reads: both emulators run in this loop, so the two
+                # states are read at one instant.
+                finished = {
+                    job.runner_name
+                    for job in gh.state.jobs.values()
+                    if job.state == "completed" and job.runner_name
+                }
                 for name in names:
                     obj = kube.store.get(store_key, NAMESPACE, name) or {}
-                    if name not in running_seen and obj.get("status", {}).get("phase") == "Running":
+                    if name in running_seen:
+                        continue
+                    if obj.get("status", {}).get("phase") == "Running":
                         running_seen[name] = now
+                    elif name in finished:
+                        completed_first.add(name)
                 spec = kube.store.get(("actions.github.com", "ephemeralrunnersets"), NAMESPACE, SET)
                 done = all(job.state == "completed" for job in gh.state.jobs.values())
+                # The statistics are the service's own, so the set can settle at 0 while job
+                # messages still wait in the queue: the run ends when the listener took them all.
+                queue = gh.state.queues[scale_set.id]
+                drained = not queue.pending and not queue.messages
                 assert spec is not None
-                if done and spec["spec"].get("replicas") == 0 and spec["spec"]["patchID"] == 0:
+                settled = spec["spec"].get("replicas") == 0 and spec["spec"]["patchID"] == 0
+                if done and drained and settled:
                     break
                 await asyncio.sleep(0.005)
             elapsed = time.monotonic() - started
@@ -148,22 +202,41 @@ async def run(jobs: int) -> None:
         for name in names
         if name in running_seen and name in starts
     ]
-    print(f"jobs: {jobs}, all completed and settled in {elapsed:.2f}s")
-    print(f"Running seen on {len(running_seen)} of {jobs} runners")
-    print("listener Kubernetes requests:", dict(kube_calls), f"= {sum(kube_calls.values())}")
-    print("Actions requests (listener and runners):", dict(actions_calls))
-    if latencies:
-        p90 = statistics.quantiles(latencies, n=10)[-1] if len(latencies) > 1 else latencies[0]
+    return Result(
+        jobs=jobs,
+        elapsed=elapsed,
+        running_seen=len(running_seen),
+        promoted_after_completion=len(completed_first & set(running_seen)),
+        latencies_ms=latencies,
+        kube_calls=kube_calls,
+        actions_calls=actions_calls,
+    )
+
+
+def report(result: Result) -> None:
+    print(f"jobs: {result.jobs}, all completed and settled in {result.elapsed:.2f}s")
+    print(f"Running seen on {result.running_seen} of {result.jobs} runners")
+    print(f"runners promoted after their job completed: {result.promoted_after_completion}")
+    kube_total = sum(result.kube_calls.values())
+    print("listener Kubernetes requests:", dict(result.kube_calls), f"= {kube_total}")
+    print("Actions requests (listener and runners):", dict(result.actions_calls))
+    if result.latencies_ms:
         print(
-            f"JobStarted -> Running ms: median {statistics.median(latencies):.1f}, "
-            f"p90 {p90:.1f}, max {max(latencies):.1f}"
+            "JobStarted -> Running ms: "
+            + ", ".join(f"p{q} {result.percentile(q):.1f}" for q in (50, 95, 99))
+            + f", max {max(result.latencies_ms):.1f}"
         )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--jobs", type=int, default=50)
-    asyncio.run(run(parser.parse_args().jobs))
+    parser.add_argument("--job-seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--concurrency", type=int, default=None, help="job_started_concurrency (default: its own)"
+    )
+    args = parser.parse_args()
+    report(asyncio.run(run(args.jobs, job_seconds=args.job_seconds, concurrency=args.concurrency)))
 
 
 if __name__ == "__main__":
