@@ -121,7 +121,6 @@ async def run(
                 kubeconfig, token=kube.service_account_token(NAMESPACE, "gha-listener")
             )
             os.environ["KUBECONFIG"] = str(kubeconfig)
-            tuning = {} if concurrency is None else {"job_started_concurrency": concurrency}
             settings = ListenerSettings(
                 configure_url=gh.config_url(),
                 github_token=token,
@@ -130,8 +129,9 @@ async def run(
                 runner_scale_set_id=scale_set.id,
                 max_runners=jobs,
                 metrics_addr="",
-                **tuning,
             )
+            if concurrency is not None:
+                settings = settings.model_copy(update={"job_started_concurrency": concurrency})
             stop = asyncio.Event()
             listener = asyncio.create_task(serve(settings, credentials_of(settings), stop=stop))
             await gh.state.wait_for(

@@ -75,7 +75,7 @@ def exec_kubeconfig(kube: KubeEmulator, token: str, folder: Path) -> dict[str, o
     }
     plugin.write_text(f"import json\nprint(json.dumps({json.dumps(credential)}))\n")
     config = kube.kubeconfig_dict(token=token)
-    config["users"][0]["user"] = {  # type: ignore[index]
+    config["users"][0]["user"] = {
         "exec": {
             "apiVersion": "client.authentication.k8s.io/v1beta1",
             "command": sys.executable,
