@@ -113,7 +113,5 @@ def test_the_overlay_applies_the_secrets_and_not_its_values(tmp_path: Path) -> N
     assert set(secrets["github-config"]["data"]) == {"github_token"}
     token = secrets["gha-listener-token"]
     assert token["type"] == "kubernetes.io/service-account-token"
-    assert token["metadata"]["annotations"] == {
-        "kubernetes.io/service-account.name": "gha-listener"
-    }
+    assert token["metadata"]["annotations"]["kubernetes.io/service-account.name"] == "gha-listener"
     assert not [o for o in objects if o["kind"] == "ConfigMap"]
