@@ -25,6 +25,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from shared.actions.config import GitHubConfig, parse_config_url
 from shared.actions.errors import InvalidArgument
 from shared.actions.transport import ssl_context
+from shared.policy import ScalingPolicy
 
 CONFIG_PATH_VARIABLE = "LISTENER_CONFIG_PATH"
 ENV_PREFIX = "LISTENER_"
@@ -120,6 +121,11 @@ class ListenerSettings(BaseSettings):
         ge=1,
         description="JobStarted messages of a batch written at once (one runner's in order)",
     )
+    scaling_policy: ScalingPolicy | None = Field(
+        None,
+        description="capacity policies on top of min_runners and max_runners: minIdle, "
+        "schedules, burst, warmTailSeconds, scaleDownDelaySeconds (docs/policies.md)",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -195,6 +201,12 @@ class ListenerSettings(BaseSettings):
                 f'MinRunners "{self.min_runners}" cannot be greater than '
                 f'MaxRunners "{self.max_runners}"'
             )
+        if self.scaling_policy is not None:
+            problems = self.scaling_policy.bound_problems(
+                min_runners=self.min_runners, max_runners=self.max_runners
+            )
+            if problems:
+                raise ValueError("; ".join(f"scaling_policy.{problem}" for problem in problems))
         if self.metrics_listen is not None and not self.metrics_endpoint:
             raise ValueError("metrics_endpoint is required when metrics_addr is set")
         if self.retry_initial_seconds > self.retry_max_seconds:

@@ -2,6 +2,9 @@
 
 The rules, and how the controller reads them: docs/listener.md, "Replicas and the patch id".
 
+With a `scaling_policy` (docs/policies.md) the count comes from `shared.policy.decide`, which
+is ARC's formula when no policy is set; "the minimum" is then the count the policy rests at.
+
 The controller reads the patch id to decide how far it may act: a new id allows scaling up only,
 the id it already served allows nothing, and 0 means "this is the settled state", which allows
 scaling down to idle. So the listener publishes 0 only when nothing happened since the previous
@@ -10,8 +13,11 @@ publication and the count is back at the minimum.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
+from shared.policy import PolicyState, ScalingPolicy, decide, utc_now
 from shared.typedefs import JSONDict
 
 MAX_INT32 = 2**31 - 1
@@ -34,9 +40,19 @@ class Desired:
 class Scaler:
     """Turns `totalAssignedJobs` into the (replicas, patchID) to publish, ARC's way."""
 
-    def __init__(self, *, min_runners: int, max_runners: int) -> None:
+    def __init__(
+        self,
+        *,
+        min_runners: int,
+        max_runners: int,
+        policy: ScalingPolicy | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
         self.min_runners = min_runners
         self.max_runners = max_runners
+        self.policy = policy
+        self._clock = clock
+        self._policy_state = PolicyState()
         self._sequence = -1
         self._previous_target: int | None = None
         self._dirty = False
@@ -46,11 +62,20 @@ class Scaler:
         self._dirty = True
 
     def desired(self, assigned_jobs: int) -> Desired:
-        target = min(self.min_runners + max(assigned_jobs, 0), self.max_runners)
+        decision = decide(
+            assigned_jobs=assigned_jobs,
+            min_runners=self.min_runners,
+            max_runners=self.max_runners,
+            policy=self.policy,
+            state=self._policy_state,
+            now=self._clock(),
+        )
+        self._policy_state = decision.state
+        target = decision.replicas
         if self._sequence == MAX_INT32:
             self._sequence = 0
         self._sequence += 1
-        settled = not self._dirty and target == self._previous_target and target == self.min_runners
+        settled = not self._dirty and target == self._previous_target and target == decision.resting
         self._previous_target = target
         self._dirty = False
         return Desired(replicas=target, patch_id=0 if settled else self._sequence)

@@ -99,7 +99,11 @@ class Listener:
         self.tracer = tracer
         self.owner = owner
         self.stop = stop
-        self.scaler = Scaler(min_runners=settings.min_runners, max_runners=settings.max_runners)
+        self.scaler = Scaler(
+            min_runners=settings.min_runners,
+            max_runners=settings.max_runners,
+            policy=settings.scaling_policy,
+        )
         self.backoff = Backoff(
             initial=settings.retry_initial_seconds, maximum=settings.retry_max_seconds
         )
