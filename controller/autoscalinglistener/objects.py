@@ -186,11 +186,12 @@ def listener_config(
     metrics_addr: str,
     metrics_endpoint: str,
 ) -> JSONDict:
-    """The listener's config, with ARC's keys in ARC's order (docs/listener.md#configuration).
-    `credentials` holds the GitHub Secret's keys (a PAT or an App)."""
+    """The listener's config, with ARC's keys in ARC's order (docs/listener.md#configuration),
+    then `scaling_policy` when the listener has one. `credentials` holds the GitHub Secret's
+    keys (a PAT or an App)."""
     spec = listener.get("spec") or {}
     installation = credentials.get("github_app_installation_id", "")
-    return {
+    config: JSONDict = {
         "configure_url": spec.get("githubConfigUrl", ""),
         "vault_type": "",
         "vault_lookup_key": "",
@@ -211,6 +212,11 @@ def listener_config(
         "metrics_endpoint": metrics_endpoint,
         "metrics": spec.get("metrics"),
     }
+    # Not an ARC key: written only when the set has a policy (docs/policies.md), so the config
+    # of a set without one is ARC's.
+    if spec.get("scalingPolicy") is not None:
+        config["scaling_policy"] = spec["scalingPolicy"]
+    return config
 
 
 def config_secret(listener: JSONDict, config: JSONDict) -> JSONDict:

@@ -203,6 +203,7 @@ def listener_spec(
             "roleMetadata": spec.get("listenerRoleMetadata"),
             "roleBindingMetadata": spec.get("listenerRoleBindingMetadata"),
             "configSecretMetadata": spec.get("listenerConfigSecretMetadata"),
+            "scalingPolicy": spec.get("scalingPolicy"),
         }
     )
 

@@ -43,6 +43,7 @@ from shared.api.names import (
     KIND_EPHEMERAL_RUNNER_SET,
     MAX_RUNNERS_UNBOUNDED,
 )
+from shared.policy import ScalingPolicy
 
 
 class AutoscalingRunnerSetPhase(StrEnum):
@@ -93,6 +94,20 @@ def _check_min_not_above_max(min_runners: int | None, info: ValidationInfo) -> i
     if min_runners is not None and max_runners is not None and min_runners > max_runners:
         raise ValueError(f"must not be greater than maxRunners ({min_runners} > {max_runners})")
     return min_runners
+
+
+def _check_policy_bounds(
+    policy: ScalingPolicy | None, info: ValidationInfo
+) -> ScalingPolicy | None:
+    max_runners = info.data.get("max_runners")
+    if policy is not None:
+        problems = policy.bound_problems(
+            min_runners=info.data.get("min_runners") or 0,
+            max_runners=MAX_RUNNERS_UNBOUNDED if max_runners is None else max_runners,
+        )
+        if problems:
+            raise ValueError("; ".join(problems))
+    return policy
 
 
 class KubeObject(WireModel):
@@ -158,8 +173,12 @@ class AutoscalingRunnerSetSpec(WireModel):
     min_runners: int | None = Field(
         default=None, ge=0, description="Idle runners kept ready; unset means 0."
     )
+    scaling_policy: ScalingPolicy | None = Field(
+        default=None, description="Not in ARC: capacity policies (docs/policies.md)."
+    )
 
     _min_not_above_max = field_validator("min_runners")(_check_min_not_above_max)
+    _policy_within_bounds = field_validator("scaling_policy")(_check_policy_bounds)
 
     @property
     def effective_min_runners(self) -> int:
@@ -226,8 +245,12 @@ class AutoscalingListenerSpec(WireModel):
     service_account_metadata: ResourceMeta | None = None
     role_metadata: ResourceMeta | None = None
     role_binding_metadata: ResourceMeta | None = None
+    scaling_policy: ScalingPolicy | None = Field(
+        default=None, description="Not in ARC: the set's capacity policies (docs/policies.md)."
+    )
 
     _min_not_above_max = field_validator("min_runners")(_check_min_not_above_max)
+    _policy_within_bounds = field_validator("scaling_policy")(_check_policy_bounds)
 
 
 class AutoscalingListenerStatus(WireModel):
