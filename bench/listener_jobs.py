@@ -31,7 +31,9 @@ import yaml
 from listener.app import credentials_of, serve
 from listener.config import ListenerSettings
 from sandbox.actions.emulator import ActionsEmulator
+from sandbox.actions.state.records import Job
 from sandbox.kube.emulator import KubeEmulator
+from sandbox.kube.store import Event
 from sandbox.kube.testing import project_crds
 from shared.actions.client import ActionsClient
 from shared.actions.credentials import PersonalAccessToken
@@ -39,6 +41,8 @@ from shared.actions.models import RunnerScaleSet
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "bench"
+SAMPLE_SECONDS = 0.02
+"""How often the end of the run is looked for."""
 SET = "my-runners"
 
 
@@ -150,23 +154,34 @@ async def run(
             running_seen: dict[str, float] = {}
             completed_first: set[str] = set()
             store_key = ("actions.github.com", "ephemeralrunners")
+            job_of: dict[str, Job] = {}
+
+            def job_completed(name: str) -> bool:
+                if name not in job_of:
+                    job_of.update(
+                        (job.runner_name, job) for job in gh.state.jobs.values() if job.runner_name
+                    )
+                job = job_of.get(name)
+                return job is not None and job.state == "completed"
+
+            async def observe() -> None:
+                # The store publishes each write as it commits; this task wakes in the next
+                # turn of the loop that runs both emulators, so the runner's phase and its
+                # job's state are compared at (within one turn of) the write.
+                while True:
+                    event = await subscription.queue.get()
+                    if not isinstance(event, Event):
+                        return
+                    name = event.obj["metadata"]["name"]
+                    phase = (event.obj.get("status") or {}).get("phase")
+                    if phase == "Running" and name not in running_seen:
+                        running_seen[name] = time.monotonic()
+                        if job_completed(name):
+                            completed_first.add(name)
+
+            subscription = kube.store.subscribe({store_key})
+            observer = asyncio.create_task(observe())
             while True:
-                now = time.monotonic()
-                # No await between these reads: both emulators run in this loop, so the two
-                # states are read at one instant.
-                finished = {
-                    job.runner_name
-                    for job in gh.state.jobs.values()
-                    if job.state == "completed" and job.runner_name
-                }
-                for name in names:
-                    obj = kube.store.get(store_key, NAMESPACE, name) or {}
-                    if name in running_seen:
-                        continue
-                    if obj.get("status", {}).get("phase") == "Running":
-                        running_seen[name] = now
-                    elif name in finished:
-                        completed_first.add(name)
                 spec = kube.store.get(("actions.github.com", "ephemeralrunnersets"), NAMESPACE, SET)
                 done = all(job.state == "completed" for job in gh.state.jobs.values())
                 # The statistics are the service's own, so the set can settle at 0 while job
@@ -177,8 +192,10 @@ async def run(
                 settled = spec["spec"].get("replicas") == 0 and spec["spec"]["patchID"] == 0
                 if done and drained and settled:
                     break
-                await asyncio.sleep(0.005)
+                await asyncio.sleep(SAMPLE_SECONDS)
             elapsed = time.monotonic() - started
+            observer.cancel()
+            kube.store.unsubscribe(subscription)
             stop.set()
             await listener
             await asyncio.gather(*runners, return_exceptions=True)
