@@ -271,7 +271,8 @@ def _burst(
         return replace(state, in_burst=False, burst_extra=0, burst_peak_count=0), count
     # During a burst the count never falls below the burst's highest so far.
     count = max(count + state.burst_extra, state.burst_peak_count)
-    return replace(state, burst_peak_count=count), count
+    peak_assigned = max(assigned, state.burst_peak_assigned)
+    return replace(state, burst_peak_assigned=peak_assigned, burst_peak_count=count), count
 
 
 def _scale_down_delay(
