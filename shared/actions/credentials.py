@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from dataclasses import dataclass, field
-
-import jwt
-from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
-from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from typing import TYPE_CHECKING
 
 from shared.actions.errors import InvalidCredentials
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+
+# PyJWT and cryptography are imported by GitHubApp alone: together they are about 9 MB of a
+# process's memory, which a PAT never needs (docs/listener.md#memory).
 
 APP_JWT_BACKDATE = 60
 """Seconds the App JWT's `iat` is set in the past, to tolerate clock skew with GitHub."""
@@ -45,6 +51,9 @@ class GitHubApp:
             raise InvalidCredentials("the GitHub App ID (or client ID) is empty")
         if self.installation_id <= 0:
             raise InvalidCredentials("the GitHub App installation ID must be a positive integer")
+        from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
         try:
             key = load_pem_private_key(self.private_key.encode(), password=None)
         except (ValueError, TypeError) as exc:
@@ -60,6 +69,8 @@ class GitHubApp:
         """An RS256 App JWT: `iat` = now - 60 s, `exp` = `iat` + 9 min, `iss` = the App ID."""
         issued = int(now) - APP_JWT_BACKDATE
         claims = {"iat": issued, "exp": issued + APP_JWT_LIFETIME, "iss": str(self.client_id)}
+        import jwt
+
         return jwt.encode(claims, self._key, algorithm="RS256")
 
 
@@ -67,10 +78,18 @@ Credentials = PersonalAccessToken | GitHubApp
 
 
 def token_expiry(token: str) -> float | None:
-    """The `exp` claim of a JWT read without verifying it, or None when it has none."""
-    try:
-        claims = jwt.decode(token, options={"verify_signature": False})
-    except jwt.PyJWTError:
+    """The `exp` claim of a JWT read without verifying it, or None when it has none.
+
+    Unverified, a JWT's claims are base64url JSON between its two dots; read here without a JWT
+    library, which would bring cryptography along for a PAT's tokens.
+    """
+    parts = token.split(".")
+    if len(parts) != 3:
         return None
-    exp = claims.get("exp")
-    return float(exp) if isinstance(exp, int | float) else None
+    payload = parts[1]
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (binascii.Error, ValueError):
+        return None
+    exp = claims.get("exp") if isinstance(claims, dict) else None
+    return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -29,5 +28,8 @@ def configure_tracing(service_name: str) -> TracerProvider:
     """
     provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
     if otlp_enabled():
+        # Imported only when exporting: the exporter and protobuf are about 4 MB of memory.
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     return provider
