@@ -73,9 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_system_flags(parser, max_runners=30)
     parser.add_argument(
         "--listener",
-        choices=["docker-run"],
-        default="docker-run",
-        help="how the listener runs: docker-run, a process outside the cluster (default)",
+        choices=["in-cluster", "docker-run"],
+        default="in-cluster",
+        help="how the controller and the listener run: in-cluster (default), the controller's "
+        "Deployment from manifests/ and the listener pod it makes, run by the Kubernetes "
+        "emulator; docker-run, both as processes of the demo outside the cluster",
     )
     parser.add_argument("--report", type=Path, help="write the JSON report here")
     parser.add_argument("--plot", type=Path, help="write a PNG of the run here")
@@ -152,6 +154,7 @@ async def run_demo(args: argparse.Namespace, jobs: list[JobSpec], info: dict[str
         registration_latency=args.registration_latency / speedup,
         labels=tuple(sorted({label for job in jobs for label in job.labels})),
         seed=args.seed,
+        listener=args.listener,
     )
     own_workdir = args.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="gha-sandbox-")) if own_workdir else args.workdir
@@ -167,7 +170,11 @@ async def run_demo(args: argparse.Namespace, jobs: list[JobSpec], info: dict[str
             )
             await system.wait_ready(stop)
             observer = Observer(
-                system.gh, system.kube, max_runners=args.max_runners, speedup=speedup
+                system.gh,
+                system.kube,
+                max_runners=args.max_runners,
+                speedup=speedup,
+                listener_user=system.listener_user,
             )
             watching = asyncio.create_task(observer.run())
             ids: list[int] = []

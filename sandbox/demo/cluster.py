@@ -1,11 +1,14 @@
-"""The system under test: both emulators in this process, the controller and (with
-`--listener docker-run`) a listener as real subprocesses.
+"""The system under test: both emulators in this process, and the controller and listener as
+real `gha-controller` and `gha-listener` processes.
 
-The controller and the listener run as `gha-controller` and `gha-listener` would in a cluster and
-under `docker run`, each with the token of its ServiceAccount and the RBAC of `manifests/`, so
-every run also proves that those permissions are enough. The kubelet's runner containers are
-the Actions emulator's simulated runners. `System.stop()` takes it all down in the order a user
-would (listener, then the runner set, then the controller) and lists what was left behind.
+In-cluster (the default) the Kubernetes emulator's kubelet runs them: `manifests/` is applied (the
+controller's Deployment, two replicas electing a leader), then the runner namespace component,
+the GitHub Secret and the example AutoscalingRunnerSet; the controller registers the scale set
+and makes the listener pod. With `--listener docker-run` the demo starts them itself as
+subprocesses, as `docker run` would outside a cluster, against an EphemeralRunnerSet it applies.
+Either way each runs with its ServiceAccount's token and RBAC, so every run also proves those
+permissions are enough. The kubelet's runner containers are the Actions emulator's simulated
+runners. `System.stop()` takes it all down in the order a user would and lists what was left.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sandbox.actions import ActionsEmulator
 from sandbox.actions.runtime import RUNNER_CONTAINER, RunnerRuntime
 from sandbox.kube import KubeEmulator
+from sandbox.kube.store import Event
 
 NAMESPACE = "arc-runners"
 SCALE_SET = "demo-runners"
@@ -41,6 +45,18 @@ CONTROLLER_RBAC = (MANIFESTS / "namespace.yaml", MANIFESTS / "controller-rbac.ya
 RUNNER_NAMESPACE_RBAC = MANIFESTS / "runner-namespace" / "rbac.yaml"
 CONTROLLER_NAMESPACE = "gha-runner-scaler-system"
 LISTENER_USER = f"system:serviceaccount:{NAMESPACE}:gha-listener"
+INSTALL = MANIFESTS / "kustomization.yaml"
+EXAMPLE_SET = MANIFESTS / "examples" / "autoscalingrunnerset.yaml"
+CONTROLLER_DEPLOYMENT = "gha-controller"
+CONTROLLER_LABEL = ("app.kubernetes.io/name", "gha-controller")
+ARS_KEY = ("actions.github.com", "autoscalingrunnersets")
+LISTENER_KEY = ("actions.github.com", "autoscalinglisteners")
+POD_KEY = ("", "pods")
+DEPLOYMENT_KEY = ("apps", "deployments")
+# Scale set id annotation the controller writes on the AutoscalingRunnerSet (docs/autoscaling.md).
+SCALE_SET_ID = "runner-scale-set-id"
+# The controller's own state in its namespace, not something a runner set leaves behind.
+CONTROLLER_STATE = {("coordination.k8s.io", "leases"), ("apps", "replicasets")}
 CONTROLLER_USER = f"system:serviceaccount:{CONTROLLER_NAMESPACE}:gha-controller"
 ER_KEY = ("actions.github.com", "ephemeralrunners")
 ERS_KEY = ("actions.github.com", "ephemeralrunnersets")
@@ -50,7 +66,7 @@ NOT_LEFTOVERS = {("", "events"), ("events.k8s.io", "events")}
 NAMESPACE_DEFAULTS = {"configmaps/kube-root-ca.crt", "serviceaccounts/default"}
 LOG_TAIL_LINES = 20
 STOP_TIMEOUT = 15.0
-ListenerMode = Literal["docker-run", "none"]
+ListenerMode = Literal["in-cluster", "docker-run", "none"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +75,7 @@ class SystemOptions:
     max_runners: int = 10
     pod_start_latency: float = 0.0
     registration_latency: float = 0.0
-    listener: ListenerMode = "docker-run"
+    listener: ListenerMode = "in-cluster"
     labels: tuple[str, ...] = ()
     seed: int = 0
 
@@ -202,6 +218,86 @@ def setup_cluster(
     )
 
 
+def _kustomization_resources(directory: Path) -> list[dict[str, Any]]:
+    """The objects of a kustomization's `resources` (files, or directories through their own
+    kustomization), in order."""
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    docs: list[dict[str, Any]] = []
+    for entry in kustomization.get("resources", []):
+        path = directory / entry
+        if path.is_dir():
+            docs += _kustomization_resources(path)
+        else:
+            docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def install_manifests(controller_env: dict[str, str]) -> list[dict[str, Any]]:
+    """What `kubectl apply -k manifests/` applies, read without kubectl: the resources, the
+    controller's image at the tag of `images:`, and the listener image variable set to that
+    image as the kustomization's replacement does; `controller_env` is added to the
+    controller container's environment."""
+    kustomization = yaml.safe_load(INSTALL.read_text())
+    tags = {i["name"]: i["newTag"] for i in kustomization.get("images", [])}
+    docs = _kustomization_resources(INSTALL.parent)
+    for doc in docs:
+        if doc["kind"] != "Deployment" or doc["metadata"]["name"] != CONTROLLER_DEPLOYMENT:
+            continue
+        for container in doc["spec"]["template"]["spec"]["containers"]:
+            image = container["image"]
+            if image in tags:
+                container["image"] = image = f"{image}:{tags[image]}"
+            env = [e for e in container.get("env", []) if e["name"] not in controller_env]
+            for variable in env:
+                if variable["name"] == "CONTROLLER_MANAGER_CONTAINER_IMAGE":
+                    variable["value"] = image
+            container["env"] = env + [{"name": k, "value": v} for k, v in controller_env.items()]
+    return docs
+
+
+def example_set(
+    *, config_url: str, name: str, namespace: str, min_runners: int, max_runners: int,
+    labels: list[str],
+) -> dict[str, Any]:  # fmt: skip
+    """manifests/examples/autoscalingrunnerset.yaml pointed at the Actions emulator, with the
+    demo's name, bounds and scale set labels."""
+    doc: dict[str, Any] = yaml.safe_load(EXAMPLE_SET.read_text())
+    doc["metadata"].update(name=name, namespace=namespace)
+    doc["spec"].update(
+        githubConfigUrl=config_url,
+        minRunners=min_runners,
+        maxRunners=max_runners,
+        runnerScaleSetLabels=labels,
+    )
+    return doc
+
+
+def setup_in_cluster(kube: KubeEmulator, *, pat: str, controller_env: dict[str, str]) -> None:
+    """What a user applies before the runner set: `manifests/`, the runners' namespace with
+    the controller's Role there (the runner-namespace component), and the GitHub Secret."""
+    for doc in install_manifests(controller_env):
+        if doc["kind"] == "CustomResourceDefinition":
+            kube.apply_crds([doc])
+        else:
+            kube.apply(doc)
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    for doc in yaml.safe_load_all(RUNNER_NAMESPACE_RBAC.read_text()):
+        if doc:
+            doc["metadata"]["namespace"] = NAMESPACE
+            kube.apply(doc)
+    kube.apply(github_secret(namespace=NAMESPACE, pat=pat))
+
+
+def container_exit_code(pod: dict[str, Any]) -> tuple[str, int] | None:
+    """A container of the pod that exited non-zero, now or before its last restart."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        for state in (status.get("state"), status.get("lastState")):
+            code = ((state or {}).get("terminated") or {}).get("exitCode")
+            if code:
+                return status["name"], int(code)
+    return None
+
+
 class Component:
     """One subprocess, logging to a file, in a session of its own so that a Ctrl-C in the
     terminal reaches only the sandbox, which then stops it in order."""
@@ -238,22 +334,54 @@ class System:
         self.controller_metrics_port = 0
         self._watchers: list[asyncio.Task[None]] = []
         self._baseline: set[str] = set()
+        # In-cluster: the identity the listener pod runs as (named after its AutoscalingListener),
+        # what the controller namespace held before the runner set, and each component's last
+        # exit code as its pods report it.
+        self.listener_user = LISTENER_USER
+        self._system_baseline: set[str] = set()
+        self._stopping = False
+        self._pod_exit_codes: dict[str, dict[str, int]] = {}
+
+    @property
+    def in_cluster(self) -> bool:
+        return self.options.listener == "in-cluster"
+
+    def runner_set_name(self) -> str:
+        """The EphemeralRunnerSet's name: in-cluster the controller generates it."""
+        names = [obj["metadata"]["name"] for obj in self.kube.store.items(ERS_KEY, NAMESPACE)]
+        return names[0] if names else SCALE_SET
 
     @property
     def labels(self) -> list[str]:
         """The labels a job queued for this scale set carries when its workload names none."""
         return [SCALE_SET]
 
-    def namespace_objects(self) -> set[str]:
-        """`kind/name` of every object in the runners' namespace, events aside."""
+    def namespace_objects(self, namespace: str = NAMESPACE) -> set[str]:
+        """`kind/name` of every object in a namespace, events aside."""
         found = set()
         for key, bucket in self.kube.store.buckets.items():
             if key in NOT_LEFTOVERS:
                 continue
-            for namespace, name in bucket.objects:
-                if namespace == NAMESPACE:
+            for ns, name in bucket.objects:
+                if ns == namespace:
                     found.add(f"{key[1]}/{name}")
         return found - NAMESPACE_DEFAULTS
+
+    def listener_objects(self) -> set[str]:
+        """`kind/name` of what the controller namespace holds beyond the install: a listener,
+        its pod, ServiceAccount and Secrets (the controller's pods, ReplicaSets and lease aside)."""
+        found = set()
+        for key, bucket in self.kube.store.buckets.items():
+            if key in NOT_LEFTOVERS or key in CONTROLLER_STATE:
+                continue
+            for (ns, name), obj in bucket.objects.items():
+                labels = obj["metadata"].get("labels") or {}
+                if (
+                    ns == CONTROLLER_NAMESPACE
+                    and labels.get(CONTROLLER_LABEL[0]) != (CONTROLLER_LABEL[1])
+                ):
+                    found.add(f"{key[1]}/{name}")
+        return found - self._system_baseline - NAMESPACE_DEFAULTS
 
     async def start_component(
         self, name: str, module: str, env: dict[str, str], workdir: Path
@@ -279,42 +407,145 @@ class System:
         if not component.stopping and not self.crashed.done():
             self.crashed.set_result(Crash(component.name, code, log_tail(component.log)))
 
+    async def _watch_pods(self) -> None:
+        """In-cluster: each component's exit codes from its pods' container statuses; a
+        non-zero one before `stop()` is a crash, reported with the tail of the pod's log."""
+        subscription = self.kube.store.subscribe({POD_KEY})
+        try:
+            while True:
+                event = await subscription.queue.get()
+                if not isinstance(event, Event):
+                    return
+                pod = event.obj
+                if pod["metadata"].get("namespace") != CONTROLLER_NAMESPACE:
+                    continue
+                labels = pod["metadata"].get("labels") or {}
+                component = (
+                    "controller"
+                    if labels.get(CONTROLLER_LABEL[0]) == CONTROLLER_LABEL[1]
+                    else "listener"
+                )
+                codes = self._pod_exit_codes.setdefault(component, {})
+                for status in (pod.get("status") or {}).get("containerStatuses") or []:
+                    terminated = (status.get("state") or {}).get("terminated")
+                    if terminated is not None:
+                        codes[pod["metadata"]["name"]] = int(terminated.get("exitCode") or 0)
+                failed = container_exit_code(pod)
+                if failed is not None and not self._stopping and not self.crashed.done():
+                    container, code = failed
+                    logs = self.kube.processes.logs(pod, container) if self.kube.processes else ""
+                    tail = "\n".join(logs.splitlines()[-LOG_TAIL_LINES:])
+                    self.crashed.set_result(Crash(component, code, tail))
+        finally:
+            self.kube.store.unsubscribe(subscription)
+
+    def _exit_code(self, component: str) -> int | None:
+        """The worst exit code of a component's pods; None when none has exited."""
+        codes = self._pod_exit_codes.get(component) or {}
+        return max(codes.values(), key=lambda code: (code != 0, code)) if codes else None
+
+    def _in_cluster_ready(self) -> bool:
+        """The scale set registered, the runner set taken by the controller, the listener's
+        identity known and its session open; records the scale set id and that identity."""
+        ars = self.kube.store.get(ARS_KEY, NAMESPACE, SCALE_SET) or {}
+        scale_set_id = (ars.get("metadata", {}).get("annotations") or {}).get(SCALE_SET_ID)
+        listeners = list(self.kube.store.items(LISTENER_KEY, CONTROLLER_NAMESPACE))
+        if scale_set_id is None or not listeners:
+            return False
+        self.scale_set_id = int(scale_set_id)
+        name = listeners[0]["metadata"]["name"]
+        self.listener_user = f"system:serviceaccount:{CONTROLLER_NAMESPACE}:{name}"
+        return any(s.scale_set_id == self.scale_set_id for s in self.gh.state.sessions.values())
+
     async def wait_ready(self, stop: asyncio.Event) -> None:
         """Until the controller has taken the runner set (its finalizer is on it) and the
         listener, if one runs, holds a session; or a component crashed, or `stop` is set."""
         while not self.crashed.done() and not stop.is_set():
-            ers = self.kube.store.get(ERS_KEY, NAMESPACE, SCALE_SET) or {}
+            ers = self.kube.store.get(ERS_KEY, NAMESPACE, self.runner_set_name()) or {}
             controller = bool(ers.get("metadata", {}).get("finalizers"))
-            listener = "listener" not in self.components or any(
-                s.scale_set_id == self.scale_set_id for s in self.gh.state.sessions.values()
-            )
+            if self.in_cluster:
+                listener = self._in_cluster_ready()
+            else:
+                listener = "listener" not in self.components or any(
+                    s.scale_set_id == self.scale_set_id for s in self.gh.state.sessions.values()
+                )
             if controller and listener:
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=0.05)
 
+    def _metrics_urls(self) -> list[str]:
+        if not self.in_cluster:
+            return [f"http://127.0.0.1:{self.controller_metrics_port}/metrics"]
+        urls = []
+        processes = self.kube.processes
+        for pod in self.kube.store.items(POD_KEY, CONTROLLER_NAMESPACE):
+            labels = pod["metadata"].get("labels") or {}
+            if processes is None or labels.get(CONTROLLER_LABEL[0]) != CONTROLLER_LABEL[1]:
+                continue
+            for container in pod["spec"]["containers"]:
+                for port in container.get("ports") or []:
+                    if port.get("name") == "metrics":
+                        address = processes.loopback_address(pod)
+                        urls.append(f"http://{address}:{port['containerPort']}/metrics")
+        return urls
+
     async def scrape_reconciles(self) -> dict[str, float]:
-        """controller_runtime_reconcile_total by controller, from the controller's /metrics."""
-        url = f"http://127.0.0.1:{self.controller_metrics_port}/metrics"
-        try:
-            async with aiohttp.ClientSession() as session, session.get(url) as response:
-                text = await response.text()
-        except aiohttp.ClientError:
-            return {}
+        """controller_runtime_reconcile_total by controller, from the /metrics of every
+        controller process (in-cluster: both replicas; the follower reconciles nothing)."""
         totals: dict[str, float] = {}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == "controller_runtime_reconcile_total":
-                    controller = sample.labels.get("controller", "")
-                    totals[controller] = totals.get(controller, 0.0) + sample.value
+        async with aiohttp.ClientSession() as session:
+            for url in self._metrics_urls():
+                try:
+                    async with session.get(url) as response:
+                        text = await response.text()
+                except aiohttp.ClientError:
+                    continue
+                for family in text_string_to_metric_families(text):
+                    for sample in family.samples:
+                        if sample.name == "controller_runtime_reconcile_total":
+                            controller = sample.labels.get("controller", "")
+                            totals[controller] = totals.get(controller, 0.0) + sample.value
         return totals
 
+    def _leftovers(self) -> set[str]:
+        left = self.namespace_objects() - self._baseline
+        if self.in_cluster:
+            left |= {f"{CONTROLLER_NAMESPACE}/{item}" for item in self.listener_objects()}
+        return left
+
     async def _settle(self, seconds: float) -> None:
-        """Until the runners' namespace holds only what setup put there, or `seconds` passed."""
+        """Until nothing is left beyond what setup put there, or `seconds` passed."""
         subscription = self.kube.store.subscribe()
         try:
             async with asyncio.timeout(seconds):
-                while self.namespace_objects() - self._baseline:
+                while self._leftovers():
+                    await subscription.queue.get()
+        except TimeoutError:
+            pass
+        finally:
+            self.kube.store.unsubscribe(subscription)
+
+    async def _stop_deployment(self) -> None:
+        """Delete the controller's Deployment and wait until its pods are gone (the kubelet
+        stops each process with SIGTERM, then SIGKILL after the grace period)."""
+        rt = self.kube.catalog.preferred(*DEPLOYMENT_KEY)
+        if rt is None or not self.kube.store.get(
+            DEPLOYMENT_KEY, CONTROLLER_NAMESPACE, CONTROLLER_DEPLOYMENT
+        ):
+            return
+        self.kube.registry.delete(rt, ns=CONTROLLER_NAMESPACE, name=CONTROLLER_DEPLOYMENT)
+        subscription = self.kube.store.subscribe({POD_KEY})
+
+        def controller_pods() -> bool:
+            return any(
+                (p["metadata"].get("labels") or {}).get(CONTROLLER_LABEL[0]) == CONTROLLER_LABEL[1]
+                for p in self.kube.store.items(POD_KEY, CONTROLLER_NAMESPACE)
+            )
+
+        try:
+            async with asyncio.timeout(STOP_TIMEOUT * 4):
+                while controller_pods():
                     await subscription.queue.get()
         except TimeoutError:
             pass
@@ -322,29 +553,53 @@ class System:
             self.kube.store.unsubscribe(subscription)
 
     async def stop(self, *, settle: float = 30.0) -> Teardown:
-        """Stop the listener, delete the runner set, give the controller `settle` seconds to
-        clean up after it, stop the controller, and list what is left in both emulators."""
+        """Take the system down as a user would and list what is left in both emulators.
+
+        In-cluster: delete the AutoscalingRunnerSet, give the controller `settle` seconds to
+        remove the listener, the runners and the scale set, then stop the controller.
+        docker-run: stop the listener, delete the runner set, let the controller clean up after
+        it, then stop the controller."""
         teardown = Teardown()
-        listener = self.components.get("listener")
-        if listener is not None:
-            teardown.exit_codes["listener"] = await listener.stop()
-        rt = self.kube.catalog.preferred(*ERS_KEY)
-        if rt is not None and self.kube.store.get(ERS_KEY, NAMESPACE, SCALE_SET):
-            self.kube.registry.delete(rt, ns=NAMESPACE, name=SCALE_SET)
-        controller = self.components.get("controller")
-        if controller is not None and controller.proc.returncode is None:
+        self._stopping = True
+        if self.in_cluster:
+            rt = self.kube.catalog.preferred(*ARS_KEY)
+            if rt is not None and self.kube.store.get(ARS_KEY, NAMESPACE, SCALE_SET):
+                self.kube.registry.delete(rt, ns=NAMESPACE, name=SCALE_SET)
             await self._settle(settle)
             teardown.reconciles = await self.scrape_reconciles()
-        if controller is not None:
-            teardown.exit_codes["controller"] = await controller.stop()
+            left = self._leftovers()
+            await self._stop_deployment()
+            teardown.exit_codes = {
+                "listener": self._exit_code("listener"),
+                "controller": self._exit_code("controller"),
+            }
+        else:
+            listener = self.components.get("listener")
+            if listener is not None:
+                teardown.exit_codes["listener"] = await listener.stop()
+            rt = self.kube.catalog.preferred(*ERS_KEY)
+            if rt is not None and self.kube.store.get(ERS_KEY, NAMESPACE, SCALE_SET):
+                self.kube.registry.delete(rt, ns=NAMESPACE, name=SCALE_SET)
+            controller = self.components.get("controller")
+            if controller is not None and controller.proc.returncode is None:
+                await self._settle(settle)
+                teardown.reconciles = await self.scrape_reconciles()
+            left = self._leftovers()
+            if controller is not None:
+                teardown.exit_codes["controller"] = await controller.stop()
         for task in self._watchers:
             task.cancel()
-        teardown.kubernetes = sorted(self.namespace_objects() - self._baseline)
+        teardown.kubernetes = sorted(left)
         state = self.gh.state
         teardown.actions = sorted(
             [f"runner/{r.name}" for r in state.runners.values()]
             + [f"session/{s.id}" for s in state.sessions.values()]
             + [f"job/{j.id}" for j in state.jobs.values() if j.state != "completed"]
+            + (
+                [f"scale-set/{s.name}" for s in state.scale_sets.values()]
+                if self.in_cluster
+                else []
+            )
         )
         return teardown
 
@@ -357,17 +612,45 @@ async def start_system(options: SystemOptions, workdir: Path) -> AsyncIterator[S
         runtime = RegistrationDelay(gh.runtime, options.registration_latency)
         # TLS, as a cluster serves: kubectl sends a token over https only.
         async with KubeEmulator(
-            tls=True, container_runtime=runtime, pod_start_latency=options.pod_start_latency
+            tls=True,
+            container_runtime=runtime,
+            pod_start_latency=options.pod_start_latency,
+            run_project_image=options.listener == "in-cluster",
         ) as kube:
             system = System(gh, kube, options)
             try:
-                await _start(system, workdir)
+                if system.in_cluster:
+                    _start_in_cluster(system)
+                else:
+                    await _start(system, workdir)
                 yield system
             finally:
                 for component in system.components.values():
                     await component.stop()
                 for task in system._watchers:
                     task.cancel()
+
+
+def _start_in_cluster(system: System) -> None:
+    """Apply `manifests/` (the kubelet starts the controller's Deployment), the runner
+    namespace, the GitHub Secret and the example AutoscalingRunnerSet; the controller registers
+    the scale set and makes the listener pod."""
+    gh, kube, options = system.gh, system.kube, system.options
+    system.pat = gh.add_pat()
+    system._watchers.append(asyncio.create_task(system._watch_pods()))
+    setup_in_cluster(kube, pat=system.pat, controller_env={})
+    system._baseline = system.namespace_objects()
+    system._system_baseline = system.namespace_objects(CONTROLLER_NAMESPACE)
+    kube.apply(
+        example_set(
+            config_url=gh.config_url(),
+            name=SCALE_SET,
+            namespace=NAMESPACE,
+            min_runners=options.min_runners,
+            max_runners=options.max_runners,
+            labels=sorted(set(options.labels)),
+        )
+    )
 
 
 async def _start(system: System, workdir: Path) -> None:

@@ -19,7 +19,6 @@ from sandbox.demo.cluster import (
     ERS_KEY,
     LISTENER_USER,
     NAMESPACE,
-    SCALE_SET,
 )
 from sandbox.kube import KubeEmulator
 from sandbox.kube.store import Event
@@ -179,14 +178,16 @@ class Observer:
                 self.killed_jobs.add(job.id)
 
     def _runner_set_event(self, event: Event) -> None:
-        if event.type == "DELETED" or event.obj["metadata"]["name"] != SCALE_SET:
+        # The demo's namespace holds one runner set; in-cluster the controller names it.
+        if event.type == "DELETED":
             return
+        name = event.obj["metadata"]["name"]
         replicas = int((event.obj.get("spec") or {}).get("replicas") or 0)
         self.max_desired = max(self.max_desired, replicas)
         if replicas > self.max_runners:
             self._violation(
                 "replicas-above-max",
-                f"ephemeralrunnerset/{SCALE_SET}",
+                f"ephemeralrunnerset/{name}",
                 f"replicas {replicas} > maxRunners {self.max_runners} by {event.actor}",
             )
 
@@ -202,7 +203,10 @@ class Observer:
         # busy nor idle capacity.
         total = sum(n for phase, n in phases.items() if phase not in TERMINAL)
         busy = states["started"]
-        ers = self.kube.store.get(ERS_KEY, NAMESPACE, SCALE_SET) or {}
+        desired = sum(
+            int((ers.get("spec") or {}).get("replicas") or 0)
+            for ers in self.kube.store.items(ERS_KEY, NAMESPACE)
+        )
         sample = Sample(
             t=self.elapsed(),
             waiting=sum(n for state, n in states.items() if state in WAITING),
@@ -210,7 +214,7 @@ class Observer:
             done=states["completed"],
             busy=min(busy, total),
             idle=max(0, total - busy),
-            desired=int((ers.get("spec") or {}).get("replicas") or 0),
+            desired=desired,
             phases=dict(sorted(phases.items())),
         )
         self.samples.append(sample)

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sandbox.actions import ActionsEmulator
-from sandbox.demo.cluster import CONTROLLER_USER, LISTENER_USER, Teardown
+from sandbox.demo.cluster import Teardown
 from sandbox.demo.observe import Observer
 
 
@@ -95,7 +95,10 @@ def build_report(
             "kubernetes": round(sum(kube_requests.values()) / enqueued, 2) if enqueued else 0.0,
             "kubernetes_by_identity": {
                 name: round(kube_requests[user] / enqueued, 2) if enqueued else 0.0
-                for name, user in (("controller", CONTROLLER_USER), ("listener", LISTENER_USER))
+                for name, user in (
+                    ("controller", observer.controller_user),
+                    ("listener", observer.listener_user),
+                )
             },
             "actions": round(len(gh.state.requests) / enqueued, 2) if enqueued else 0.0,
         },
