@@ -106,6 +106,7 @@ def build_report(
         "components": {
             "exit_codes": teardown.exit_codes,
             "crash": crash,
+            "listener_identity": observer.listener_user,
         },
         "invariant_violations": observer.violations,
     }

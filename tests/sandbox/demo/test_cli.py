@@ -1,17 +1,23 @@
 """`gha-sandbox demo` through its real entry point: a short workload through the real
 `gha-controller` and `gha-listener` processes against both emulators, judged by its JSON report.
+In-cluster (the default) the Kubernetes emulator's kubelet runs them from `manifests/` and the
+listener pod the controller makes; `--listener docker-run` runs them as the demo's subprocesses.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from sandbox.demo.cluster import LISTENER_USER
+import pytest
+import yaml
+
+from sandbox.demo.cluster import CONTROLLER_NAMESPACE, INSTALL, LISTENER_USER, install_manifests
 from sandbox.demo.workload import digest, load_trace
 
 
@@ -25,10 +31,14 @@ def demo(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     )
 
 
-def test_a_short_workload_completes_with_every_invariant_held(tmp_path: Path) -> None:
-    """Every job completes on a runner that went New -> Pending -> Running (written by the
-    listener's identity) -> Succeeded -> deleted; nothing is killed, violated or left over, the
-    temporary workdir is removed, and the summary and the plot are written."""
+def test_a_short_workload_completes_in_cluster_with_every_invariant_held(tmp_path: Path) -> None:
+    """By default the controller runs from manifests/ (its Deployment, run by the kubelet) and
+    the listener as the pod the controller makes for the example AutoscalingRunnerSet. Every job
+    completes on a runner that went New -> Pending -> Running (written by the listener pod's
+    ServiceAccount) -> Succeeded -> deleted; nothing is killed, violated or left over once the
+    set is deleted (listener, its pod, Secrets, Role, RoleBinding, ServiceAccount; the scale set
+    and sessions on the service), the temporary workdir is removed, and the summary and the plot
+    are written."""
     report_path, plot_path, tmp = tmp_path / "report.json", tmp_path / "run.png", tmp_path / "tmp"
     tmp.mkdir()
     done = demo(
@@ -39,6 +49,7 @@ def test_a_short_workload_completes_with_every_invariant_held(tmp_path: Path) ->
     context = done.stdout + done.stderr
     assert done.returncode == 0, context
     report: dict[str, Any] = json.loads(report_path.read_text())
+    assert report["options"]["listener"] == "in-cluster"
     assert report["jobs"] == {
         "enqueued": 4,
         "completed": 4,
@@ -51,22 +62,47 @@ def test_a_short_workload_completes_with_every_invariant_held(tmp_path: Path) ->
     assert report["invariant_violations"] == []
     assert report["leftovers"] == {"kubernetes": [], "actions": []}
     assert runners["lifecycles"] == {"New>Pending>Running>Succeeded>deleted": runners["created"]}
-    assert runners["running_written_by"] == {LISTENER_USER: runners["created"]}
-    # maxRunners bounds both what the listener asks for and what exists at once.
+    identity = report["components"]["listener_identity"]
+    assert identity.startswith(f"system:serviceaccount:{CONTROLLER_NAMESPACE}:demo-runners-")
+    assert identity != LISTENER_USER
+    assert runners["running_written_by"] == {identity: runners["created"]}
+    # maxRunners of the AutoscalingRunnerSet bounds what the listener asks for and what exists.
     assert runners["max_desired"] == 3
     assert runners["max_concurrent"] <= 3
-    assert set(report["reconciles_per_runner"]) == {"ephemeralrunner", "ephemeralrunnerset"}
-    assert report["queue_time_s"]["max"] >= report["queue_time_s"]["p50"] > 0
-    assert report["api_calls_per_job"]["kubernetes"] > 0
-    assert report["components"] == {
-        "exit_codes": {"listener": 0, "controller": 0},
-        "crash": None,
+    assert set(report["reconciles_per_runner"]) == {
+        "autoscalinglistener",
+        "autoscalingrunnerset",
+        "ephemeralrunner",
+        "ephemeralrunnerset",
     }
+    assert report["queue_time_s"]["max"] >= report["queue_time_s"]["p50"] > 0
+    assert report["api_calls_per_job"]["kubernetes_by_identity"]["listener"] > 0
+    assert report["components"]["exit_codes"] == {"listener": 0, "controller": 0}
+    assert report["components"]["crash"] is None
     assert report["ok"] is True
     assert "busy runners killed" in done.stdout
     assert "result: ok" in done.stdout
     assert plot_path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert list(tmp.iterdir()) == []
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_the_installed_manifests_are_what_kubectl_kustomize_renders() -> None:
+    """The demo applies manifests/ without kubectl; what it applies must be what
+    `kubectl apply -k manifests/` would (images and the listener image replacement included)."""
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(INSTALL.parent)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+
+    def key(doc: dict[str, Any]) -> tuple[str, str, str]:
+        return doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]
+
+    expected = sorted((d for d in yaml.safe_load_all(rendered) if d), key=key)
+    assert sorted(install_manifests({}), key=key) == expected
 
 
 def test_a_trace_that_cannot_be_read_stops_at_start_with_one_line(tmp_path: Path) -> None:
@@ -78,8 +114,10 @@ def test_a_trace_that_cannot_be_read_stops_at_start_with_one_line(tmp_path: Path
 
 
 def test_a_trace_replays_with_its_labels_and_results(tmp_path: Path) -> None:
-    """Jobs with runs-on labels route to the set (its labels are the trace's); a job the trace
-    says fails is reported failed, not lost."""
+    """Through the docker-run path (controller and listener as the demo's subprocesses): jobs
+    with runs-on labels route to the set (its labels are the trace's); a job the trace says
+    fails is reported failed, not lost; the invariants hold with Running written by the
+    gha-listener ServiceAccount and nothing is left over."""
     trace, report_path = tmp_path / "trace.csv", tmp_path / "report.json"
     trace.write_text(
         "queued_at,duration,result,labels\n"
@@ -87,9 +125,19 @@ def test_a_trace_replays_with_its_labels_and_results(tmp_path: Path) -> None:
         "20,10,failed,linux x64 docker\n"
         "40,5,,\n"
     )
-    done = demo("--trace", str(trace), "--seed", "3", "--report", str(report_path))
+    done = demo(
+        "--trace", str(trace), "--seed", "3", "--report", str(report_path),
+        "--listener", "docker-run",
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(report_path.read_text())
+    assert report["options"]["listener"] == "docker-run"
+    assert report["leftovers"] == {"kubernetes": [], "actions": []}
+    assert report["invariant_violations"] == []
+    runners = report["runners"]
+    assert runners["lifecycles"] == {"New>Pending>Running>Succeeded>deleted": runners["created"]}
+    assert runners["running_written_by"] == {LISTENER_USER: runners["created"]}
+    assert report["components"]["exit_codes"] == {"listener": 0, "controller": 0}
     assert report["workload"] == {
         "source": f"trace:{trace}",
         "seed": 3,
@@ -111,10 +159,14 @@ def test_a_component_that_crashes_is_reported_with_its_log_and_nothing_is_left(
     tmp_path: Path,
 ) -> None:
     """A controller that cannot start (a setting it rejects) ends the run: the demo shows the
-    end of its log, exits non-zero, and removes its temporary directory."""
+    end of its log, exits non-zero, and removes its temporary directory. docker-run: the
+    controller there inherits the demo's environment, which is how the bad setting gets in."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    done = demo("--jobs", "1", env={"TMPDIR": str(tmp), "GHA_CONTROLLER_WORKERS": "0"})
+    done = demo(
+        "--jobs", "1", "--listener", "docker-run",
+        env={"TMPDIR": str(tmp), "GHA_CONTROLLER_WORKERS": "0"},
+    )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     assert "controller exited with code 2; the end of its log:" in done.stdout
     assert "workers" in done.stdout
