@@ -4,9 +4,11 @@ labels the dashboard selects on and no others (docs/metrics.md#arcs-grafana-dash
 from __future__ import annotations
 
 import aiohttp
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.runtime.health import metrics_routes, serve
+from tests.controller.autoscaling import ALL, converged, create_ars
 from tests.controller.conftest import CONTROLLER_USER, Rig, metric
 
 # (sample name, labels the dashboard's query selects or groups by), from docs/metrics.md.
@@ -89,3 +91,19 @@ async def test_rest_client_requests_match_what_the_server_answered(rig: Rig) -> 
     assert metric(text, "rest_client_requests_total", method="POST", code="201") == created
     patched = log.count(verb="patch", user=CONTROLLER_USER, code=200)
     assert metric(text, "rest_client_requests_total", method="PATCH", code="200") == patched
+
+
+@pytest.mark.parametrize("rig_options", [ALL])
+async def test_running_listeners_carry_arcs_labels(rig: Rig) -> None:
+    """The dashboard's "running listeners" panel, served once an AutoscalingRunnerSet has a
+    listener whose container runs."""
+    await create_ars(rig)
+    await converged(rig)
+
+    async def running() -> list[dict[str, str]] | None:
+        series = (await scrape(rig)).get("gha_controller_running_listeners")
+        return series or None
+
+    [labels] = await rig.until(running, what="gha_controller_running_listeners")
+    assert set(labels) == ARC_GAUGE_LABELS
+    assert labels["namespace"] == rig.system_namespace
