@@ -55,6 +55,7 @@ POD_KEY = ("", "pods")
 DEPLOYMENT_KEY = ("apps", "deployments")
 # Scale set id annotation the controller writes on the AutoscalingRunnerSet (docs/autoscaling.md).
 SCALE_SET_ID = "runner-scale-set-id"
+CONTROLLER_ENV_PREFIX = "GHA_CONTROLLER_"
 # The controller's own state in its namespace, not something a runner set leaves behind.
 CONTROLLER_STATE = {("coordination.k8s.io", "leases"), ("apps", "replicasets")}
 CONTROLLER_USER = f"system:serviceaccount:{CONTROLLER_NAMESPACE}:gha-controller"
@@ -638,7 +639,10 @@ def _start_in_cluster(system: System) -> None:
     gh, kube, options = system.gh, system.kube, system.options
     system.pat = gh.add_pat()
     system._watchers.append(asyncio.create_task(system._watch_pods()))
-    setup_in_cluster(kube, pat=system.pat, controller_env={})
+    # The controller settings a docker-run controller inherits from the demo's environment,
+    # GHA_CONTROLLER_LISTENER_* (the listener pods' settings) among them, go into the Deployment.
+    controller_env = {k: v for k, v in os.environ.items() if k.startswith(CONTROLLER_ENV_PREFIX)}
+    setup_in_cluster(kube, pat=system.pat, controller_env=controller_env)
     system._baseline = system.namespace_objects()
     system._system_baseline = system.namespace_objects(CONTROLLER_NAMESPACE)
     kube.apply(

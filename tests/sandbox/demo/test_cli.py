@@ -172,3 +172,19 @@ def test_a_component_that_crashes_is_reported_with_its_log_and_nothing_is_left(
     assert "workers" in done.stdout
     assert "result: FAILED: 1 job(s) did not complete; controller exited with code 2" in done.stdout
     assert list(tmp.iterdir()) == []
+
+
+def test_a_controller_that_crashes_in_cluster_is_reported_with_its_pod_log(
+    tmp_path: Path,
+) -> None:
+    """In-cluster the demo's GHA_CONTROLLER_* variables go into the controller's Deployment, as
+    a docker-run controller inherits them; a controller pod whose process exits non-zero ends
+    the run with the tail of that pod's log, and the run leaves nothing behind."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    done = demo("--jobs", "1", env={"TMPDIR": str(tmp), "GHA_CONTROLLER_WORKERS": "0"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "controller exited with code 2; the end of its log:" in done.stdout
+    assert "workers" in done.stdout
+    assert "result: FAILED: 1 job(s) did not complete; controller exited with code 2" in done.stdout
+    assert list(tmp.iterdir()) == []
