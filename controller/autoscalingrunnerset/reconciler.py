@@ -85,6 +85,10 @@ CONDITION_RUNNERS = "RunnersUpToDate"
 WAIT = 1.0
 """Seconds between looks at a child being deleted (its delete event usually comes first)."""
 DEFAULT_GROUP_ID = 1
+VAULT = (
+    "Azure Key Vault credentials (spec.vaultConfig) are not supported: put the GitHub PAT or App "
+    "in a Secret named by spec.githubConfigSecret and remove spec.vaultConfig"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +193,11 @@ class AutoscalingRunnerSetReconciler:
         if not spec.get("runnerScaleSetName"):
             ars.mutate()["spec"]["runnerScaleSetName"] = meta["name"]
             await ars.write(self._objects)
+            return None
+        if (spec.get("vaultConfig") or {}).get("type"):
+            if self._condition(ars, CONDITION_SCALE_SET, "False", "VaultNotSupported", VAULT):
+                await self._events.warning(obj, reason="VaultNotSupported", message=VAULT)
+                await ars.write(self._objects)
             return None
         scale_set_id = annotation_int(obj, ANNOTATION_RUNNER_SCALE_SET_ID)
         annotations = meta.get("annotations") or {}

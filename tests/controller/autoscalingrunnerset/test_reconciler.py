@@ -539,3 +539,19 @@ async def test_a_scale_set_name_taken_in_another_group_is_reported(rig: Rig) -> 
     # Each retry gets the same message (no request ids in it), so one Event.
     assert (await events_of(rig, "arc")).count("ScaleSetRegistrationFailed") == 1
     assert await runner_set_of(rig) is None
+
+
+async def test_azure_key_vault_credentials_are_refused_with_the_alternative(rig: Rig) -> None:
+    vault = {"url": "https://v", "tenantId": "t", "clientId": "c", "certificatePath": "/c.pem"}
+    await create_ars(rig, vaultConfig={"type": "azure_key_vault", "azureKeyVault": vault})
+
+    async def reported() -> JSONDict | None:
+        conditions = ((await get_ars(rig)) or {}).get("status", {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "ScaleSetRegistered"), None)
+
+    condition = await rig.until(reported, what="the ScaleSetRegistered condition")
+    assert (condition["status"], condition["reason"]) == ("False", "VaultNotSupported")
+    assert "spec.githubConfigSecret" in condition["message"]
+    assert "VaultNotSupported" in await events_of(rig, "arc")
+    assert await runner_set_of(rig) is None
+    assert len(rig.gh.state.scale_sets) == 1, "nothing registered beyond the rig's own"
