@@ -41,6 +41,7 @@ from controller.ephemeralrunner.rules import (
     REASON_TOO_MANY_POD_FAILURES,
     PodOutcome,
     RegistrationFailure,
+    busy_pod_annotations,
     decide_from_pod,
     registration_failure,
     registration_timed_out,
@@ -205,9 +206,34 @@ class EphemeralRunnerReconciler:
             runner.object, pod, ready=pod_ready(pod), now=self._now(), policy=self._policy
         )
         await self._apply(runner, pod, outcome)
+        if not (outcome.delete_runner or outcome.delete_pod or is_deleting(pod)):
+            await self._protect_busy_pod(runner.object, pod)
         if outcome.recheck_after is not None:
             return Result(requeue_after=max(outcome.recheck_after.total_seconds(), 0.001))
         return Result()
+
+    async def _protect_busy_pod(self, runner: JSONDict, pod: JSONDict) -> None:
+        """Keep node autoscalers off the pod while its runner is `Running`
+        (docs/reconcilers.md#busy-pods): one pod patch when the runner turns `Running`, one when
+        it is idle again. The pod watch ignores annotations, so the patch wakes no pass; the
+        note keeps a pass that reads the pod before the cache shows the patch from repeating it."""
+        if not self._settings.protect_busy_pods:
+            return
+        changes = busy_pod_annotations(runner, pod)
+        pod_meta = metadata_of(pod)
+        step = ("busy pod annotations", pod_meta.get("uid"))
+        uid = str(metadata_of(runner)["uid"])
+        noted = self._expected.noted(uid, step)
+        if not changes or (noted is not None and noted.value == changes):
+            return
+        with contextlib.suppress(NotFound):
+            await self._objects.patch(
+                POD,
+                pod_meta["namespace"],
+                pod_meta["name"],
+                {"metadata": {"annotations": changes}},
+            )
+        self._expected.note(uid, step, changes)
 
     # --- deletion ------------------------------------------------------------------------------
 

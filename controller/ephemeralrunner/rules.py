@@ -34,7 +34,7 @@ from shared.api.names import (
     RUNNER_DEPRECATED_EXIT_CODE,
 )
 from shared.api.views import failure_count, has_job, last_failure
-from shared.kube.views import format_time, is_deleting, parse_time, status_of
+from shared.kube.views import format_time, is_deleting, metadata_of, parse_time, status_of
 from shared.typedefs import JSONDict
 
 # ARC declares this reason but never writes it; here it explains a runner that ran out of pods.
@@ -319,3 +319,28 @@ def retry_delay(runner: JSONDict, *, now: datetime, policy: FailurePolicy) -> ti
 
 def too_many_failures(runner: JSONDict, policy: FailurePolicy) -> bool:
     return failure_count(runner) > policy.max_pod_failures
+
+
+# Node autoscalers leave a pod with these annotations where it is (docs/reconcilers.md#busy-pods).
+BUSY_POD_ANNOTATIONS = {
+    "karpenter.sh/do-not-disrupt": "true",
+    "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+}
+
+
+def busy_pod_annotations(runner: JSONDict, pod: JSONDict) -> dict[str, str | None]:
+    """The pod annotations to set (a value) or remove (None) so that the pod carries the busy
+    annotations exactly while its runner is `Running`; empty when it already does. A key the
+    runner's pod template sets is the user's and left alone."""
+    busy = status_of(runner).get("phase") == EphemeralRunnerPhase.RUNNING.value
+    template = ((runner.get("spec") or {}).get("metadata") or {}).get("annotations") or {}
+    current = metadata_of(pod).get("annotations") or {}
+    changes: dict[str, str | None] = {}
+    for key, value in BUSY_POD_ANNOTATIONS.items():
+        if key in template:
+            continue
+        if busy and current.get(key) != value:
+            changes[key] = value
+        elif not busy and key in current:
+            changes[key] = None
+    return changes

@@ -13,8 +13,9 @@ from tests.controller.conftest import CONTROLLER_USER, Rig, RigOptions
 # 21 Kubernetes requests on this lifecycle (10 ER writes, 7 uncached Secret reads, 4 ERS writes),
 # 27 in the typical case.
 ARC_MIN_CONTROLLER_REQUESTS = 21
-# Ours: 15 = ERS create runner, status x3; ER get secret x2, create secret, status x3 (id+Pending,
-# ready, Succeeded), create pod, delete pod, delete secret, finalizers; ERS delete runner. The
+# Ours: 16 = ERS create runner, status x3; ER get secret x2, create secret, status x3 (id+Pending,
+# ready, Succeeded), create pod, patch pod (its busy annotations on Running:
+# docs/reconcilers.md#busy-pods), delete pod, delete secret, finalizers; ERS delete runner. The
 # bound leaves room for a finalizer patch refused once for a stale resourceVersion under load.
 OUR_CONTROLLER_REQUESTS = 17
 ARC_ER_RECONCILES = 13

@@ -10,7 +10,7 @@ import pytest
 from tests.controller.autoscaling import ALL, converged, create_ars
 from tests.controller.conftest import Rig, RigOptions
 
-# Measured with this test (docs/autoscaling.md#cost-per-runner): 17 = the docker-run path's
+# Measured with this test (docs/autoscaling.md#cost-per-runner): 18 = the docker-run path's
 # lifecycle with one GitHub Secret read fewer (the client the scale set's registration built is
 # reused) and three AutoscalingRunnerSet status patches (its counts follow the runner set's);
 # the bound leaves room for one optimistic patch refused under load.

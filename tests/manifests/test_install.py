@@ -130,7 +130,7 @@ CONTROLLER_CAN = {
     ("arc-runners", "create", "ephemeralrunnersets"): True,
     ("arc-runners", "create", "pods"): True,
     ("arc-runners", "delete", "pods"): True,
-    ("arc-runners", "patch", "pods"): False,
+    ("arc-runners", "patch", "pods"): True,
     ("arc-runners", "get", "configmaps"): True,
     ("arc-runners", "create", "events"): True,
     ("arc-runners", "create", "roles"): True,

@@ -180,7 +180,7 @@ RUNNER_NAMESPACE_RULES: Rules = {
         ("actions.github.com", f"{r}/finalizers", frozenset({"update"}), ())
         for r in ("autoscalingrunnersets", "ephemeralrunnersets", "ephemeralrunners")
     ),
-    ("", "pods", frozenset({"list", "watch", "create", "delete"}), ()),
+    ("", "pods", frozenset({"list", "watch", "create", "patch", "delete"}), ()),
     ("", "secrets", frozenset({"get", "list", "create", "update", "patch", "delete"}), ()),
     ("", "serviceaccounts", frozenset({"get", "patch"}), ()),
     *(
