@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
+import pytest
 import yaml
 
 from sandbox.kube.emulator import KubeEmulator
@@ -29,10 +30,13 @@ from tests.controller.test_in_cluster import (
     example_set,
     listener_of,
 )
+from tests.sandbox.kube.test_kubectl import KUBECTL
 
 SECRETS_KEY = ("", "secrets")
 CONTROLLER_USER = f"system:serviceaccount:{SYSTEM}:gha-controller"
 RUNNER_SECURITY = {"runAsNonRoot": True, "runAsUser": 1001}
+
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 
 SENSITIVE = ("token", "private_key", "credentials", "password")
