@@ -324,8 +324,11 @@ class Component:
 class System:
     """The running system; build it with `start_system()`."""
 
-    def __init__(self, gh: ActionsEmulator, kube: KubeEmulator, options: SystemOptions) -> None:
+    def __init__(
+        self, gh: ActionsEmulator, kube: KubeEmulator, options: SystemOptions, workdir: Path
+    ) -> None:
         self.gh = gh
+        self.workdir = workdir
         self.kube = kube
         self.options = options
         self.pat = ""
@@ -342,6 +345,7 @@ class System:
         self._system_baseline: set[str] = set()
         self._stopping = False
         self._pod_exit_codes: dict[str, dict[str, int]] = {}
+        self._pods: dict[str, dict[str, Any]] = {}
 
     @property
     def in_cluster(self) -> bool:
@@ -420,6 +424,7 @@ class System:
                 pod = event.obj
                 if pod["metadata"].get("namespace") != CONTROLLER_NAMESPACE:
                     continue
+                self._pods[pod["metadata"]["name"]] = pod
                 labels = pod["metadata"].get("labels") or {}
                 component = (
                     "controller"
@@ -553,6 +558,17 @@ class System:
         finally:
             self.kube.store.unsubscribe(subscription)
 
+    def _save_pod_logs(self) -> None:
+        """Each controller and listener pod's log as `<pod>.log` in the workdir, where the
+        docker-run path leaves its processes' logs (the kubelet's copies go with the emulator)."""
+        if self.kube.processes is None:
+            return
+        for name, pod in self._pods.items():
+            for container in pod["spec"]["containers"]:
+                text = self.kube.processes.logs(pod, container["name"])
+                if text:
+                    (self.workdir / f"{name}.log").write_text(text)
+
     async def stop(self, *, settle: float = 30.0) -> Teardown:
         """Take the system down as a user would and list what is left in both emulators.
 
@@ -570,6 +586,7 @@ class System:
             teardown.reconciles = await self.scrape_reconciles()
             left = self._leftovers()
             await self._stop_deployment()
+            self._save_pod_logs()
             teardown.exit_codes = {
                 "listener": self._exit_code("listener"),
                 "controller": self._exit_code("controller"),
@@ -618,7 +635,7 @@ async def start_system(options: SystemOptions, workdir: Path) -> AsyncIterator[S
             pod_start_latency=options.pod_start_latency,
             run_project_image=options.listener == "in-cluster",
         ) as kube:
-            system = System(gh, kube, options)
+            system = System(gh, kube, options, workdir)
             try:
                 if system.in_cluster:
                     _start_in_cluster(system)

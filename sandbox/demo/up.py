@@ -2,8 +2,10 @@
 
 It writes DIR/kubeconfig (admin) and DIR/sandbox.json (URLs, PAT, names), prints how to use
 them, checks the invariants while it runs, and on SIGINT or SIGTERM stops everything, removes the
-files it wrote (the logs stay) and reports what it found. `--listener none` runs everything but
-the listener, for a listener started outside (docs/sandbox.md#up).
+files it wrote (the logs stay) and reports what it found. In-cluster (the default) the controller
+and the listener run as pods of the Kubernetes emulator, whose logs land in DIR when it stops;
+`--listener none` runs the docker-run path without the listener, for a listener started outside
+(docs/sandbox.md#up).
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ from pathlib import Path
 from rich.console import Console
 
 from sandbox.demo.cli import add_system_flags, check_system_flags
-from sandbox.demo.cluster import NAMESPACE, SCALE_SET, System, SystemOptions, start_system
+from sandbox.demo.cluster import (
+    CONTROLLER_NAMESPACE,
+    NAMESPACE,
+    System,
+    SystemOptions,
+    start_system,
+)
 from sandbox.demo.observe import Observer
 from sandbox.demo.report import write_report
 
@@ -48,10 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--listener",
-        choices=["docker-run", "none"],
-        default="docker-run",
-        help="docker-run: run a listener process (default); none: run everything but the "
-        "listener, for one started outside",
+        choices=["in-cluster", "docker-run", "none"],
+        default="in-cluster",
+        help="in-cluster (default): the controller's Deployment from manifests/ and the listener "
+        "pod it makes for the example AutoscalingRunnerSet, run by the Kubernetes emulator; "
+        "docker-run: the controller and a listener as processes outside the cluster; none: "
+        "docker-run without the listener, for one started outside",
     )
     add_system_flags(parser, max_runners=10)
     parser.add_argument(
@@ -64,22 +74,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def state(system: System, workdir: Path) -> dict[str, object]:
     """What DIR/sandbox.json holds (docs/sandbox.md#up)."""
-    return {
+    found: dict[str, object] = {
         "kubernetes_url": system.kube.url,
         "actions_url": system.gh.url,
         "configure_url": system.gh.config_url(),
         "github_token": system.pat,
         "kubeconfig": str(workdir / ADMIN_KUBECONFIG),
         "namespace": NAMESPACE,
-        "runner_set": SCALE_SET,
+        "runner_set": system.runner_set_name(),
         "runner_scale_set_id": system.scale_set_id,
         "labels": system.labels,
         "listener": system.options.listener,
-        "listener_kubeconfig": str(workdir / "listener.kubeconfig"),
-        "listener_config": str(workdir / "listener-config.json"),
+        "listener_identity": system.listener_user,
         "pids": {"sandbox": os.getpid()}
         | {name: c.proc.pid for name, c in system.components.items()},
     }
+    if not system.in_cluster:
+        found["listener_kubeconfig"] = str(workdir / "listener.kubeconfig")
+        found["listener_config"] = str(workdir / "listener-config.json")
+    return found
 
 
 def _usage(system: System, workdir: Path) -> str:
@@ -88,6 +101,11 @@ def _usage(system: System, workdir: Path) -> str:
         f"URLs, PAT and names: {workdir / STATE_FILE}; logs: {workdir}/*.log",
         f"  export KUBECONFIG={workdir / ADMIN_KUBECONFIG}",
         f"  kubectl get ephemeralrunners -n {NAMESPACE} -w",
+        *(
+            [f"  kubectl get pods -n {CONTROLLER_NAMESPACE}   # the controller and the listener"]
+            if system.in_cluster
+            else []
+        ),
         f"  gha-sandbox job add --workdir {workdir} --count 5 --duration 30",
     ]
     if system.options.listener == "none":
@@ -116,7 +134,12 @@ async def _up(args: argparse.Namespace) -> int:
     try:
         async with start_system(options, workdir) as system:
             await system.wait_ready(stop)
-            observer = Observer(system.gh, system.kube, max_runners=args.max_runners)
+            observer = Observer(
+                system.gh,
+                system.kube,
+                max_runners=args.max_runners,
+                listener_user=system.listener_user,
+            )
             watching = asyncio.create_task(observer.run())
             system.kube.write_kubeconfig(workdir / ADMIN_KUBECONFIG)
             state_path = workdir / STATE_FILE

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from sandbox.demo.cluster import CONTROLLER_USER, NAMESPACE, SCALE_SET
+from sandbox.demo.cluster import CONTROLLER_NAMESPACE, CONTROLLER_USER, NAMESPACE, SCALE_SET
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="needs kubectl")
@@ -111,12 +111,21 @@ def port_open(url: str) -> bool:
 def test_up_runs_added_jobs_and_sigterm_leaves_nothing_behind(
     start_up: Callable[..., tuple[subprocess.Popen[str], Path]], tmp_path: Path
 ) -> None:
+    """In-cluster (the default): the controller and the listener are pods kubectl sees; jobs
+    added from another process run; SIGTERM deletes the AutoscalingRunnerSet, stops the
+    controller, leaves nothing behind and keeps the pods' logs in the workdir."""
     proc, workdir = start_up()
     state: dict[str, Any] = json.loads((workdir / "sandbox.json").read_text())
     assert (workdir / "sandbox.json").stat().st_mode & 0o777 == 0o600
-    assert set(state["pids"]) == {"sandbox", "controller", "listener"}
+    assert state["listener"] == "in-cluster"
+    assert set(state["pids"]) == {"sandbox"}
     kubeconfig = Path(state["kubeconfig"])
-    assert kubectl(kubeconfig, "get", "ephemeralrunnerset", SCALE_SET, "-o", "name")
+    assert kubectl(kubeconfig, "get", "autoscalingrunnerset", SCALE_SET, "-o", "name")
+    assert kubectl(kubeconfig, "get", "ephemeralrunnerset", state["runner_set"], "-o", "name")
+    listener = state["listener_identity"].rpartition(":")[2]
+    pods = kubectl(kubeconfig, "get", "pods", "-n", CONTROLLER_NAMESPACE, "-o", "name").split()
+    assert f"pod/{listener}" in pods
+    assert sum(p.startswith("pod/gha-controller-") for p in pods) == 2
     with watch_runners(kubeconfig) as watch:
         added = sandbox("job", "add", "--workdir", str(workdir), "--count", "2", "--duration", "1")
         assert added.returncode == 0, added.stderr
@@ -134,8 +143,11 @@ def test_up_runs_added_jobs_and_sigterm_leaves_nothing_behind(
             os.kill(pid, 0)
     assert not port_open(state["kubernetes_url"])
     assert not port_open(state["actions_url"])
-    # What it wrote is gone; the logs stay for the user.
-    assert sorted(p.name for p in workdir.iterdir()) == ["controller.log", "listener.log"]
+    # What it wrote is gone; the pods' logs stay for the user.
+    logs = sorted(p.name for p in workdir.iterdir())
+    assert f"{listener}.log" in logs
+    assert sum(name.startswith("gha-controller-") for name in logs) == 2
+    assert all(name.endswith(".log") for name in logs)
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["runners"]["lifecycles"] == {"New>Pending>Running>Succeeded>deleted": 2}
     assert report["invariant_violations"] == []
@@ -181,8 +193,9 @@ def test_a_busy_runner_deleted_killed_and_replicas_above_max_are_reported(
 ) -> None:
     """A scale-down that deletes the runner of a running job (the controller's identity
     deleting it), a runner pod lost under its job, and the set's replicas raised above
-    maxRunners: the report names each, with who did it, and the exit code is 1."""
-    proc, workdir = start_up("--max-runners", "1")
+    maxRunners: the report names each, with who did it, and the exit code is 1. docker-run,
+    where the runner set is the demo's own and the controller's kubeconfig is in the workdir."""
+    proc, workdir = start_up("--max-runners", "1", "--listener", "docker-run")
     state: dict[str, Any] = json.loads((workdir / "sandbox.json").read_text())
     admin = Path(state["kubeconfig"])
     with watch_runners(admin) as watch:
