@@ -12,12 +12,14 @@ Idle: after the session is open and IDLE_POLLS long polls (of 1 s) came back emp
 Pending runners each take one of N jobs queued at once; read when every runner is `Running`.
 
     .venv/bin/python -m bench.listener_memory --jobs 100
+    .venv/bin/python -m bench.listener_memory --sets 1,10,100
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import os
 import re
@@ -26,10 +28,11 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from bench.listener_jobs import NAMESPACE, SET, runner_object, setup_cluster
+from bench.listener_jobs import NAMESPACE, ROOT, SET, runner_object, setup_cluster
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.kube.emulator import KubeEmulator
 from sandbox.kube.testing import project_crds
@@ -168,10 +171,104 @@ async def run(jobs: int) -> list[Sample]:
     return [await measure(mode, jobs) for mode in ("light", "client library")]
 
 
+def set_object(runner_set: dict[str, Any], name: str) -> dict[str, Any]:
+    other = copy.deepcopy(runner_set)
+    other["metadata"] = {"name": name, "namespace": NAMESPACE}
+    return other
+
+
+async def measure_sets(count: int) -> int:
+    """Idle VmRSS (KiB) of one `gha-listener` process serving `count` scale sets (a config
+    directory), once every set's session is open and has polled IDLE_POLLS times."""
+    async with (
+        KubeEmulator(kubelet=False) as kube,
+        ActionsEmulator(long_poll_timeout=1.0) as gh,
+    ):
+        kube.apply_crds(project_crds())
+        names = [SET] + [f"{SET}-{index}" for index in range(1, count)]
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        for doc in yaml.safe_load_all((ROOT / "manifests/listener/rbac.yaml").read_text()):
+            doc["metadata"]["namespace"] = NAMESPACE
+            for subject in doc.get("subjects", []):
+                subject["namespace"] = NAMESPACE
+            if doc["kind"] == "Role":
+                doc["rules"][1]["resourceNames"] = names
+            kube.apply(doc)
+        runner_set = yaml.safe_load(
+            (ROOT / "manifests/examples/docker-run/ephemeralrunnerset.yaml").read_text()
+        )
+        for name in names:
+            kube.apply(set_object(runner_set, name))
+        token = gh.add_pat()
+        client = ActionsClient(config_url=gh.config_url(), credentials=PersonalAccessToken(token))
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            sets = folder / "sets"
+            sets.mkdir()
+            for name in names:
+                scale_set = await client.create_runner_scale_set(RunnerScaleSet(name=name))
+                (sets / f"{name}.json").write_text(
+                    json.dumps(
+                        {
+                            "configure_url": gh.config_url(),
+                            "ephemeral_runner_set_namespace": NAMESPACE,
+                            "ephemeral_runner_set_name": name,
+                            "runner_scale_set_id": scale_set.id,
+                            "metrics_addr": "127.0.0.1:0",
+                        }
+                    )
+                )
+            kubeconfig = folder / "kubeconfig"
+            kube.write_kubeconfig(
+                kubeconfig, token=kube.service_account_token(NAMESPACE, "gha-listener")
+            )
+            env = {
+                "PATH": os.environ.get("PATH", ""),
+                "LISTENER_CONFIG_PATH": str(sets if count > 1 else sets / f"{SET}.json"),
+                "LISTENER_GITHUB_TOKEN": token,
+                "KUBECONFIG": str(kubeconfig),
+            }
+            proc = await asyncio.create_subprocess_exec(
+                GHA_LISTENER, env=env, stderr=asyncio.subprocess.DEVNULL
+            )
+            try:
+                await until(
+                    lambda: (
+                        len(gh.state.sessions) == count
+                        and gh.state.count("get_message") >= IDLE_POLLS * count
+                    )
+                )
+                rss = status_kib(proc.pid, "VmRSS")
+            finally:
+                proc.terminate()
+                await proc.wait()
+        await client.aclose()
+    return rss
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument(
+        "--sets",
+        default="",
+        help="comma-separated scale set counts (e.g. 1,10,100): idle RSS of one process serving "
+        "that many, instead of the one-set comparison",
+    )
     args = parser.parse_args()
+    if args.sets:
+        counts = [int(count) for count in args.sets.split(",")]
+        print("| scale sets in one process | idle RSS MB | MB per set beyond the first |")
+        print("|---|---|---|")
+        one: int | None = None
+        for count in counts:
+            rss = asyncio.run(measure_sets(count))
+            one = rss if count == 1 else one
+            per_set = (
+                f"{(rss - one) / 1024 / (count - 1):.2f}" if one is not None and count > 1 else ""
+            )
+            print(f"| {count} | {rss / 1024:.1f} | {per_set} |")
+        return
     samples = asyncio.run(run(args.jobs))
     print(f"one scale set, burst of {args.jobs} jobs")
     print("| Kubernetes client | idle RSS MB | RSS after the burst MB | peak MB |")

@@ -14,20 +14,26 @@ Kubernetes permissions included (one line says what to fix).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
+from opentelemetry.trace import Tracer
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
 
-from listener.config import ConfigError, ListenerSettings, load_settings
+from listener.config import ConfigError, ListenerSettings, load_all_settings
 from listener.health import Progress, bound_port, start_server, telemetry_app
 from listener.kube import MissingPermissions, RunnerSetClient
 from listener.metrics import ListenerMetrics
+from listener.retry import Stopping, sleep_unless_stopped
 from listener.service import Listener
 from shared.actions.client import ActionsClient
 from shared.actions.credentials import Credentials, GitHubApp, PersonalAccessToken
@@ -135,7 +141,7 @@ async def _telemetry_server(
     settings: ListenerSettings,
     *,
     progress: Progress,
-    metrics: ListenerMetrics,
+    render: Callable[[], bytes],
     on_listening: Callable[[int], None] | None,
 ) -> web.AppRunner | None:
     """The /healthz, /readyz and metrics server, or None when `metrics_addr` disables it."""
@@ -143,7 +149,7 @@ async def _telemetry_server(
         return None
     host, port = settings.metrics_listen
     app = telemetry_app(
-        progress=progress, render_metrics=metrics.render, metrics_path=settings.metrics_endpoint
+        progress=progress, render_metrics=render, metrics_path=settings.metrics_endpoint
     )
     try:
         server = await start_server(app, host=host, port=port)
@@ -180,7 +186,7 @@ async def serve(
     try:
         try:
             server = await _telemetry_server(
-                settings, progress=progress, metrics=metrics, on_listening=on_listening
+                settings, progress=progress, render=metrics.render, on_listening=on_listening
             )
         except _Unusable:
             return EXIT_CONFIG
@@ -225,25 +231,207 @@ async def serve(
 def run() -> int:
     """The process: load the configuration, set up logging, serve until SIGTERM or SIGINT."""
     try:
-        loaded = load_settings()
-        credentials = credentials_of(loaded.settings)
+        loaded = load_all_settings()
+        sets = [ScaleSet(config.settings, credentials_of(config.settings)) for config in loaded]
     except ConfigError as exc:
         print(f"gha-listener: invalid configuration: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    settings = loaded.settings
+    settings = sets[0].settings
     configure_logging(
         fmt=settings.log_format,
         level=_LEVELS[settings.log_level],
         library_level=_LEVELS[settings.library_log_level],
     )
-    if loaded.ignored_keys:
-        log.warning("ignoring unknown config keys: %s", ", ".join(loaded.ignored_keys))
-    return asyncio.run(_until_signalled(settings, credentials))
+    for config in loaded:
+        if config.ignored_keys:
+            log.warning("ignoring unknown config keys: %s", ", ".join(config.ignored_keys))
+    return asyncio.run(_until_signalled(sets))
 
 
-async def _until_signalled(settings: ListenerSettings, credentials: Credentials) -> int:
+async def _until_signalled(sets: list[ScaleSet]) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    return await serve(settings, credentials, stop=stop)
+    if len(sets) == 1:
+        return await serve(sets[0].settings, sets[0].credentials, stop=stop)
+    return await serve_many(sets, stop=stop)
+
+
+@dataclass(frozen=True)
+class ScaleSet:
+    """One scale set of a process: its settings and GitHub credentials."""
+
+    settings: ListenerSettings
+    credentials: Credentials
+
+    @property
+    def name(self) -> str:
+        return (
+            f"{self.settings.ephemeral_runner_set_namespace}/"
+            f"{self.settings.ephemeral_runner_set_name}"
+        )
+
+
+_CURRENT_SET: contextvars.ContextVar[str] = contextvars.ContextVar("scale_set", default="")
+
+
+class _ScaleSetField(logging.Filter):
+    """Adds `scale_set` (namespace/name) to each record logged on behalf of one set, so the
+    interleaved lines of many sets can be told apart (a field of the JSON format)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        name = _CURRENT_SET.get()
+        if name:
+            record.scale_set = name
+        return True
+
+
+class _AllSets(Progress):
+    """Readiness of a process serving many sets: ready when every set is; the reason names the
+    sets that are not."""
+
+    def __init__(self, sets: dict[str, Progress]) -> None:
+        super().__init__(poll_timeout=0)
+        self.sets = sets
+
+    def not_ready_reason(self) -> str | None:
+        reasons = [
+            f"{name}: {reason}"
+            for name, progress in self.sets.items()
+            if (reason := progress.not_ready_reason()) is not None
+        ]
+        return "; ".join(reasons) or None
+
+
+class _MergedMetrics:
+    """The metric families of every set's registry as one: the same family (with the sets'
+    labels telling the series apart) once, as Prometheus requires."""
+
+    def __init__(self, metrics: list[ListenerMetrics]) -> None:
+        self.registries = [m.metrics.registry for m in metrics]
+
+    def collect(self) -> Iterator[Metric]:
+        families: dict[str, Metric] = {}
+        for registry in self.registries:
+            for family in registry.collect():
+                merged = families.get(family.name)
+                if merged is None:
+                    merged = Metric(family.name, family.documentation, family.type, family.unit)
+                    families[family.name] = merged
+                merged.samples.extend(family.samples)
+        yield from families.values()
+
+
+async def serve_many(
+    sets: list[ScaleSet],
+    *,
+    stop: asyncio.Event,
+    on_listening: Callable[[int], None] | None = None,
+) -> int:
+    """Serve every scale set in one process until `stop` is set; returns the exit code.
+
+    Each set has its own Actions client, message session, scaler, metrics labels and readiness;
+    they share the Kubernetes client, the tracer and the telemetry server (the first set's
+    `metrics_addr`: the configs agree on it). A set that fails (refused credentials, a 403, a
+    missing permission) is logged and started again after `retry_max_seconds`; the others go on.
+    SIGTERM deletes every set's session. Exit codes as `serve`.
+    """
+    try:
+        kube_api = await _kube_api()
+    except _Unusable:
+        return EXIT_CONFIG
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_ScaleSetField())
+    first = sets[0].settings
+    metrics = {scale_set.name: metrics_of(scale_set.settings) for scale_set in sets}
+    progress = {
+        scale_set.name: Progress(poll_timeout=scale_set.settings.long_poll_timeout_seconds)
+        for scale_set in sets
+    }
+    merged = CollectorRegistry(auto_describe=False)
+    merged.register(_MergedMetrics(list(metrics.values())))
+    tracing = configure_tracing("gha-listener")
+    tracer = tracing.get_tracer("gha-listener")
+    server = None
+    try:
+        try:
+            server = await _telemetry_server(
+                first,
+                progress=_AllSets(progress),
+                render=lambda: generate_latest(merged),
+                on_listening=on_listening,
+            )
+        except _Unusable:
+            return EXIT_CONFIG
+        log.info("serving %d scale sets: %s", len(sets), ", ".join(metrics))
+        await asyncio.gather(
+            *(
+                _serve_set(
+                    scale_set,
+                    kube_api=kube_api,
+                    metrics=metrics[scale_set.name],
+                    progress=progress,
+                    tracer=tracer,
+                    stop=stop,
+                )
+                for scale_set in sets
+            )
+        )
+        log.info("stopped")
+        return EXIT_OK
+    finally:
+        await kube_api.close()
+        if server is not None:
+            await server.cleanup()
+        for set_metrics in metrics.values():
+            set_metrics.shutdown()
+        await asyncio.to_thread(tracing.shutdown)
+
+
+async def _serve_set(
+    scale_set: ScaleSet,
+    *,
+    kube_api: HttpApi | ApiClient,
+    metrics: ListenerMetrics,
+    progress: dict[str, Progress],
+    tracer: Tracer,
+    stop: asyncio.Event,
+) -> None:
+    """One set of `serve_many`, run again after each failure until `stop` is set."""
+    _CURRENT_SET.set(scale_set.name)
+    settings = scale_set.settings
+    while not stop.is_set():
+        attempt = Progress(poll_timeout=settings.long_poll_timeout_seconds)
+        progress[scale_set.name] = attempt
+        try:
+            async with actions_client_of(settings, scale_set.credentials) as actions:
+                listener = Listener(
+                    settings=settings,
+                    actions=actions,
+                    kube=RunnerSetClient(
+                        Objects(kube_api, timeout=settings.kube_request_timeout_seconds),
+                        namespace=settings.ephemeral_runner_set_namespace,
+                        runner_set=settings.ephemeral_runner_set_name,
+                        tracer=tracer,
+                    ),
+                    metrics=metrics,
+                    progress=attempt,
+                    tracer=tracer,
+                    owner=socket.gethostname(),
+                    stop=stop,
+                )
+                await listener.run()
+            return
+        except (MissingPermissions, ActionsError, KubeError) as exc:
+            reason = str(exc)
+            log.error("scale set %s stopped: %s", scale_set.name, reason)
+        except Exception as exc:
+            reason = type(exc).__name__
+            log.exception("scale set %s failed", scale_set.name)
+        attempt.failed(reason)
+        log.info("starting scale set %s again in %.0fs", scale_set.name, settings.retry_max_seconds)
+        try:
+            await sleep_unless_stopped(stop, settings.retry_max_seconds)
+        except Stopping:
+            return

@@ -322,15 +322,55 @@ def load_settings() -> LoadedConfig:
     """The validated settings from the config file, the environment and the secret files named
     in it, or ConfigError."""
     path = os.environ.get(CONFIG_PATH_VARIABLE)
-    file_values = read_config_file(path) if path else {}
+    return _load(read_config_file(path) if path else {})
+
+
+def _load(file_values: dict[str, Any], *, source: str = "") -> LoadedConfig:
     # A secret file stands for its variable, so it wins over the config file too.
     init_values = {**file_values, **read_secret_files(os.environ)}
     try:
         settings = ListenerSettings(**init_values)
     except ValidationError as exc:
-        raise ConfigError(describe(exc)) from None
+        prefix = f"{source}: " if source else ""
+        raise ConfigError(prefix + describe(exc)) from None
     ignored = sorted(set(file_values) - set(ListenerSettings.model_fields))
     return LoadedConfig(settings=settings, ignored_keys=ignored)
+
+
+PROCESS_KEYS = ("metrics_addr", "metrics_endpoint", "log_level", "log_format", "library_log_level")
+"""Settings of the process rather than of a scale set: every config of a directory must agree."""
+
+
+def load_all_settings() -> list[LoadedConfig]:
+    """One scale set's settings, or, when `LISTENER_CONFIG_PATH` names a directory, one per
+    `*.json` file in it (docs/listener.md, "Many scale sets in one process"); ConfigError when
+    any is invalid, none is there, two name the same EphemeralRunnerSet, or they disagree on a
+    process setting."""
+    path = os.environ.get(CONFIG_PATH_VARIABLE)
+    if not path or not Path(path).is_dir():
+        return [load_settings()]
+    files = sorted(Path(path).glob("*.json"))
+    if not files:
+        raise ConfigError(f"{CONFIG_PATH_VARIABLE} {path} is a directory without *.json files")
+    loaded = [_load(read_config_file(str(file)), source=file.name) for file in files]
+    first = loaded[0].settings
+    seen: dict[tuple[str, str], str] = {}
+    for file, config in zip(files, loaded, strict=True):
+        settings = config.settings
+        for key in PROCESS_KEYS:
+            if getattr(settings, key) != getattr(first, key):
+                raise ConfigError(
+                    f"{file.name}: {key} differs from {files[0].name}'s; the scale sets of one "
+                    "process share it"
+                )
+        target = (settings.ephemeral_runner_set_namespace, settings.ephemeral_runner_set_name)
+        if target in seen:
+            raise ConfigError(
+                f"{file.name} and {seen[target]} both scale EphemeralRunnerSet "
+                f"{target[0]}/{target[1]}"
+            )
+        seen[target] = file.name
+    return loaded
 
 
 def describe(exc: ValidationError) -> str:
