@@ -1,8 +1,9 @@
 """A full in-cluster job cycle seen from the security side (docs/security.md): the real
 controller and listener processes, each with its ServiceAccount's token and exactly the RBAC of
 the manifests and of the Role the controller makes, run at debug level with known secrets (the
-GitHub PAT, the ServiceAccount tokens, the JIT configs the Actions emulator hands out). Every
-output is then searched for them; the request log shows that neither identity was refused."""
+GitHub PAT or an App private key, the ServiceAccount tokens, the JIT configs the Actions
+emulator hands out). Every output is then searched for them; the request log shows that neither
+identity was refused."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ async def collect_secrets(kube: KubeEmulator, found: set[str]) -> None:
         kube.store.unsubscribe(subscription)
 
 
-async def install_at_debug(cluster: Cluster) -> str:
+async def install_at_debug(cluster: Cluster, credentials: str) -> list[str]:
     """The install of docs/install.md, both processes at debug level (the most they log), and
     the example set's runner pods given a securityContext (docs/security.md#pod-security)."""
     rendered = await cluster.kubectl("kustomize", str(PROJECT_ROOT / "manifests"))
@@ -97,20 +98,25 @@ async def install_at_debug(cluster: Cluster) -> str:
     )
     await cluster.kubectl("create", "namespace", RUNNERS)
     await cluster.kubectl("apply", "-k", str(PROJECT_ROOT / "manifests/examples/runner-namespace"))
-    token = cluster.gh.add_pat()
-    await cluster.kubectl(
-        "-n",
-        RUNNERS,
-        "create",
-        "secret",
-        "generic",
-        "github-config",
-        f"--from-literal=github_token={token}",
-    )
+    if credentials == "pat":
+        token = cluster.gh.add_pat()
+        given = [token]
+        literals = [f"--from-literal=github_token={token}"]
+    else:
+        app = cluster.gh.add_app()
+        key = app.private_key_pem.strip()
+        # A JSON log line would escape the key's newlines: its base64 lines are searched too.
+        given = [key, *(line for line in key.splitlines() if not line.startswith("-----"))]
+        literals = [
+            f"--from-literal=github_app_id={app.app_id}",
+            f"--from-literal=github_app_installation_id={app.installation_id}",
+            f"--from-literal=github_app_private_key={key}",
+        ]
+    await cluster.kubectl("-n", RUNNERS, "create", "secret", "generic", "github-config", *literals)
     example = yaml.safe_load(example_set(cluster.gh.config_url("my-org")))
     example["spec"]["template"]["spec"]["securityContext"] = RUNNER_SECURITY
     await cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(example))
-    return token
+    return given
 
 
 async def metrics_of(cluster: Cluster, pod: JSONDict) -> str:
@@ -127,10 +133,13 @@ async def metrics_of(cluster: Cluster, pod: JSONDict) -> str:
         return await response.text()
 
 
-async def test_a_job_cycle_leaks_no_secret_and_meets_no_403(cluster: Cluster) -> None:
+@pytest.mark.parametrize("credentials", ["pat", "app"])
+async def test_a_job_cycle_leaks_no_secret_and_meets_no_403(
+    cluster: Cluster, credentials: str
+) -> None:
     secrets: set[str] = set()
     collector = asyncio.create_task(collect_secrets(cluster.kube, secrets))
-    pat = await install_at_debug(cluster)
+    given = await install_at_debug(cluster, credentials)
     listener = await listener_of(cluster)
     name = listener["metadata"]["name"]
     listener_user = f"system:serviceaccount:{SYSTEM}:{name}"
@@ -159,9 +168,9 @@ async def test_a_job_cycle_leaks_no_secret_and_meets_no_403(cluster: Cluster) ->
     assert not collector.done(), collector
     collector.cancel()
 
-    secrets.add(pat)
+    secrets.update(given)
     secrets.update(cluster.kube.tokens.by_token)
-    jit_secrets = [s for s in secrets if s not in cluster.kube.tokens.by_token and s != pat]
+    jit_secrets = [s for s in secrets if s not in cluster.kube.tokens.by_token and s not in given]
     assert jit_secrets, secrets
 
     controller_pods = [
