@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import signal
 import socket
 import sys
@@ -169,6 +170,9 @@ class Phase:
     counts: Counts
     runners_created: int
     load: tuple[float, float, float]
+    memory_kib: tuple[int, int] | None = None
+    """The controller process's (VmRSS, VmHWM) at the phase's end, with `--controller-process`:
+    the steady figure with its N runners (or none, after the jobs) and the peak so far."""
 
 
 @dataclass
@@ -176,6 +180,8 @@ class Result:
     runners: int
     controller_process: bool
     phases: list[Phase]
+    idle_memory_kib: tuple[int, int] | None = None
+    """(VmRSS, VmHWM) of the controller process once it settled with no runner."""
 
     def lifecycle(self) -> Counts:
         total = Counts()
@@ -244,6 +250,10 @@ class ControllerHandle(Protocol):
         """CPU time it used so far; None when it shares this process."""
         ...
 
+    def memory_kib(self) -> tuple[int, int] | None:
+        """(VmRSS, VmHWM) of its process; None when it shares this process."""
+        ...
+
 
 class InProcess:
     def __init__(self, manager: Manager) -> None:
@@ -253,6 +263,9 @@ class InProcess:
         return self.manager.metrics.render().decode()
 
     def cpu_seconds(self) -> float | None:
+        return None
+
+    def memory_kib(self) -> tuple[int, int] | None:
         return None
 
 
@@ -273,6 +286,11 @@ class Subprocess:
         stat = Path(f"/proc/{self.pid}/stat").read_text()
         fields = stat[stat.rindex(")") + 2 :].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def memory_kib(self) -> tuple[int, int] | None:
+        status = Path(f"/proc/{self.pid}/status").read_text()
+        found = dict(re.findall(r"^(VmRSS|VmHWM):\s+(\d+) kB", status, re.M))
+        return int(found["VmRSS"]), int(found["VmHWM"])
 
 
 class Bench:
@@ -395,7 +413,7 @@ async def _subprocess(kube: KubeEmulator, workdir: Path) -> AsyncIterator[Contro
         "controller",
         f"--kubeconfig={kubeconfig}",
         "--no-leader-elect",
-        f"--namespace={NAMESPACE}",
+        f"--watch-namespace={NAMESPACE}",
         "--bind-address=127.0.0.1",
         f"--metrics-port={metrics_port}",
         f"--health-port={health_port}",
@@ -486,6 +504,7 @@ async def run(
             ):
                 bench = Bench(kube=kube, gh=gh, controller=handle)
                 await bench.settle(within=within)
+                idle_memory = handle.memory_kib()
                 phases.append(await _scale_up(bench, scaler, runners=runners, within=within))
                 if jobs:
                     kubeconfig = workdir / "listener.kubeconfig"
@@ -512,7 +531,12 @@ async def run(
                                 within=within,
                             )
                         )
-    return Result(runners=runners, controller_process=controller_process, phases=phases)
+    return Result(
+        runners=runners,
+        controller_process=controller_process,
+        phases=phases,
+        idle_memory_kib=idle_memory,
+    )
 
 
 def _created(counts: Counts) -> int:
@@ -547,6 +571,7 @@ async def _scale_up(
         counts=counts,
         runners_created=_created(counts),
         load=_load(),
+        memory_kib=bench.controller.memory_kib(),
     )
 
 
@@ -587,6 +612,7 @@ async def _jobs(
         counts=counts,
         runners_created=_created(counts),
         load=_load(),
+        memory_kib=bench.controller.memory_kib(),
     )
 
 
@@ -665,6 +691,9 @@ def report(result: Result) -> str:
         f"runners: {n}; controller in {where}; machine: {platform.node()} {os.cpu_count()} "
         f"cores, Python {platform.python_version()}",
     ]
+    if result.idle_memory_kib is not None:
+        rss, peak = result.idle_memory_kib
+        lines.append(f"controller memory with no runner: RSS {rss / 1024:.1f} MB")
     for phase in result.phases:
         c = phase.counts
         lines.append(
@@ -676,6 +705,12 @@ def report(result: Result) -> str:
             f"{who} {sec:.2f}s ({sec / n * 1000:.1f} ms per runner)" for who, sec in c.cpu.items()
         )
         lines.append(f"  CPU: {cpu}")
+        if phase.memory_kib is not None:
+            rss, peak = phase.memory_kib
+            lines.append(
+                f"  controller memory: RSS {rss / 1024:.1f} MB at the end, "
+                f"peak {peak / 1024:.1f} MB"
+            )
         lines.append("  Kubernetes requests per runner (lists and watches: total):")
         for key, value in sorted(c.kube.items()):
             verb = key.split()[1]
