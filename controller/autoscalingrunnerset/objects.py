@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from pydantic import ValidationError
+
 from controller.runners.objects import (
     ANNOTATION_RUNNER_SPEC_HASH,
     filter_and_merge_labels,
@@ -39,6 +41,7 @@ from shared.api.names import (
     PART_OF_VALUE,
 )
 from shared.kube.views import metadata_of
+from shared.policy import ScalingPolicy
 from shared.typedefs import JSONDict, RawOwnerReference
 
 ANNOTATION_LISTENER = "gha-runner-scaler/listener"
@@ -259,3 +262,31 @@ def drifted(have: Mapping[str, object] | None, want: Mapping[str, object]) -> di
     """The keys of `want` whose value `have` lacks or differs on."""
     have = have or {}
     return {key: value for key, value in want.items() if have.get(key) != value}
+
+
+def scaling_policy_problem(ars: JSONDict) -> str | None:
+    """What is wrong with the set's `spec.scalingPolicy`, in one line naming each field path,
+    or None. The CRD schema checks its shape; a cron expression, a time zone and a count above
+    maxRunners are checked here, before the listener would refuse its config."""
+    spec = ars.get("spec") or {}
+    raw = spec.get("scalingPolicy")
+    if raw is None:
+        return None
+    try:
+        policy = ScalingPolicy.model_validate(raw)
+    except ValidationError as exc:
+        return "; ".join(
+            f"spec.scalingPolicy{_path(error['loc'])}: "
+            + str(error["msg"]).removeprefix("Value error, ")
+            for error in exc.errors(include_input=False, include_url=False)
+        )
+    max_runners = spec.get("maxRunners")
+    problems = policy.bound_problems(
+        min_runners=int(spec.get("minRunners") or 0),
+        max_runners=MAX_RUNNERS_UNBOUNDED if max_runners is None else int(max_runners),
+    )
+    return "; ".join(f"spec.scalingPolicy.{problem}" for problem in problems) or None
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)

@@ -38,6 +38,7 @@ from controller.autoscalingrunnerset.objects import (
     runner_set_annotations,
     runner_set_labels,
     runner_spec,
+    scaling_policy_problem,
 )
 from controller.autoscalingrunnerset.predicates import ERS_TO_ARS
 from controller.runners.actions import ActionsClients, GitHubConfigError
@@ -82,6 +83,7 @@ log = logging.getLogger(__name__)
 PHASE_PENDING, PHASE_RUNNING, PHASE_OUTDATED = "Pending", "Running", "Outdated"
 CONDITION_SCALE_SET = "ScaleSetRegistered"
 CONDITION_RUNNERS = "RunnersUpToDate"
+CONDITION_POLICY = "ScalingPolicyValid"
 WAIT = 1.0
 """Seconds between looks at a child being deleted (its delete event usually comes first)."""
 DEFAULT_GROUP_ID = 1
@@ -173,6 +175,10 @@ class AutoscalingRunnerSetReconciler:
         if self._outdated(runner_set):
             return await self._hold_outdated(ars, runner_set)
 
+        if await self._policy_refused(ars):
+            # The listener it has keeps running on its config; none is made with this one.
+            await self._write_status(ars, runner_set, phase=PHASE_RUNNING)
+            return Result()
         await self._ensure_listener(ars.object, scale_set_id)
         await self._write_status(ars, runner_set, phase=PHASE_RUNNING)
         return Result()
@@ -347,6 +353,24 @@ class AutoscalingRunnerSetReconciler:
         return Result()
 
     # --- listener ------------------------------------------------------------------------------
+
+    async def _policy_refused(self, ars: LazyObject) -> bool:
+        """Whether `spec.scalingPolicy` is invalid (docs/policies.md): condition
+        `ScalingPolicyValid=False` and a Warning Event say why; a fixed policy turns it True.
+        A set whose listener runs with `docker run` has its policy in that listener's config."""
+        if not self._wants_listener(ars.object):
+            return False
+        problem = scaling_policy_problem(ars.object)
+        if problem is not None:
+            if self._condition(ars, CONDITION_POLICY, "False", "InvalidScalingPolicy", problem):
+                await self._events.warning(
+                    ars.object, reason="InvalidScalingPolicy", message=problem
+                )
+            return True
+        conditions = status_of(ars.object).get("conditions") or []
+        if any(condition.get("type") == CONDITION_POLICY for condition in conditions):
+            self._condition(ars, CONDITION_POLICY, "True", "Valid", "")
+        return False
 
     async def _ensure_listener(self, ars: JSONDict, scale_set_id: int) -> None:
         if not self._wants_listener(ars):
