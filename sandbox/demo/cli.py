@@ -14,12 +14,15 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from sandbox.demo import chaos as modes
+from sandbox.demo import soak as soaks
 from sandbox.demo import workload as workloads
 from sandbox.demo.cluster import Crash, System, SystemOptions, start_system
 from sandbox.demo.observe import Observer
@@ -63,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--jobs", type=int, help="queue one burst of N jobs instead of the default")
     source.add_argument("--trace", type=Path, help="replay a CSV trace (docs/sandbox.md)")
+    source.add_argument(
+        "--soak", type=float, metavar="MINUTES", help="a steady job rate for MINUTES, sampling "
+        "both processes' resources (docs/sandbox.md#soak)"
+    )  # fmt: skip
+    modes.add_flags(parser)
     parser.add_argument(
         "--duration", type=float, default=30.0, help="with --jobs, each job's duration (default 30)"
     )
@@ -100,6 +108,8 @@ def _workload(args: argparse.Namespace) -> tuple[list[JobSpec], dict[str, Any]]:
         jobs, source = workloads.load_trace(args.trace), f"trace:{args.trace}"
     elif args.jobs is not None:
         jobs, source = workloads.burst(args.jobs, args.duration), "burst"
+    elif args.soak is not None:
+        jobs, source = soaks.steady(args.soak, args.duration), "soak"
     else:
         jobs, source = workloads.default_workload(args.seed), "default"
     info = {
@@ -178,11 +188,17 @@ async def run_demo(args: argparse.Namespace, jobs: list[JobSpec], info: dict[str
             )
             watching = asyncio.create_task(observer.run())
             ids: list[int] = []
+            extras = await modes.attach(
+                args, system, observer, ids, workdir=workdir, total_jobs=len(jobs)
+            )
             feeding = asyncio.create_task(_enqueue(system, jobs, speedup, ids))
             crash, interrupted = await _watch(
-                system, observer, jobs, ids, console=console, stop=stop, give_up_after=args.timeout
-            )
+                system, observer, jobs, ids, console=console, stop=stop,
+                give_up_after=args.timeout, extras=extras,
+            )  # fmt: skip
             feeding.cancel()
+            for extra in extras:
+                await extra.stop()
             teardown = await system.stop()
             observer.check_killed()
             await asyncio.sleep(TICK)
@@ -203,6 +219,8 @@ async def run_demo(args: argparse.Namespace, jobs: list[JobSpec], info: dict[str
                 interrupted=interrupted,
             )
             report["workload"]["missing"] = len(jobs) - len(ids)
+            for extra in extras:
+                extra.amend(report)
         print_summary(console, report)
         if args.report:
             write_report(args.report, report)
@@ -232,6 +250,7 @@ async def _watch(
     console: Console,
     stop: asyncio.Event,
     give_up_after: float,
+    extras: Sequence[modes.Extension] = (),
 ) -> tuple[Crash | None, bool]:
     """Sample and show progress until the run settles, a component crashes, a signal comes or
     the timeout passes; returns the crash, if any, and whether a signal ended it."""
@@ -251,7 +270,7 @@ async def _watch(
             if stop.is_set():
                 console.print("interrupted: stopping everything")
                 return None, True
-            if _settled(system, observer, jobs, ids):
+            if _settled(system, observer, jobs, ids) and all(x.settled() for x in extras):
                 return None, False
             if time.monotonic() - started > give_up_after:
                 console.print(f"gave up after {give_up_after:.0f} s")
@@ -266,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     check_system_flags(parser, args)
     if (args.jobs is not None and args.jobs < 0) or args.duration < 0 or args.speedup <= 0:
         parser.error("needs --jobs >= 0, --duration >= 0 and --speedup > 0")
+    if args.chaos_rate <= 0 or (args.soak is not None and args.soak <= 0):
+        parser.error("needs --chaos-rate > 0 and --soak > 0")
     try:
         jobs, info = _workload(args)
     except WorkloadError as exc:
