@@ -247,21 +247,28 @@ class Chaos:
         )
         return done / self.total_jobs if self.total_jobs else 1.0
 
+    def _all_done(self) -> bool:
+        jobs = self.system.gh.state.jobs
+        return len(self.ids) >= self.total_jobs and all(
+            jobs[i].state == "completed" for i in self.ids
+        )
+
     async def _inject(self) -> None:
-        fired_round = False
+        """Fire the mix's kinds in seeded rounds until every kind has fired and most jobs are
+        done (or all are: a kind that needs a busy runner cannot fire then)."""
         while True:
             order = list(self.kinds)
             self.random.shuffle(order)
             for kind in order:
                 gap = self.random.expovariate(self.rate / 60.0) / self.speedup
                 await asyncio.sleep(gap)
-                if fired_round and self._done_share() >= QUIET_AFTER:
+                every_kind = set(self.kinds) <= set(self.injected)
+                if (every_kind and self._done_share() >= QUIET_AFTER) or self._all_done():
                     self.quiet.set()
                     return
                 if await self._actions[kind]():
                     self.injected[kind] += 1
                     self.last_fault_at = self.observer.elapsed()
-            fired_round = True
 
     async def _retry(self) -> None:
         """Queue a copy of every job a fault killed, as a workflow re-run would."""

@@ -124,6 +124,14 @@ class Observer:
             self.max_concurrent = max(
                 self.max_concurrent, sum(1 for _ in self.kube.store.items(ER_KEY, NAMESPACE))
             )
+            live = sum(1 for runner in self.kube.store.items(ER_KEY, NAMESPACE) if _live(runner))
+            if live > self.max_runners:
+                self._violation(
+                    "runners-above-max",
+                    name,
+                    f"{live} runners neither finished nor deleting > maxRunners "
+                    f"{self.max_runners}, created by {event.actor}",
+                )
         phase = (obj.get("status") or {}).get("phase") or ""
         before = (old.get("status") or {}).get("phase") or ""
         track.step(phase)
@@ -219,3 +227,9 @@ class Observer:
         )
         self.samples.append(sample)
         return sample
+
+
+def _live(runner: dict[str, Any]) -> bool:
+    """A runner that counts against maxRunners: neither finished nor being deleted."""
+    phase = (runner.get("status") or {}).get("phase") or ""
+    return phase not in TERMINAL and "deletionTimestamp" not in runner["metadata"]

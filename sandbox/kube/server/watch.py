@@ -16,7 +16,7 @@ from sandbox.kube.selectors import FieldSelector, LabelSelector
 from sandbox.kube.server.tables import event_line, wants_table
 from sandbox.kube.server.wire import ACCOUNTED, USER, Obj, dumps, go_bool
 from sandbox.kube.status import ApiError, bad_request, too_old
-from sandbox.kube.store import Event, Store
+from sandbox.kube.store import Event, Store, Subscription
 
 # Serialized event lines kept for reuse by every watcher of the same event and version.
 LINE_CACHE = 4096
@@ -38,20 +38,22 @@ class Watches:
         self.bookmark_interval = bookmark_interval
         self.watch_timeout = watch_timeout
         self._lines: dict[tuple[int, str, str], bytes] = {}
+        # The store subscriptions of open watch requests: what the fault hooks cut, leaving the
+        # in-process subscribers (the kubelet, the demo's observer) alone.
+        self.open: set[Subscription] = set()
 
     # --- fault hooks -------------------------------------------------------------------------
 
     def drop_all(self) -> None:
         """Cut every open watch connection mid-stream."""
-        for sub in list(self.store.subscriptions):
+        for sub in list(self.open):
             sub.queue.put_nowait(ConnectionAbortedError("dropped by fault injection"))
 
     def force_gone(self) -> None:
         """Compact the history: open watches get ERROR 410, older versions are 410."""
         self.store.compact()
-        for sub in list(self.store.subscriptions):
-            if sub.keys is not None:
-                sub.queue.put_nowait(too_old(0, self.store.rv))
+        for sub in list(self.open):
+            sub.queue.put_nowait(too_old(0, self.store.rv))
 
     # --- the stream --------------------------------------------------------------------------
 
@@ -74,6 +76,7 @@ class Watches:
         except ValueError as exc:
             raise bad_request(f"invalid watch parameters: {exc}") from exc
         sub = self.store.subscribe({rt.key})
+        self.open.add(sub)
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         resp.enable_chunked_encoding()
         try:
@@ -170,6 +173,7 @@ class Watches:
         except (ConnectionResetError, ConnectionError):
             pass
         finally:
+            self.open.discard(sub)
             self.store.unsubscribe(sub)
         return resp
 
