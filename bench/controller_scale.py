@@ -20,6 +20,7 @@ User-Agent's subsystem), reconciles, predicate drops and lazy copies per control
 same per-runner counts against ARC's figures (docs/reconcilers.md#arcs-figures).
 
     .venv/bin/python -m bench.controller_scale --runners 100 --jobs [--controller-process]
+    .venv/bin/python -m bench.controller_scale --runners 10 --sets 100 --controller-process
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from controller.runtime import Manager, RuntimeSettings
 from listener.app import credentials_of, serve
 from listener.config import ListenerSettings
 from sandbox.actions.emulator import ActionsEmulator
-from sandbox.demo.cluster import setup_cluster
+from sandbox.demo.cluster import runner_set, setup_cluster
 from sandbox.kube.emulator import KubeEmulator
 from shared.typedefs import JSONDict
 
@@ -475,8 +476,14 @@ async def run(
     controller_process: bool = False,
     logs: Path | None = None,
     within: float = 600.0,
+    sets: int = 1,
 ) -> Result:
-    """Both phases against fresh emulators; raises TimeoutError when a phase does not finish."""
+    """Both phases against fresh emulators; raises TimeoutError when a phase does not finish.
+
+    `sets` > 1: that many EphemeralRunnerSets of `runners` each in the one namespace, all
+    scaled up at once (the scale-up phase only); counts are per runner of all of them."""
+    if sets > 1 and jobs:
+        raise ValueError("the jobs phase runs one set's listener: use sets=1 with jobs")
     phases: list[Phase] = []
     async with (
         ActionsEmulator(require_acquire=False) as gh,
@@ -494,6 +501,19 @@ async def run(
             namespace=NAMESPACE,
             name=SCALE_SET,
         )
+        names = [SCALE_SET] + [f"{SCALE_SET}-{index}" for index in range(1, sets)]
+        for name in names[1:]:
+            other = gh.state.create_scale_set(
+                name=name, runner_group_id=1, labels=[], runner_setting={}
+            )
+            kube.apply(
+                runner_set(
+                    name=name,
+                    namespace=NAMESPACE,
+                    config_url=gh.config_url(),
+                    scale_set_id=other.id,
+                )
+            )
         with tempfile.TemporaryDirectory() as tmp:
             workdir = logs or Path(tmp)
             controller = _subprocess(kube, workdir) if controller_process else _in_process(kube)
@@ -505,7 +525,9 @@ async def run(
                 bench = Bench(kube=kube, gh=gh, controller=handle)
                 await bench.settle(within=within)
                 idle_memory = handle.memory_kib()
-                phases.append(await _scale_up(bench, scaler, runners=runners, within=within))
+                phases.append(
+                    await _scale_up(bench, scaler, runners=runners, sets=names, within=within)
+                )
                 if jobs:
                     kubeconfig = workdir / "listener.kubeconfig"
                     kube.write_kubeconfig(
@@ -532,7 +554,7 @@ async def run(
                             )
                         )
     return Result(
-        runners=runners,
+        runners=runners * sets,
         controller_process=controller_process,
         phases=phases,
         idle_memory_kib=idle_memory,
@@ -544,28 +566,30 @@ def _created(counts: Counts) -> int:
 
 
 async def _scale_up(
-    bench: Bench, scaler: client.ApiClient, *, runners: int, within: float
+    bench: Bench, scaler: client.ApiClient, *, runners: int, sets: list[str], within: float
 ) -> Phase:
     before = await bench.snapshot()
     started = time.monotonic()
-    await client.CustomObjectsApi(scaler).patch_namespaced_custom_object(
-        "actions.github.com",
-        "v1alpha1",
-        NAMESPACE,
-        "ephemeralrunnersets",
-        SCALE_SET,
-        {"spec": {"replicas": runners, "patchID": 1}},
-        _content_type="application/merge-patch+json",
-        _request_timeout=30,
-    )
+    for name in sets:
+        await client.CustomObjectsApi(scaler).patch_namespaced_custom_object(
+            "actions.github.com",
+            "v1alpha1",
+            NAMESPACE,
+            "ephemeralrunnersets",
+            name,
+            {"spec": {"replicas": runners, "patchID": 1}},
+            _content_type="application/merge-patch+json",
+            _request_timeout=30,
+        )
+    total = runners * len(sets)
     ready = await bench.until(
-        lambda: bench.all_pending_ready(runners), within=within, what="all runners Pending"
+        lambda: bench.all_pending_ready(total), within=within, what="all runners Pending"
     )
     await bench.settle(within=within)
     counts = (await bench.snapshot()) - before
     return Phase(
         name="scale-up",
-        runners=runners,
+        runners=total,
         seconds_ready=ready,
         seconds_settled=time.monotonic() - started,
         counts=counts,
@@ -748,7 +772,15 @@ def main(argv: list[str] | None = None) -> int:
         "--logs", type=Path, help="keep the controller's log and kubeconfigs in this directory"
     )
     parser.add_argument("--timeout", type=float, default=600.0, help="per phase, seconds")
+    parser.add_argument(
+        "--sets",
+        type=int,
+        default=1,
+        help="EphemeralRunnerSets of --runners each, scaled up at once (no --jobs)",
+    )
     args = parser.parse_args(argv)
+    if args.sets > 1 and args.jobs:
+        parser.error("--jobs runs one set's listener: leave it out with --sets")
     if args.runners < 1:
         parser.error("--runners must be at least 1")
     if args.logs is not None:
@@ -761,6 +793,7 @@ def main(argv: list[str] | None = None) -> int:
             controller_process=args.controller_process,
             logs=args.logs,
             within=args.timeout,
+            sets=args.sets,
         )
     )
     print(report(result))
