@@ -181,6 +181,7 @@ async def run(
 
             subscription = kube.store.subscribe({store_key})
             observer = asyncio.create_task(observe())
+            moved = False
             while True:
                 spec = kube.store.get(("actions.github.com", "ephemeralrunnersets"), NAMESPACE, SET)
                 done = all(job.state == "completed" for job in gh.state.jobs.values())
@@ -189,7 +190,12 @@ async def run(
                 queue = gh.state.queues[scale_set.id]
                 drained = not queue.pending and not queue.messages
                 assert spec is not None
-                settled = spec["spec"].get("replicas") == 0 and spec["spec"]["patchID"] == 0
+                # The set starts at patch id 0 too: settled means back at 0 after the burst, a
+                # publication that follows the handling of every job message.
+                moved = moved or spec["spec"]["patchID"] != 0
+                settled = (
+                    moved and spec["spec"].get("replicas") == 0 and spec["spec"]["patchID"] == 0
+                )
                 if done and drained and settled:
                     break
                 await asyncio.sleep(SAMPLE_SECONDS)
