@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from urllib.parse import urlsplit
 
 from controller import (
     autoscalinglistener,
@@ -39,7 +40,7 @@ from controller.settings import (
     runner_settings_from_environment,
 )
 from shared.kube.client import load_configuration, new_api_client
-from shared.telemetry.logs import configure_logging
+from shared.telemetry.logs import configure_logging, redact
 
 log = logging.getLogger("controller")
 
@@ -120,9 +121,19 @@ async def run(settings: ControllerSettings, *, install: Install = install_reconc
     try:
         kube_config = await load_configuration(settings.kubeconfig, context=settings.context)
     except Exception as exc:
+        # The loader's reason names the file or setting at fault; one line, redacted.
+        reason = redact(" ".join(str(exc).split()))
         print(
-            f"gha-controller: cannot load the Kubernetes configuration ({type(exc).__name__}): "
-            "set --kubeconfig or KUBECONFIG, or run in a pod",
+            f"gha-controller: cannot load the Kubernetes configuration ({type(exc).__name__}"
+            f"{': ' + reason if reason else ''}): set --kubeconfig or KUBECONFIG, or run in a pod",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    server = urlsplit(kube_config.host)
+    if server.scheme not in {"http", "https"} or not server.hostname:
+        print(
+            f"gha-controller: the Kubernetes API server {kube_config.host!r} in the kubeconfig "
+            "is not an http(s) URL: fix the cluster's server",
             file=sys.stderr,
         )
         return EXIT_CONFIG
