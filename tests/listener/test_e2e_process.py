@@ -71,8 +71,25 @@ async def test_sigterm_deletes_the_session_and_a_restart_resumes(
             {"KUBECONFIG": ""},
             "cannot load the Kubernetes configuration",
         ),
+        (
+            {"configure_url": "https://github.com"},
+            {},
+            "gha-listener: invalid configuration: configure_url: invalid config URL",
+        ),
+        (
+            {},
+            {"LISTENER_GITHUB_TOKEN": ""},
+            "gha-listener: invalid configuration: AppConfig validation failed: no credentials "
+            "provided: either a PAT or GitHub App credentials should be provided",
+        ),
     ],
-    ids=["min-above-max", "unreadable-app-key", "no-kubernetes"],
+    ids=[
+        "min-above-max",
+        "unreadable-app-key",
+        "no-kubernetes",
+        "bad-config-url",
+        "no-credentials",
+    ],
 )
 async def test_unusable_configuration_exits_2_with_one_line(
     cluster: Cluster,
