@@ -1,0 +1,55 @@
+"""Which busy-pod annotations a runner pod needs set or removed (docs/reconcilers.md#busy-pods)."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.ephemeralrunner.rules import busy_pod_annotations
+from shared.typedefs import JSONDict
+
+KARPENTER = "karpenter.sh/do-not-disrupt"
+AUTOSCALER = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+BOTH = {KARPENTER: "true", AUTOSCALER: "false"}
+
+
+def runner(phase: str | None, template: dict[str, str] | None = None) -> JSONDict:
+    spec: JSONDict = {"metadata": {"annotations": template}} if template else {}
+    return {"spec": spec, "status": {"phase": phase} if phase else {}}
+
+
+def pod(annotations: dict[str, str]) -> JSONDict:
+    return {"metadata": {"name": "p", "annotations": annotations}}
+
+
+@pytest.mark.parametrize(
+    ("phase", "template", "present", "changes"),
+    [
+        ("Running", None, {}, BOTH),
+        ("Running", None, {**BOTH, "other": "x"}, {}),
+        ("Running", None, {KARPENTER: "false"}, BOTH),
+        ("Pending", None, {}, {}),
+        (None, None, {}, {}),
+        ("Pending", None, {**BOTH, "other": "x"}, {KARPENTER: None, AUTOSCALER: None}),
+        ("Running", {KARPENTER: "true"}, {KARPENTER: "true"}, {AUTOSCALER: "false"}),
+        ("Pending", {KARPENTER: "true"}, {**BOTH}, {AUTOSCALER: None}),
+        ("Pending", {AUTOSCALER: "true"}, {AUTOSCALER: "true"}, {}),
+    ],
+    ids=[
+        "busy-gets-both",
+        "busy-already-has-both",
+        "busy-corrects-a-value",
+        "idle-has-none",
+        "new-runner-has-none",
+        "idle-loses-both-keeps-others",
+        "template-key-is-the-users",
+        "template-key-kept-when-idle",
+        "template-value-never-changed",
+    ],
+)
+def test_busy_pod_annotations(
+    phase: str | None,
+    template: dict[str, str] | None,
+    present: dict[str, str],
+    changes: dict[str, str | None],
+) -> None:
+    assert busy_pod_annotations(runner(phase, template), pod(present)) == changes
