@@ -65,7 +65,11 @@ ERROR_RATE = 0.2
 # The run stops injecting once a full round has fired and this share of the jobs is done.
 QUIET_AFTER = 0.8
 STANDBY = "controller-2"
-RESTART_GRACE = 5.0
+POLL = 0.05
+# The service's session expiry (simulated seconds), and its floor in wall seconds: a live
+# listener polls at least every long-poll timeout (2 s in the demo).
+SESSION_TIMEOUT = 120.0
+MIN_SESSION_TIMEOUT = 6.0
 
 
 class Extension(Protocol):
@@ -192,6 +196,7 @@ class Chaos:
         self.restarts: Counter[str] = Counter()
         self.quiet = asyncio.Event()
         self.identities: dict[str, str] = {}
+        self.killed_holders: set[str] = set()
         self._generation = 0
         self._task: asyncio.Task[None] | None = None
         self._retrier: asyncio.Task[None] | None = None
@@ -216,8 +221,13 @@ class Chaos:
     # --- the run --------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start a second controller replica when the mix kills controllers (so that a kill
-        is a leader failover), then the injector and the retrier."""
+        """Compress the service's session expiry like every other simulated time, start a
+        second controller replica when the mix kills controllers (so that a kill is a leader
+        failover), then the injector and the retrier."""
+        # A listener killed with -9 leaves its session behind; the service lets a new one take
+        # over once it has gone unpolled this long, and its restart waits for that (409s).
+        data = self.system.gh.state.data
+        data.session_timeout = max(SESSION_TIMEOUT / self.speedup, MIN_SESSION_TIMEOUT)
         if "controller-kill" in self.kinds and "controller" in self.system.components:
             await self._spawn(self.system.components["controller"], STANDBY, new_ports=True)
         self._task = asyncio.create_task(self._inject())
@@ -253,22 +263,53 @@ class Chaos:
             jobs[i].state == "completed" for i in self.ids
         )
 
+    def _enough(self) -> bool:
+        """Every kind has fired and most jobs are done, or all are (a kind that needs a busy
+        runner cannot fire then)."""
+        every_kind = set(self.kinds) <= set(self.injected)
+        return (every_kind and self._done_share() >= QUIET_AFTER) or self._all_done()
+
     async def _inject(self) -> None:
-        """Fire the mix's kinds in seeded rounds until every kind has fired and most jobs are
-        done (or all are: a kind that needs a busy runner cannot fire then)."""
+        """Fire the mix's kinds in seeded rounds, one at a time: each after the system is back
+        from the one before and a random gap has passed, so the workload runs between faults.
+        """
         while True:
             order = list(self.kinds)
             self.random.shuffle(order)
             for kind in order:
-                gap = self.random.expovariate(self.rate / 60.0) / self.speedup
-                await asyncio.sleep(gap)
-                every_kind = set(self.kinds) <= set(self.injected)
-                if (every_kind and self._done_share() >= QUIET_AFTER) or self._all_done():
+                await self._until_healthy()
+                await asyncio.sleep(self.random.expovariate(self.rate / 60.0) / self.speedup)
+                if self._enough():
                     self.quiet.set()
                     return
                 if await self._actions[kind]():
                     self.injected[kind] += 1
                     self.last_fault_at = self.observer.elapsed()
+
+    def healthy(self) -> bool:
+        """The system is back from the last fault: no fault rule left in either emulator, the
+        listener holds a session, and a controller other than a killed one holds the lease
+        (docker-run: every process is running)."""
+        kube, gh = self.system.kube, self.system.gh
+        if kube.faults.rules or kube.faults.paused:
+            return False
+        if any(not fault.exhausted() for fault in gh.faults.active):
+            return False
+        if gh.faults.runner_crash_exit_code is not None:
+            return False
+        if not any(s.scale_set_id == self.system.scale_set_id for s in gh.state.sessions.values()):
+            return False
+        if any(c.proc.returncode is not None for c in self.system.components.values()):
+            return False
+        lease = next(iter(kube.store.items(LEASE_KEY)), None)
+        holder = str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+        return bool(holder) and holder not in self.killed_holders
+
+    async def _until_healthy(self) -> None:
+        while True:
+            if self.healthy() or self._enough():
+                return
+            await asyncio.sleep(POLL)
 
     async def _retry(self) -> None:
         """Queue a copy of every job a fault killed, as a workflow re-run would."""
@@ -280,7 +321,7 @@ class Chaos:
                     self.retried[job_id] = (
                         self._requeue(job_id) if job.final_result == "canceled" else job_id
                     )
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(POLL)
 
     def _requeue(self, job_id: int) -> int:
         old = self.system.gh.state.jobs[job_id]
@@ -372,8 +413,8 @@ class Chaos:
         return True
 
     async def _node_lost(self) -> bool:
-        """The node under one or two busy runners goes: their pods are deleted at once, the
-        kubelet stops the runners, and the service cancels their jobs."""
+        """The node under a busy runner goes: its pod is deleted at once, the kubelet stops the
+        runner, and the service cancels its job."""
         kube, state = self.system.kube, self.system.gh.state
         busy: list[tuple[str, int]] = []
         for runner in kube.store.items(ER_KEY, NAMESPACE):
@@ -391,12 +432,10 @@ class Chaos:
             return False
         pods = kube.catalog.preferred(*POD_KEY)
         assert pods is not None
-        for name, job_id in self.random.sample(busy, min(2, len(busy))):
-            self.hit_jobs.add(job_id)
-            with contextlib.suppress(Exception):
-                kube.registry.delete(
-                    pods, ns=NAMESPACE, name=name, options={"gracePeriodSeconds": 0}
-                )
+        name, job_id = self.random.choice(busy)
+        self.hit_jobs.add(job_id)
+        with contextlib.suppress(Exception):
+            kube.registry.delete(pods, ns=NAMESPACE, name=name, options={"gracePeriodSeconds": 0})
         return True
 
     # --- processes ------------------------------------------------------------------------
@@ -411,10 +450,11 @@ class Chaos:
     async def _controller_kill(self) -> bool:
         """Kill the leader and start it again, as a Deployment would; with two replicas the
         other takes over once the lease expires."""
+        lease = next(iter(self.system.kube.store.items(LEASE_KEY)), None)
+        holder = str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+        self.killed_holders.add(holder)
         components = self.system.components
         if "controller" in components:
-            lease = next(iter(self.system.kube.store.items(LEASE_KEY)), None)
-            holder = str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
             leader = next(
                 (name for name, identity in self.identities.items() if identity == holder),
                 "controller",
@@ -425,8 +465,7 @@ class Chaos:
         return self._delete_pod(lambda pod: pod["metadata"]["name"] in leaders)
 
     async def _leader_pods(self) -> set[str]:
-        """In-cluster: the controller pods whose /metrics say they hold the lease (every
-        controller pod when none answers)."""
+        """In-cluster: the controller pods whose /metrics say they hold the lease."""
         kube = self.system.kube
         pods = [p for p in kube.store.items(POD_KEY, CONTROLLER_NAMESPACE) if _is_controller(p)]
         leaders = set()
@@ -445,7 +484,7 @@ class Chaos:
                                 text = await response.text()
                             if _leads(text):
                                 leaders.add(pod["metadata"]["name"])
-        return leaders or {pod["metadata"]["name"] for pod in pods}
+        return leaders
 
     def _delete_pod(self, match: Callable[[dict[str, Any]], bool]) -> bool:
         """In-cluster: the pod goes at once (SIGKILL, no grace) and its owner makes another,
