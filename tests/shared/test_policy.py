@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -275,6 +275,8 @@ def situations(draw: st.DrawFn) -> tuple[ScalingPolicy, int, int, PolicyState, d
     )
 
 
+# No time limit per example: a shared CI machine must not turn a slow example into a failure.
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(situations(), st.integers(0, 80), st.integers(0, 80))
 def test_never_above_max_never_below_the_floor_and_monotone_in_assigned_jobs(
     situation: tuple[ScalingPolicy, int, int, PolicyState, datetime], one: int, other: int
