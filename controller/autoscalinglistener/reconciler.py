@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from pydantic import ValidationError
 
 from controller.autoscalinglistener.objects import (
     config_secret,
@@ -67,6 +68,7 @@ from shared.api.names import (
 from shared.kube.errors import AlreadyExists, KubeError, NotFound
 from shared.kube.objects import POD, ROLE, ROLE_BINDING, SECRET, SERVICE_ACCOUNT, Kind, Objects
 from shared.kube.views import is_deleting, metadata_of, pod_ready, secret_value
+from shared.listenerconfig import ListenerSettings as ListenerConfig
 from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
@@ -149,6 +151,7 @@ class AutoscalingListenerReconciler:
         self._settings = settings
         self._clock = clock
         self._restarts: dict[str, _Restarts] = {}
+        self._refused: dict[str, str] = {}
         self._gauge = _Listeners()
         meter.create_observable_gauge(METRIC_RUNNING_LISTENERS, callbacks=[self._gauge.observe])
 
@@ -191,13 +194,24 @@ class AutoscalingListenerReconciler:
                 self._objects, str(spec["autoscalingRunnerSetNamespace"]), spec["proxy"]
             )
             await self._ensure(proxy_secret(cached, data), SECRET)
-        config = await self._config_secret(cached)
-        await self._ensure(config, SECRET)
-        return await self._ensure_pod(cached, uid, config_digest=_digest(config))
+        config = await self._config(cached)
+        refused = config_problem(config)
+        if refused is not None:
+            # Never write a config the listener would refuse at start: it would crash-loop.
+            if self._refused.get(uid) != refused:
+                self._refused[uid] = refused
+                await self._events.warning(cached, reason="ListenerConfigInvalid", message=refused)
+            return Result()
+        self._refused.pop(uid, None)
+        secret = config_secret(cached, config)
+        await self._ensure(secret, SECRET)
+        return await self._ensure_pod(cached, uid, config_digest=_digest(secret))
 
     # --- children ------------------------------------------------------------------------------
 
-    async def _config_secret(self, listener: JSONDict) -> JSONDict:
+    async def _config(self, listener: JSONDict) -> JSONDict:
+        """The listener's config: ARC's keys, the credentials read from the GitHub Secret and
+        the CA from its ConfigMap."""
         spec = listener.get("spec") or {}
         namespace = str(spec.get("autoscalingRunnerSetNamespace"))
         github = await self._objects.get(SECRET, namespace, str(spec.get("githubConfigSecret")))
@@ -215,17 +229,14 @@ class AutoscalingListenerReconciler:
             credentials = {SECRET_GITHUB_TOKEN: credentials[SECRET_GITHUB_TOKEN]}
         pem = await root_ca(self._objects, namespace, spec.get("githubServerTLS")) or ""
         settings = self._settings
-        return config_secret(
+        return listener_config(
             listener,
-            listener_config(
-                listener,
-                credentials=credentials,
-                root_ca=pem,
-                log_level=settings.log_level,
-                log_format=settings.log_format,
-                metrics_addr=settings.metrics_addr,
-                metrics_endpoint=settings.metrics_endpoint if settings.metrics_addr else "",
-            ),
+            credentials=credentials,
+            root_ca=pem,
+            log_level=settings.log_level,
+            log_format=settings.log_format,
+            metrics_addr=settings.metrics_addr,
+            metrics_endpoint=settings.metrics_endpoint if settings.metrics_addr else "",
         )
 
     async def _ensure(self, desired: JSONDict, kind: Kind) -> None:
@@ -365,6 +376,19 @@ class AutoscalingListenerReconciler:
         self._restarts.pop(uid, None)
         self._gauge.series.pop(Request.of(obj), None)
         return Result()
+
+
+def config_problem(config: JSONDict) -> str | None:
+    """Why `gha-listener` would refuse this config, checked with its own model
+    (shared.listenerconfig), in one line without any value; None when it would load it."""
+    try:
+        ListenerConfig.model_validate(config)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        message = first["msg"].removeprefix("Value error, ")
+        return f"{where}: {message}" if where else message
+    return None
 
 
 def _digest(secret: JSONDict) -> str:

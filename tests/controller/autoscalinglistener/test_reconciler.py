@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sandbox.tls import generate
 from shared.api.kinds import AUTOSCALING_LISTENER
 from shared.kube.errors import NotFound
 from shared.kube.objects import (
@@ -356,7 +357,7 @@ async def test_proxy_secret_and_environment(rig: Rig) -> None:
 
 
 async def test_github_server_tls_reaches_the_config(rig: Rig) -> None:
-    pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    pem = generate().ca_pem.decode()
     await rig.objects.create(
         CONFIG_MAP, rig.namespace, {"metadata": {"name": "ca"}, "data": {"rootCA.crt": pem}}
     )
@@ -408,3 +409,24 @@ async def test_a_listener_whose_set_is_gone_deletes_itself(rig: Rig) -> None:
         return await get(rig, AUTOSCALING_LISTENER, NAME) is None
 
     await rig.until(gone, what="the orphaned listener gone")
+
+
+async def test_a_config_the_listener_would_refuse_is_never_written(rig: Rig) -> None:
+    """Checked with the listener's own model: a CA that is not PEM would make gha-listener exit
+    2 at start (a crash loop), so no config Secret and no pod, and an Event says why."""
+    await rig.objects.create(
+        CONFIG_MAP, rig.namespace, {"metadata": {"name": "ca"}, "data": {"rootCA.crt": "not a CA"}}
+    )
+    ref = {"certificateFrom": {"configMapKeyRef": {"name": "ca", "key": "rootCA.crt"}}}
+    await create_listener(rig, githubServerTLS=ref)
+
+    async def reported() -> list[JSONDict] | None:
+        items = (await rig.objects.list(EVENT, rig.system_namespace))["items"]
+        found = [e for e in items if e["reason"] == "ListenerConfigInvalid"]
+        return found or None
+
+    [event] = await rig.until(reported, what="a ListenerConfigInvalid Event")
+    assert event["message"].startswith("server_root_ca: ")
+    await rig.settle()
+    assert await get(rig, SECRET, f"{NAME}-config") is None
+    assert await get(rig, POD, NAME) is None
