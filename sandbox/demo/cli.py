@@ -22,6 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from sandbox.demo import chaos as modes
+from sandbox.demo import policy as policies
 from sandbox.demo import soak as soaks
 from sandbox.demo import workload as workloads
 from sandbox.demo.cluster import Crash, System, SystemOptions, start_system
@@ -87,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
         "Deployment from manifests/ and the listener pod it makes, run by the Kubernetes "
         "emulator; docker-run, both as processes of the demo outside the cluster",
     )
+    parser.add_argument(
+        "--policy", type=Path, action="append", default=[], metavar="FILE",
+        help="run the workload under this scalingPolicy (YAML or JSON) and then under a second "
+        "--policy FILE or none (ARC's formula), and compare them (docs/sandbox.md#policy)",
+    )  # fmt: skip
     parser.add_argument("--report", type=Path, help="write the JSON report here")
     parser.add_argument("--plot", type=Path, help="write a PNG of the run here")
     parser.add_argument(
@@ -146,11 +152,16 @@ def _settled(system: System, observer: Observer, jobs: list[JobSpec], ids: list[
     if any(system.gh.state.jobs[i].state != "completed" for i in ids):
         return False
     sample = observer.samples[-1] if observer.samples else None
-    floor = system.options.min_runners
+    floor = policies.resting_count(system.options)
     return sample is not None and sample.desired == floor and sum(sample.phases.values()) == floor
 
 
-async def run_demo(args: argparse.Namespace, jobs: list[JobSpec], info: dict[str, Any]) -> int:
+async def run_demo(
+    args: argparse.Namespace, jobs: list[JobSpec], info: dict[str, Any], *,
+    scaling_policy: dict[str, Any] | None = None,
+    outcome: list[tuple[dict[str, Any], Observer]] | None = None,
+) -> int:  # fmt: skip
+    """One run; `outcome` (for --policy) receives its report and observer."""
     console = Console()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -165,6 +176,7 @@ async def run_demo(args: argparse.Namespace, jobs: list[JobSpec], info: dict[str
         labels=tuple(sorted({label for job in jobs for label in job.labels})),
         seed=args.seed,
         listener=args.listener,
+        scaling_policy=scaling_policy,
     )
     own_workdir = args.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="gha-sandbox-")) if own_workdir else args.workdir
@@ -221,6 +233,8 @@ async def run_demo(args: argparse.Namespace, jobs: list[JobSpec], info: dict[str
             report["workload"]["missing"] = len(jobs) - len(ids)
             for extra in extras:
                 extra.amend(report)
+            if outcome is not None:
+                outcome.append((report, observer))
         print_summary(console, report)
         if args.report:
             write_report(args.report, report)
@@ -292,4 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     except WorkloadError as exc:
         print(f"gha-sandbox demo: {exc}", file=sys.stderr)
         return 2
+    if args.policy:
+        policies.check(parser, args)
+        return asyncio.run(policies.compare(args, jobs, info, run=run_demo))
     return asyncio.run(run_demo(args, jobs, info))

@@ -79,6 +79,9 @@ class SystemOptions:
     listener: ListenerMode = "in-cluster"
     labels: tuple[str, ...] = ()
     seed: int = 0
+    scaling_policy: dict[str, Any] | None = None
+    """The AutoscalingRunnerSet's `spec.scalingPolicy` (docker-run: the listener's
+    `scaling_policy`), as docs/policies.md writes it; None leaves ARC's formula."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +261,7 @@ def install_manifests(controller_env: dict[str, str]) -> list[dict[str, Any]]:
 
 def example_set(
     *, config_url: str, name: str, namespace: str, min_runners: int, max_runners: int,
-    labels: list[str],
+    labels: list[str], scaling_policy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """manifests/examples/autoscalingrunnerset.yaml pointed at the Actions emulator, with the
     demo's name, bounds and scale set labels."""
@@ -270,6 +273,8 @@ def example_set(
         maxRunners=max_runners,
         runnerScaleSetLabels=labels,
     )
+    if scaling_policy is not None:
+        doc["spec"]["scalingPolicy"] = scaling_policy
     return doc
 
 
@@ -670,6 +675,7 @@ def _start_in_cluster(system: System) -> None:
             min_runners=options.min_runners,
             max_runners=options.max_runners,
             labels=sorted(set(options.labels)),
+            scaling_policy=options.scaling_policy,
         )
     )
 
@@ -702,6 +708,8 @@ async def _start(system: System, workdir: Path) -> None:
         "metrics_addr": f"127.0.0.1:{free_port()}",
         "long_poll_timeout_seconds": 10,
     }
+    if options.scaling_policy is not None:
+        config["scaling_policy"] = options.scaling_policy
     config_path = workdir / "listener-config.json"
     config_path.write_text(json.dumps(config))
     config_path.chmod(0o600)
