@@ -3,10 +3,9 @@ resources of both processes sampled as it goes and the slope of each fitted at t
 
 Sampled every SAMPLE_EVERY simulated seconds: each process's resident memory (VmRSS from
 /proc/PID/status), open file descriptors and, among them, sockets (its open connections and
-listening ports), and the Kubernetes emulator's open watches (its store's subscriptions, which
-every watch request holds while it is open). Neither process exposes its asyncio task count, so
-the soak does not report one. The slopes leave out the first WARM_UP share of the samples, while
-caches fill and connections open (docs/sandbox.md#soak).
+listening ports), and the Kubernetes emulator's open watch requests. Neither process exposes its
+asyncio task count, so the soak does not report one. The slopes leave out the first WARM_UP
+share of the samples, while caches fill and connections open (docs/sandbox.md#soak).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from sandbox.demo.cluster import System
+from sandbox.demo.cluster import CONTROLLER_LABEL, CONTROLLER_NAMESPACE, POD_KEY, System
 from sandbox.demo.observe import Observer
 from sandbox.demo.workload import JobSpec
 
@@ -98,21 +97,41 @@ class Soak:
     def _add(self, name: str, t: float, value: float) -> None:
         self.series.setdefault(name, []).append((t, value))
 
+    def pids(self) -> dict[str, list[int]]:
+        """The processes of each role: the demo's subprocesses (docker-run), or the processes
+        the kubelet runs for the controller's and the listener's pods (in-cluster; each runs
+        in its pod's directory). Two controller replicas add up."""
+        found: dict[str, list[int]] = {name: [] for name in PROCESSES}
+        for name, component in self.system.components.items():
+            if component.proc.returncode is None and name in found:
+                found[name].append(component.proc.pid)
+        processes = self.system.kube.processes
+        if self.system.components or processes is None:
+            return found
+        roles = {
+            str(processes.pod_dir(pod)): "controller" if _is_controller(pod) else "listener"
+            for pod in self.system.kube.store.items(POD_KEY, CONTROLLER_NAMESPACE)
+        }
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    role = roles.get(os.readlink(entry / "cwd"))
+                    if role is not None:
+                        found[role].append(int(entry.name))
+        return found
+
     def sample(self) -> None:
         """One point of every series, at the simulated time now (in minutes)."""
         t = self.observer.elapsed() / 60.0
-        for name in PROCESSES:
-            component = self.system.components.get(name)
-            if component is None or component.proc.returncode is not None:
-                continue
-            rss = rss_kib(component.proc.pid)
-            fds = descriptors(component.proc.pid)
-            if rss is not None:
-                self._add(f"{name}.rss_kib", t, rss)
-            if fds is not None:
-                self._add(f"{name}.fds", t, fds[0])
-                self._add(f"{name}.sockets", t, fds[1])
-        self._add("kube.open_watches", t, len(self.system.kube.store.subscriptions))
+        for name, pids in self.pids().items():
+            rss = [r for r in (rss_kib(pid) for pid in pids) if r is not None]
+            fds = [f for f in (descriptors(pid) for pid in pids) if f is not None]
+            if rss:
+                self._add(f"{name}.rss_kib", t, sum(rss))
+            if fds:
+                self._add(f"{name}.fds", t, sum(f[0] for f in fds))
+                self._add(f"{name}.sockets", t, sum(f[1] for f in fds))
+        self._add("kube.open_watches", t, len(self.system.kube.server.watches.open))
 
     def amend(self, report: dict[str, Any]) -> None:
         figures: dict[str, Any] = {}
@@ -134,3 +153,8 @@ class Soak:
             "series": figures,
             "asyncio_tasks": "not exposed by the processes",
         }
+
+
+def _is_controller(pod: dict[str, Any]) -> bool:
+    key, value = CONTROLLER_LABEL
+    return (pod["metadata"].get("labels") or {}).get(key) == value
