@@ -209,6 +209,10 @@ def write_comparison_plot(
     fig, axes = plt.subplots(
         len(runs), 1, figsize=(10, 3.4 * len(runs)), dpi=110, sharex=True, sharey=True
     )
+    top = max(
+        [max_runners]
+        + [max(s.desired, s.waiting, s.busy + s.idle) for o in observers for s in o.samples]
+    )
     for ax, run, observer in zip(axes, runs, observers, strict=True):
         samples = observer.samples
         t = [s.t for s in samples]
@@ -227,14 +231,14 @@ def write_comparison_plot(
         ax.axhline(max_runners, color="#555555", linestyle="--", linewidth=1, label="maxRunners")
         queue, runners = run["report"]["queue_time_s"], run["report"]["runners"]
         ax.set_title(
-            f"policy {run['name']}: queue time p50 {queue['p50']} s, p95 {queue['p95']} s, "
+            f"{run['name']}: queue time p50 {queue['p50']} s, p95 {queue['p95']} s, "
             f"max {queue['max']} s; idle runner-seconds {runners['idle_runner_seconds']:.0f}",
             fontsize=10,
             loc="left",
         )
         ax.set_ylabel("count")
         ax.set_xlim(left=0)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, top * 1.05)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
     axes[0].legend(loc="upper right", fontsize=8)
