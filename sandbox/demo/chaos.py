@@ -197,6 +197,7 @@ class Chaos:
         self.quiet = asyncio.Event()
         self.identities: dict[str, str] = {}
         self.killed_holders: set[str] = set()
+        self.attempted: set[str] = set()
         self._generation = 0
         self._task: asyncio.Task[None] | None = None
         self._retrier: asyncio.Task[None] | None = None
@@ -264,10 +265,12 @@ class Chaos:
         )
 
     def _enough(self) -> bool:
-        """Every kind has fired and most jobs are done, or all are (a kind that needs a busy
-        runner cannot fire then)."""
+        """Every kind has fired and most jobs are done; or all jobs are done and every kind has
+        had its turn (one that needs a busy runner cannot fire then)."""
         every_kind = set(self.kinds) <= set(self.injected)
-        return (every_kind and self._done_share() >= QUIET_AFTER) or self._all_done()
+        if every_kind and self._done_share() >= QUIET_AFTER:
+            return True
+        return set(self.kinds) <= self.attempted and self._all_done()
 
     async def _inject(self) -> None:
         """Fire the mix's kinds in seeded rounds, one at a time: each after the system is back
@@ -282,6 +285,7 @@ class Chaos:
                 if self._enough():
                     self.quiet.set()
                     return
+                self.attempted.add(kind)
                 if await self._actions[kind]():
                     self.injected[kind] += 1
                     self.last_fault_at = self.observer.elapsed()
@@ -390,8 +394,9 @@ class Chaos:
         """The session is lost and the next create answers 409, as when another listener of the
         set still holds one."""
         faults = self.system.gh.faults
-        faults.inject("create_session", status=409, count=1)
+        fault = faults.inject("create_session", status=409, count=1)
         faults.evict_sessions(self.system.scale_set_id)
+        await self._window(lambda: faults.remove(fault))
         return True
 
     async def _session_eviction(self) -> bool:
@@ -399,8 +404,14 @@ class Chaos:
 
     async def _empty_response(self) -> bool:
         faults = self.system.gh.faults
-        for endpoint in ("get_message", "acquire_jobs", "get_runner_by_name"):
+        empty = [
             faults.inject(endpoint, empty_body=True, count=1)
+            for endpoint in ("get_message", "acquire_jobs", "get_runner_by_name")
+        ]
+        # An endpoint no one calls in the window keeps its fault no longer than that.
+        await asyncio.sleep(WINDOW / self.speedup)
+        for fault in empty:
+            faults.remove(fault)
         return True
 
     # --- pods -----------------------------------------------------------------------------
