@@ -425,7 +425,25 @@ class Chaos:
 
     async def _node_lost(self) -> bool:
         """The node under a busy runner goes: its pod is deleted at once, the kubelet stops the
-        runner, and the service cancels its job."""
+        runner, and the service cancels its job. Waits for a busy runner while jobs remain."""
+        while True:
+            busy = self._busy_runners()
+            if busy or self._all_done():
+                break
+            await asyncio.sleep(POLL)
+        if not busy:
+            return False
+        kube = self.system.kube
+        pods = kube.catalog.preferred(*POD_KEY)
+        assert pods is not None
+        name, job_id = self.random.choice(busy)
+        self.hit_jobs.add(job_id)
+        with contextlib.suppress(Exception):
+            kube.registry.delete(pods, ns=NAMESPACE, name=name, options={"gracePeriodSeconds": 0})
+        return True
+
+    def _busy_runners(self) -> list[tuple[str, int]]:
+        """(runner, job) of each runner whose pod exists and whose job has started."""
         kube, state = self.system.kube, self.system.gh.state
         busy: list[tuple[str, int]] = []
         for runner in kube.store.items(ER_KEY, NAMESPACE):
@@ -439,15 +457,7 @@ class Chaos:
                 and kube.store.get(POD_KEY, NAMESPACE, name)
             ):
                 busy.append((name, job.id))
-        if not busy:
-            return False
-        pods = kube.catalog.preferred(*POD_KEY)
-        assert pods is not None
-        name, job_id = self.random.choice(busy)
-        self.hit_jobs.add(job_id)
-        with contextlib.suppress(Exception):
-            kube.registry.delete(pods, ns=NAMESPACE, name=name, options={"gracePeriodSeconds": 0})
-        return True
+        return busy
 
     # --- processes ------------------------------------------------------------------------
 
