@@ -137,6 +137,33 @@ async def _kube_api() -> HttpApi | ApiClient:
     return HttpApi(connection)
 
 
+def _listener(
+    settings: ListenerSettings,
+    actions: ActionsClient,
+    kube_api: HttpApi | ApiClient,
+    metrics: ListenerMetrics,
+    progress: Progress,
+    tracer: Tracer,
+    stop: asyncio.Event,
+) -> Listener:
+    """The Listener of one scale set, on the process's shared Kubernetes client."""
+    return Listener(
+        settings=settings,
+        actions=actions,
+        kube=RunnerSetClient(
+            Objects(kube_api, timeout=settings.kube_request_timeout_seconds),
+            namespace=settings.ephemeral_runner_set_namespace,
+            runner_set=settings.ephemeral_runner_set_name,
+            tracer=tracer,
+        ),
+        metrics=metrics,
+        progress=progress,
+        tracer=tracer,
+        owner=socket.gethostname(),
+        stop=stop,
+    )
+
+
 async def _telemetry_server(
     settings: ListenerSettings,
     *,
@@ -191,21 +218,7 @@ async def serve(
         except _Unusable:
             return EXIT_CONFIG
         async with actions_client_of(settings, credentials) as actions:
-            listener = Listener(
-                settings=settings,
-                actions=actions,
-                kube=RunnerSetClient(
-                    Objects(kube_api, timeout=settings.kube_request_timeout_seconds),
-                    namespace=settings.ephemeral_runner_set_namespace,
-                    runner_set=settings.ephemeral_runner_set_name,
-                    tracer=tracer,
-                ),
-                metrics=metrics,
-                progress=progress,
-                tracer=tracer,
-                owner=socket.gethostname(),
-                stop=stop,
-            )
+            listener = _listener(settings, actions, kube_api, metrics, progress, tracer, stop)
             try:
                 await listener.run()
             except MissingPermissions as exc:
@@ -406,21 +419,7 @@ async def _serve_set(
         progress[scale_set.name] = attempt
         try:
             async with actions_client_of(settings, scale_set.credentials) as actions:
-                listener = Listener(
-                    settings=settings,
-                    actions=actions,
-                    kube=RunnerSetClient(
-                        Objects(kube_api, timeout=settings.kube_request_timeout_seconds),
-                        namespace=settings.ephemeral_runner_set_namespace,
-                        runner_set=settings.ephemeral_runner_set_name,
-                        tracer=tracer,
-                    ),
-                    metrics=metrics,
-                    progress=attempt,
-                    tracer=tracer,
-                    owner=socket.gethostname(),
-                    stop=stop,
-                )
+                listener = _listener(settings, actions, kube_api, metrics, attempt, tracer, stop)
                 await listener.run()
             return
         except (MissingPermissions, ActionsError, KubeError) as exc:

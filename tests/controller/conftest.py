@@ -305,6 +305,29 @@ class Rig:
             jobDisplayName="build",
         )
 
+    async def start_one_job(self) -> tuple[str, int]:
+        """Scale to one runner, let the emulator assign it a real job once its simulated runner
+        is online, and promote it as the listener would; the runner's name and the job."""
+        await self.scale(1, 1)
+        [runner] = await self.registered(1)
+        name = runner["metadata"]["name"]
+        rid = runner["status"]["runnerId"]
+
+        async def online() -> bool:
+            found = self.gh.state.runners.get(rid)
+            return found is not None and found.online
+
+        await self.until(online, what="simulated runner online")
+        job = self.gh.enqueue_job(labels=["arc"], duration=30)
+
+        async def assigned() -> bool:
+            found = self.gh.state.runners.get(rid)
+            return found is not None and found.job_id == job
+
+        await self.until(assigned, what="job assigned")
+        await self.set_status(name, phase="Running", jobId="job-1", jobRequestId=job)
+        return name, job
+
     def job_finished(self, runner: JSONDict) -> None:
         rid = runner["status"]["runnerId"]
         if rid in self.gh.state.runners:

@@ -34,24 +34,7 @@ async def test_runner_lifecycle_and_its_request_count(rig: Rig) -> None:
     rig.kube.requests.reset()
     er_before = rig.reconciles("ephemeralrunner")
     ers_before = rig.reconciles("ephemeralrunnerset")
-    await rig.scale(1, 1)
-    [runner] = await rig.registered(1)
-    name = runner["metadata"]["name"]
-    rid = runner["status"]["runnerId"]
-
-    async def online() -> bool:
-        found = rig.gh.state.runners.get(rid)
-        return found is not None and found.online
-
-    await rig.until(online, what="simulated runner online")
-    job = rig.gh.enqueue_job(labels=["arc"], duration=30)
-
-    async def assigned() -> bool:
-        found = rig.gh.state.runners.get(rid)
-        return found is not None and found.job_id == job
-
-    await rig.until(assigned, what="job assigned")
-    await rig.set_status(name, phase="Running", jobId="job-1", jobRequestId=job)
+    name, job = await rig.start_one_job()
     await rig.scale(1, 2)
     await rig.settle()
     current = await rig.runner(name)
