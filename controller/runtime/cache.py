@@ -182,6 +182,9 @@ class Informer:
         self._objects = objects
         self._handlers: list[EventHandler] = []
         self._listed: set[str | None] = set()
+        # Per namespace, the last resourceVersion a watch delivered: where to resume after a
+        # watch that broke mid-stream.
+        self._seen: dict[str | None, str] = {}
         self.synced = asyncio.Event()
 
     def add_handler(self, handler: EventHandler) -> None:
@@ -272,6 +275,7 @@ class Informer:
             inactivity_timeout=self.settings.inactivity_timeout,
             connect_timeout=self.settings.connect_timeout,
         )
+        self._seen[namespace] = resource_version
         async with contextlib.aclosing(stream):
             async for event in stream:
                 kind, obj = event.get("type"), event.get("object")
@@ -292,6 +296,7 @@ class Informer:
                     continue
                 if rv:
                     resource_version = str(rv)
+                    self._seen[namespace] = resource_version
         return resource_version
 
     async def _reflect(self, namespace: str | None) -> None:
@@ -307,6 +312,12 @@ class Informer:
                 log.info("watch history gone, re-listing", extra={"kind": self.kind.kind})
                 resource_version = None
             except (KubeError, TimeoutError) as exc:
+                seen = self._seen.get(namespace)
+                if resource_version is not None and seen not in (None, resource_version):
+                    # The watch delivered events before it broke: resume where it got to, and
+                    # a healthy stream cut after minutes is not one more failure in a row (else
+                    # a few cuts make every reconnect wait retry_max with a stale cache).
+                    resource_version, failures = seen, 0
                 delay = min(self.settings.retry_base * 2**failures, self.settings.retry_max)
                 failures += 1
                 self.failures += 1

@@ -224,3 +224,31 @@ async def test_the_owner_index_follows_owner_changes(objects: Objects, ns: str) 
         await converge(informer, objects, ns)
         assert informer.store.owned_by("uid-1") == []
         assert [o["metadata"]["name"] for o in informer.store.owned_by("uid-2")] == ["b"]
+
+
+async def test_watches_cut_after_progress_reconnect_without_a_growing_delay(
+    kube: KubeEmulator, objects: Objects, seeded: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A watch that delivered events and is then cut is not one more failure in a row: found by
+    the chaos runs (RELIABILITY.md), where a few cuts made every reconnect wait retry_max."""
+    settings = WatchSettings(
+        server_timeout=30, inactivity_timeout=5.0, request_timeout=5.0, retry_base=0.01, retry_max=5
+    )
+    informer = Informer(objects=objects, kind=EPHEMERAL_RUNNER, settings=settings)
+    caplog.set_level("WARNING", logger="controller.runtime.cache")
+    async with running(informer):
+        for round in range(3):
+            await churn(objects, seeded, round=round)
+            await converge(informer, objects, seeded)
+            failures = informer.failures
+            kube.faults.drop_watches()
+
+            async def reconnected(before: int = failures) -> bool:
+                return informer.failures > before
+
+            await eventually(reconnected)
+        await churn(objects, seeded, round=3)
+        await converge(informer, objects, seeded)
+    delays = [r.delay for r in caplog.records if r.getMessage() == "list or watch failed, retrying"]  # type: ignore[attr-defined]
+    assert len(delays) >= 3
+    assert set(delays) == {0.01}
