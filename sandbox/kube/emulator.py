@@ -25,8 +25,6 @@ from sandbox.kube.kubelet.process import PROJECT_IMAGE, ClusterAccess, ProcessRu
 from sandbox.kube.kubelet.runtime import ContainerRuntime, RunUntilDeleted
 from sandbox.kube.rbac import (
     CLUSTER_ADMINS,
-    DEFAULT_CLUSTER_ROLE_BINDINGS,
-    DEFAULT_CLUSTER_ROLES,
     MASTERS,
     Authorizer,
     Tokens,
@@ -247,18 +245,10 @@ class KubeEmulator:
 
     def _seed(self) -> None:
         ns_type = self.catalog.preferred("", "namespaces")
-        cr_type = self.catalog.preferred("rbac.authorization.k8s.io", "clusterroles")
-        crb_type = self.catalog.preferred("rbac.authorization.k8s.io", "clusterrolebindings")
         assert ns_type is not None
-        assert cr_type is not None
-        assert crb_type is not None
         for name in SEEDED_NAMESPACES:
             self.registry.create(ns_type, ns="", body={"metadata": {"name": name}})
             self.controllers.seed_namespace(name)
-        for role in DEFAULT_CLUSTER_ROLES:
-            self.registry.create(cr_type, ns="", body=json.loads(json.dumps(role)))
-        for binding in DEFAULT_CLUSTER_ROLE_BINDINGS:
-            self.registry.create(crb_type, ns="", body=json.loads(json.dumps(binding)))
         if self.kubelet is not None:
             self.kubelet.register_node()
         bootstrap.seed(self.registry)
