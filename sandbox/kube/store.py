@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,7 +29,9 @@ ACTOR: contextvars.ContextVar[str] = contextvars.ContextVar("actor", default="")
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One committed write. `old` is the previous state (None for ADDED)."""
+    """One committed write. `old` is the previous state (None for ADDED); `committed_at` is
+    when (time.time(), the clock of the Actions emulator's records, so that one run's records of
+    both emulators line up: docs/sandbox-kube.md#request-accounting)."""
 
     rv: int
     type: str
@@ -36,6 +39,7 @@ class Event:
     obj: Obj
     old: Obj | None = None
     actor: str = ""
+    committed_at: float = field(default_factory=time.time)
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sandbox.actions.state.data import ServiceData
@@ -20,7 +21,7 @@ class Queues:
             self.ack_message(scale_set_id, message_id)
         waiting = sorted(m for m in queue.messages if m > last_message_id)
         if waiting:
-            return queue.messages[waiting[0]]
+            return self._delivered(queue.messages[waiting[0]])
         if not queue.pending:
             return None
         events = queue.pending[:MAX_JOB_MESSAGES_PER_MESSAGE]
@@ -28,6 +29,15 @@ class Queues:
         message = Message(self.data.next_message_id, events, self.data.statistics(scale_set_id))
         self.data.next_message_id += 1
         queue.messages[message.id] = message
+        return self._delivered(message)
+
+    def _delivered(self, message: Message) -> Message:
+        """Stamp the jobs of a message handed to a poll with their first delivery."""
+        now = time.time()
+        for event in message.events:
+            job = self.data.jobs.get(event["runnerRequestId"])
+            if job is not None and job.delivered_time is None:
+                job.delivered_time = now
         return message
 
     def ack_message(self, scale_set_id: int, message_id: int) -> None:

@@ -104,6 +104,9 @@ class Job:
     scale_set_assign_time: float | None = None
     runner_assign_time: float | None = None
     finish_time: float | None = None
+    # When a poll first received a message carrying one of this job's events: its JobAvailable,
+    # or with direct assignment its JobAssigned (time.time(), as the other job times).
+    delivered_time: float | None = None
     final_result: str = ""
     # True while a JobAvailable for this job sits in a queue unacknowledged; a new session is
     # offered the available jobs whose offer was already consumed.
@@ -127,6 +130,9 @@ class Runner:
     work_folder: str
     token: str = field(repr=False)
     online: bool = False
+    # When the runner process first connected (time.time()); the record goes with the runner,
+    # which the service deregisters after its job.
+    online_time: float | None = None
     job_id: int | None = None
 
     def to_wire(self) -> dict[str, Any]:

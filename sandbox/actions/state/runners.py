@@ -4,6 +4,7 @@ their one job or when removed."""
 from __future__ import annotations
 
 import secrets
+import time
 from typing import Any
 
 from sandbox.actions.state.data import ServiceData
@@ -74,6 +75,8 @@ class Runners:
         if runner is None or not secrets.compare_digest(runner.token, token):
             return None
         runner.online = True
+        if runner.online_time is None:
+            runner.online_time = time.time()
         self.jobs.dispatch()
         self.data.notify()
         return runner
