@@ -2,13 +2,17 @@
 mutation ends with, and the reads that several entities share.
 
 All mutations are synchronous and happen on the event loop, so no locks are needed; every
-mutation wakes the waiters (`wait_for`, long polls, simulated runners) through one event.
+mutation ends with `notify`, which checks each waiter's condition (`wait_for`, long polls,
+simulated runners) and wakes only those whose condition now holds: with thousands of idle
+simulated runners waiting for a job, resuming every one of them on every mutation made a burst
+quadratic (docs/sandbox-actions.md, Inspection).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sandbox.actions.credentials import CredentialStore
@@ -26,6 +30,16 @@ from sandbox.actions.state.records import (
     Session,
     rfc3339,
 )
+
+
+@dataclass(eq=False, slots=True)
+class _Waiter:
+    condition: Callable[[], bool]
+    woken: asyncio.Future[None]
+
+
+def _always() -> bool:
+    return True
 
 
 class ServiceData:
@@ -51,7 +65,8 @@ class ServiceData:
         self.runners: dict[int, Runner] = {}
         self.requests: list[RequestRecord] = []
         self.runner_version_deprecated = False
-        self._changed = asyncio.Event()
+        # In the order they started waiting, which is the order they are woken in.
+        self._waiters: dict[_Waiter, None] = {}
         self.next_scale_set_id = 1
         self.next_runner_group_id = 2
         self.next_message_id = 1
@@ -62,20 +77,40 @@ class ServiceData:
     # -- change notification -------------------------------------------------------------
 
     def notify(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        """A mutation happened: wake the waiters whose condition holds now (a condition that
+        raises wakes its waiter with the exception, as it would have raised in its task)."""
+        for waiter in list(self._waiters):
+            if waiter.woken.done():
+                continue
+            try:
+                holds = waiter.condition()
+            except Exception as exc:
+                waiter.woken.set_exception(exc)
+                continue
+            if holds:
+                waiter.woken.set_result(None)
+
+    async def _woken(self, condition: Callable[[], bool]) -> None:
+        """Until a mutation finds `condition()` true."""
+        waiter = _Waiter(condition, asyncio.get_running_loop().create_future())
+        self._waiters[waiter] = None
+        try:
+            await waiter.woken
+        finally:
+            del self._waiters[waiter]
 
     async def wait_for(self, predicate: Callable[[], bool], *, within: float | None) -> None:
         """Return once `predicate()` holds; TimeoutError after `within` seconds (None: never)."""
         async with asyncio.timeout(within):
+            # Checked again once woken: a later mutation in the same loop turn may undo it.
             while not predicate():
-                await self._changed.wait()
+                await self._woken(predicate)
 
     async def wait_changed(self, *, within: float) -> None:
         """Wait for the next mutation, or `within` seconds, whichever comes first."""
         try:
             async with asyncio.timeout(within):
-                await self._changed.wait()
+                await self._woken(_always)
         except TimeoutError:
             return
 
