@@ -54,6 +54,8 @@ from listener.config import ListenerSettings
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.demo.cluster import runner_set, setup_cluster
 from sandbox.kube.emulator import KubeEmulator
+from sandbox.kube.store import Event as StoreEvent
+from sandbox.kube.store import Store
 from shared.typedefs import JSONDict
 
 NAMESPACE = "bench"
@@ -294,6 +296,67 @@ class Subprocess:
         return int(found["VmRSS"]), int(found["VmHWM"])
 
 
+class Tracker:
+    """The bench namespace's runners and pods, followed through the store's events.
+
+    Polling a phase's condition by scanning every runner and pod cost O(N) per poll, so O(N^2)
+    over a scale-up whose length grows with N: at 2,500 runners the polls were 15 % of this
+    process's CPU. Each event costs O(1) here instead."""
+
+    def __init__(self, store: Store) -> None:
+        self._subscription = store.subscribe({ER_KEY, POD_KEY})
+        self._runners: dict[str, bool] = {}
+        """Name: Pending with `ready: true`."""
+        self._pods: dict[str, bool] = {}
+        """Name: Running."""
+        self._ready: set[str] = set()
+        """Runners Pending and ready whose pod runs."""
+        for key in (ER_KEY, POD_KEY):
+            for obj in store.items(key, NAMESPACE):
+                self._apply(key, obj, deleted=False)
+
+    @property
+    def runners(self) -> int:
+        return len(self._runners)
+
+    @property
+    def pods(self) -> int:
+        return len(self._pods)
+
+    @property
+    def ready(self) -> int:
+        return len(self._ready)
+
+    def catch_up(self) -> None:
+        """Apply the events published since the last call."""
+        queue = self._subscription.queue
+        while not queue.empty():
+            event = queue.get_nowait()
+            if isinstance(event, StoreEvent):
+                self._apply(event.key, event.obj, deleted=event.type == "DELETED")
+
+    def _apply(self, key: tuple[str, str], obj: JSONDict, *, deleted: bool) -> None:
+        meta = obj["metadata"]
+        if meta.get("namespace") != NAMESPACE:
+            return
+        name = meta["name"]
+        status = obj.get("status") or {}
+        if key == ER_KEY:
+            table = self._runners
+            good = status.get("phase") == "Pending" and status.get("ready") is True
+        else:
+            table = self._pods
+            good = status.get("phase") == "Running"
+        if deleted:
+            table.pop(name, None)
+        else:
+            table[name] = good
+        if self._runners.get(name) and self._pods.get(name):
+            self._ready.add(name)
+        else:
+            self._ready.discard(name)
+
+
 class Bench:
     def __init__(
         self, *, kube: KubeEmulator, gh: ActionsEmulator, controller: ControllerHandle
@@ -301,6 +364,8 @@ class Bench:
         self.kube = kube
         self.gh = gh
         self.controller = controller
+        self.tracker = Tracker(kube.store)
+        self._jobs_done = 0
 
     async def snapshot(self) -> Counts:
         counts = Counts()
@@ -323,29 +388,22 @@ class Bench:
             counts.cpu["controller process"] = controller_cpu
         return counts
 
-    def _items(self, key: tuple[str, str]) -> list[JSONDict]:
-        return list(self.kube.store.items(key, NAMESPACE))
-
     def all_pending_ready(self, n: int) -> bool:
-        runners = self._items(ER_KEY)
-        if len(runners) != n:
-            return False
-        pods = {p["metadata"]["name"]: p for p in self._items(POD_KEY)}
-        for runner in runners:
-            status = runner.get("status") or {}
-            pod = pods.get(runner["metadata"]["name"])
-            if status.get("phase") != "Pending" or status.get("ready") is not True:
-                return False
-            if pod is None or (pod.get("status") or {}).get("phase") != "Running":
-                return False
-        return True
+        self.tracker.catch_up()
+        return self.tracker.runners == n and self.tracker.ready == n
 
     def jobs_done_and_empty(self, jobs: list[int]) -> bool:
-        if any(self.gh.state.jobs[j].state != "completed" for j in jobs):
+        # Jobs complete about in order: resume from the first one not seen completed.
+        while self._jobs_done < len(jobs) and (
+            self.gh.state.jobs[jobs[self._jobs_done]].state == "completed"
+        ):
+            self._jobs_done += 1
+        if self._jobs_done < len(jobs):
             return False
+        self.tracker.catch_up()
         runner_set = self.kube.store.get(ERS_KEY, NAMESPACE, SCALE_SET) or {}
         replicas = (runner_set.get("spec") or {}).get("replicas") or 0
-        return replicas == 0 and not self._items(ER_KEY) and not self._items(POD_KEY)
+        return replicas == 0 and self.tracker.runners == 0 and self.tracker.pods == 0
 
     async def idle(self) -> bool:
         text = await self.controller.metrics()
