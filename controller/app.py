@@ -25,6 +25,7 @@ from controller import (
     ephemeralrunnerset,
     migrate,
 )
+from controller.autoscalinglistener.objects import StandbyTimings
 from controller.autoscalinglistener.reconciler import ListenerSettings
 from controller.autoscalingrunnerset.reconciler import AutoscalingSettings
 from controller.runners.actions import ActionsClients
@@ -112,6 +113,11 @@ def install_reconcilers(manager: Manager) -> RunnerDeps:
             metrics_endpoint=in_cluster.listener_metrics_endpoint,
             log_level=in_cluster.listener_log_level,
             log_format=in_cluster.listener_log_format,
+            standby=StandbyTimings(
+                lease_duration_seconds=in_cluster.listener_standby_lease_duration_seconds,
+                renew_deadline_seconds=in_cluster.listener_standby_renew_deadline_seconds,
+                retry_period_seconds=in_cluster.listener_standby_retry_period_seconds,
+            ),
         ),
     )
     return deps

@@ -244,6 +244,39 @@ class InClusterSettings(BaseSettings):
     listener_log_format: Literal["text", "json"] = Field(
         default="json", validation_alias="GHA_CONTROLLER_LISTENER_LOG_FORMAT"
     )
+    listener_standby_lease_duration_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        validation_alias="GHA_CONTROLLER_LISTENER_STANDBY_LEASE_DURATION_SECONDS",
+    )
+    """For sets with `listenerReplicas` above 1: how long a standby listener waits after the
+    last renewal of the Lease it saw before it takes over."""
+    listener_standby_renew_deadline_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        validation_alias="GHA_CONTROLLER_LISTENER_STANDBY_RENEW_DEADLINE_SECONDS",
+    )
+    """How long the listener holding the Lease keeps trying to renew it before it stops."""
+    listener_standby_retry_period_seconds: float = Field(
+        default=2.0, gt=0, validation_alias="GHA_CONTROLLER_LISTENER_STANDBY_RETRY_PERIOD_SECONDS"
+    )
+    """How often the Lease is renewed, and a standby tries to take it."""
+
+    @model_validator(mode="after")
+    def _standby_order(self) -> InClusterSettings:
+        # The listener refuses any other order at start; checked here so that no listener is
+        # ever given a config it would exit 2 on.
+        if not (
+            self.listener_standby_lease_duration_seconds
+            > self.listener_standby_renew_deadline_seconds
+            > self.listener_standby_retry_period_seconds
+        ):
+            raise ValueError(
+                "GHA_CONTROLLER_LISTENER_STANDBY_LEASE_DURATION_SECONDS > "
+                "GHA_CONTROLLER_LISTENER_STANDBY_RENEW_DEADLINE_SECONDS > "
+                "GHA_CONTROLLER_LISTENER_STANDBY_RETRY_PERIOD_SECONDS is required"
+            )
+        return self
 
     @property
     def enabled(self) -> bool:

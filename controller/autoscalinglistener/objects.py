@@ -1,6 +1,6 @@
 """What the AutoscalingListener reconciler builds for one listener: its ServiceAccount, the Role
-and RoleBinding in the runner namespace, the config and proxy Secrets, and the pod
-(docs/autoscaling.md#the-listener-pod).
+and RoleBinding in the runner namespace, the config and proxy Secrets, the pods
+(docs/autoscaling.md#the-listener-pod) and, with standby replicas, their Lease.
 
 Pure functions: a listener (and what was read for it) in, objects out. Each object carries
 `actions.github.com/integrity-hash`, a digest of what was computed for it; the pod's digest
@@ -13,6 +13,7 @@ import base64
 import copy
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from controller.runners.objects import json_digest, resource_meta
 from shared.api.names import (
@@ -36,6 +37,7 @@ from shared.api.names import (
     OS_LINUX,
     SECRET_LISTENER_CONFIG,
 )
+from shared.kube.objects import LEASE
 from shared.kube.views import metadata_of
 from shared.typedefs import JSONDict, RawOwnerReference
 
@@ -103,11 +105,33 @@ def service_account(listener: JSONDict) -> JSONDict:
     }
 
 
-def role_rules(runner_set_name: str) -> list[JSONDict]:
+def listener_replicas(listener: JSONDict) -> int:
+    """How many listener pods run (`spec.listenerReplicas`; unset means ARC's one)."""
+    return int((listener.get("spec") or {}).get("listenerReplicas") or 1)
+
+
+def lease_name(listener: JSONDict) -> str:
+    """The standby Lease is named as the listener."""
+    return metadata_of(listener)["name"]
+
+
+def standby_lease_name(listener: JSONDict) -> str:
+    """The Lease its pods take turns on; "" with one pod (ARC's: no Lease)."""
+    return lease_name(listener) if listener_replicas(listener) > 1 else ""
+
+
+def pod_name(listener: JSONDict, replica: int) -> str:
+    """Replica 0 keeps ARC's name, the listener's; replica i is `<listener>-<i>`."""
+    name = metadata_of(listener)["name"]
+    return name if replica == 0 else f"{name}-{replica}"
+
+
+def role_rules(runner_set_name: str, *, lease: str = "") -> list[JSONDict]:
     """The listener's least privilege (docs/autoscaling.md#the-listeners-role): read and patch
     runners (it reads a runner before promoting it, which ARC's Role cannot), patch its one
-    runner set."""
-    return [
+    runner set; with standby replicas, read and renew their one Lease (never create it: the
+    controller does)."""
+    rules: list[JSONDict] = [
         {
             "apiGroups": ["actions.github.com"],
             "resources": ["ephemeralrunnersets"],
@@ -120,6 +144,21 @@ def role_rules(runner_set_name: str) -> list[JSONDict]:
             "verbs": ["get", "patch"],
         },
     ]
+    if lease:
+        rules.append(
+            {
+                "apiGroups": [LEASE.group],
+                "resources": [LEASE.plural],
+                "resourceNames": [lease],
+                "verbs": ["get", "update"],
+            }
+        )
+    return rules
+
+
+def grants_lease(role: JSONDict) -> bool:
+    """Whether a Role (as stored) lets standby listeners renew a Lease."""
+    return any(LEASE.group in (rule.get("apiGroups") or []) for rule in role.get("rules") or [])
 
 
 def _rbac_labels(listener: JSONDict) -> dict[str, str]:
@@ -134,7 +173,9 @@ def _rbac_labels(listener: JSONDict) -> dict[str, str]:
 
 def role(listener: JSONDict) -> JSONDict:
     spec = listener.get("spec") or {}
-    rules = role_rules(str(spec.get("ephemeralRunnerSetName", "")))
+    rules = role_rules(
+        str(spec.get("ephemeralRunnerSetName", "")), lease=standby_lease_name(listener)
+    )
     return {
         "apiVersion": f"{RBAC_GROUP}/v1",
         "kind": "Role",
@@ -176,6 +217,32 @@ def role_binding(listener: JSONDict) -> JSONDict:
     }
 
 
+def lease(listener: JSONDict) -> JSONDict:
+    """The standby Lease, in the runner namespace with the listener's labels. Made empty: its
+    holder, renewals and annotations belong to the listener pods, so it is never patched."""
+    spec = listener.get("spec") or {}
+    return {
+        "apiVersion": LEASE.api_version,
+        "kind": LEASE.kind,
+        "metadata": {
+            "name": lease_name(listener),
+            "namespace": str(spec.get("autoscalingRunnerSetNamespace", "")),
+            "labels": _rbac_labels(listener),
+        },
+        "spec": {},
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class StandbyTimings:
+    """The Lease's timings written into the config of standby listeners
+    (docs/autoscaling.md#listener-standby)."""
+
+    lease_duration_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_period_seconds: float = 2.0
+
+
 def listener_config(
     listener: JSONDict,
     *,
@@ -185,10 +252,11 @@ def listener_config(
     log_format: str,
     metrics_addr: str,
     metrics_endpoint: str,
+    standby: StandbyTimings = StandbyTimings(),
 ) -> JSONDict:
     """The listener's config, with ARC's keys in ARC's order (docs/listener.md#configuration),
-    then `scaling_policy` when the listener has one. `credentials` holds the GitHub Secret's
-    keys (a PAT or an App)."""
+    then `scaling_policy` when the listener has one and the standby keys when it has more than
+    one pod. `credentials` holds the GitHub Secret's keys (a PAT or an App)."""
     spec = listener.get("spec") or {}
     installation = credentials.get("github_app_installation_id", "")
     config: JSONDict = {
@@ -216,6 +284,12 @@ def listener_config(
     # of a set without one is ARC's.
     if spec.get("scalingPolicy") is not None:
         config["scaling_policy"] = spec["scalingPolicy"]
+    # Not ARC keys either, and only with standby replicas (docs/autoscaling.md#listener-standby).
+    if lease_name := standby_lease_name(listener):
+        config["standby_lease_name"] = lease_name
+        config["standby_lease_duration_seconds"] = standby.lease_duration_seconds
+        config["standby_renew_deadline_seconds"] = standby.renew_deadline_seconds
+        config["standby_retry_period_seconds"] = standby.retry_period_seconds
     return config
 
 
@@ -316,8 +390,11 @@ def _container(listener: JSONDict, *, metrics_addr: str) -> JSONDict:
     return container
 
 
-def listener_pod(listener: JSONDict, *, config_digest: str, metrics_addr: str) -> JSONDict:
-    """The listener pod, with `spec.template` merged over it (`merge_template`)."""
+def listener_pod(
+    listener: JSONDict, *, config_digest: str, metrics_addr: str, replica: int = 0
+) -> JSONDict:
+    """The listener pod of `replica`, with `spec.template` merged over it (`merge_template`).
+    Replicas differ in their name only."""
     meta = metadata_of(listener)
     spec = listener.get("spec") or {}
     pod_spec: JSONDict = {
@@ -338,7 +415,7 @@ def listener_pod(listener: JSONDict, *, config_digest: str, metrics_addr: str) -
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": meta["name"],
+            "name": pod_name(listener, replica),
             "namespace": meta["namespace"],
             "labels": dict(meta.get("labels") or {}),
             "annotations": {},

@@ -4,15 +4,16 @@ permissions it needs (docs/autoscaling.md#autoscalinglistener).
 Order of a pass:
 
 1. Read the listener from the cache; gone ends the pass.
-2. Deletion branch: delete the pod, the config and proxy Secrets, the RoleBinding, the Role and
-   the ServiceAccount; once all are gone, drop the finalizer.
+2. Deletion branch: delete the pods, the config and proxy Secrets, the standby Lease, the
+   RoleBinding, the Role and the ServiceAccount; once all are gone, drop the finalizer.
 3. Finalizer. A listener whose AutoscalingRunnerSet is gone deletes itself.
 4. ServiceAccount, Role and RoleBinding (the Role's rules brought back when they drift), the
-   proxy Secret, the config Secret (its data rebuilt from the GitHub Secret and the CA each
-   pass, so a rotation reaches the listener).
-5. The pod: created, or deleted to be made again when its integrity hash changed, when it was
-   evicted or its listener exited, with an exponential backoff between re-creations (ARC
-   re-creates a crashing listener at once, hammering GitHub).
+   proxy Secret, the standby Lease with `listenerReplicas` above 1, the config Secret (its data
+   rebuilt from the GitHub Secret and the CA each pass, so a rotation reaches the listener).
+5. The pods, one per replica, each on its own: created, or deleted to be made again when its
+   integrity hash changed, when it was evicted or its listener exited, with an exponential
+   backoff between re-creations (ARC re-creates a crashing listener at once, hammering GitHub).
+   Replicas beyond `listenerReplicas` are deleted.
 
 ServiceAccount, Role, RoleBinding and Secrets are read through the API, not a cache: a listener
 is reconciled on its own and its pod's events only, a few times in its life, and the controller
@@ -31,13 +32,20 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from pydantic import ValidationError
 
 from controller.autoscalinglistener.objects import (
+    StandbyTimings,
     config_secret,
+    grants_lease,
+    lease,
+    lease_name,
     listener_config,
     listener_pod,
+    listener_replicas,
+    pod_name,
     proxy_secret,
     role,
     role_binding,
     service_account,
+    standby_lease_name,
 )
 from controller.runners.network import proxy_data, root_ca
 from controller.runtime import (
@@ -60,13 +68,23 @@ from shared.api.names import (
     ANNOTATION_INTEGRITY_HASH,
     FINALIZER_AUTOSCALING_LISTENER,
     LISTENER_CONTAINER,
+    MAX_LISTENER_REPLICAS,
     SECRET_GITHUB_APP_ID,
     SECRET_GITHUB_APP_INSTALLATION_ID,
     SECRET_GITHUB_APP_PRIVATE_KEY,
     SECRET_GITHUB_TOKEN,
 )
 from shared.kube.errors import AlreadyExists, KubeError, NotFound
-from shared.kube.objects import POD, ROLE, ROLE_BINDING, SECRET, SERVICE_ACCOUNT, Kind, Objects
+from shared.kube.objects import (
+    LEASE,
+    POD,
+    ROLE,
+    ROLE_BINDING,
+    SECRET,
+    SERVICE_ACCOUNT,
+    Kind,
+    Objects,
+)
 from shared.kube.views import is_deleting, metadata_of, pod_ready, secret_value
 from shared.listenerconfig import ListenerSettings as ListenerConfig
 from shared.typedefs import JSONDict
@@ -94,6 +112,8 @@ class ListenerSettings:
     resync_seconds: float = 300.0
     """How often a settled listener is looked at again: Secrets, ConfigMaps and Roles are not
     watched, so a rotated credential or CA, or an edited Role, is picked up within this time."""
+    standby: StandbyTimings = field(default_factory=StandbyTimings)
+    """The Lease timings given to listeners with standby replicas."""
 
 
 @dataclass(slots=True)
@@ -150,7 +170,7 @@ class AutoscalingListenerReconciler:
         self._events = events
         self._settings = settings
         self._clock = clock
-        self._restarts: dict[str, _Restarts] = {}
+        self._restarts: dict[tuple[str, int], _Restarts] = {}
         self._refused: dict[str, str] = {}
         self._gauge = _Listeners()
         meter.create_observable_gauge(METRIC_RUNNING_LISTENERS, callbacks=[self._gauge.observe])
@@ -187,7 +207,7 @@ class AutoscalingListenerReconciler:
             return Result()
 
         await self._ensure(service_account(cached), SERVICE_ACCOUNT)
-        await self._ensure(role(cached), ROLE)
+        await self._ensure_role(cached)
         await self._ensure(role_binding(cached), ROLE_BINDING)
         if spec.get("proxy"):
             data = await proxy_data(
@@ -203,9 +223,11 @@ class AutoscalingListenerReconciler:
                 await self._events.warning(cached, reason="ListenerConfigInvalid", message=refused)
             return Result()
         self._refused.pop(uid, None)
+        if standby_lease_name(cached):
+            await self._ensure_lease(cached)
         secret = config_secret(cached, config)
         await self._ensure(secret, SECRET)
-        return await self._ensure_pod(cached, uid, config_digest=_digest(secret))
+        return await self._ensure_pods(cached, uid, config_digest=_digest(secret))
 
     # --- children ------------------------------------------------------------------------------
 
@@ -237,15 +259,24 @@ class AutoscalingListenerReconciler:
             log_format=settings.log_format,
             metrics_addr=settings.metrics_addr,
             metrics_endpoint=settings.metrics_endpoint if settings.metrics_addr else "",
+            standby=settings.standby,
         )
 
     async def _ensure(self, desired: JSONDict, kind: Kind) -> None:
+        meta = desired["metadata"]
+        await self._write(desired, kind, await self._read(kind, meta["namespace"], meta["name"]))
+
+    async def _read(self, kind: Kind, namespace: str, name: str) -> JSONDict | None:
+        try:
+            return await self._objects.get(kind, namespace, name)
+        except NotFound:
+            return None
+
+    async def _write(self, desired: JSONDict, kind: Kind, current: JSONDict | None) -> None:
         """Create the object, or replace what we compute of it when its integrity hash differs
         (a key someone else added stays)."""
         meta = desired["metadata"]
-        try:
-            current = await self._objects.get(kind, meta["namespace"], meta["name"])
-        except NotFound:
+        if current is None:
             with contextlib.suppress(AlreadyExists):
                 await self._objects.create(kind, meta["namespace"], desired)
             return
@@ -259,46 +290,105 @@ class AutoscalingListenerReconciler:
         patch["metadata"] = {"labels": meta["labels"], "annotations": meta["annotations"]}
         await self._objects.patch(kind, meta["namespace"], meta["name"], patch)
 
-    async def _ensure_pod(self, listener: JSONDict, uid: str, *, config_digest: str) -> Result:
-        meta = metadata_of(listener)
+    async def _ensure_role(self, listener: JSONDict) -> None:
+        """The Role. When standby was turned off, the extra pods and the Lease are deleted
+        before the rule that lets them renew it goes: a Role that still grants the Lease is
+        what tells a later pass (or a restarted controller) that they may be left."""
+        desired = role(listener)
+        meta = desired["metadata"]
+        current = await self._read(ROLE, meta["namespace"], meta["name"])
+        if current is not None and not standby_lease_name(listener) and grants_lease(current):
+            await self._delete_extra_pods(listener, keep=1)
+            await self._delete(LEASE, meta["namespace"], lease_name(listener))
+        await self._write(desired, ROLE, current)
+
+    async def _ensure_lease(self, listener: JSONDict) -> None:
+        """Made before the pods, so that none of them needs `create` on Leases. Never updated:
+        its holder, renewals and annotations belong to the pods."""
+        desired = lease(listener)
+        meta = desired["metadata"]
+        if await self._read(LEASE, meta["namespace"], meta["name"]) is None:
+            with contextlib.suppress(AlreadyExists):
+                await self._objects.create(LEASE, meta["namespace"], desired)
+
+    async def _delete_extra_pods(self, listener: JSONDict, *, keep: int) -> bool:
+        """Delete the pods of replicas `keep` and above (as the cache shows them); True while
+        any of them is left."""
+        namespace = metadata_of(listener)["namespace"]
+        left = False
+        for replica in range(keep, MAX_LISTENER_REPLICAS):
+            name = pod_name(listener, replica)
+            pod = self._pods.get(namespace, name)
+            if pod is None:
+                continue
+            left = True
+            if not is_deleting(pod):
+                await self._delete(POD, namespace, name)
+        return left
+
+    async def _ensure_pods(self, listener: JSONDict, uid: str, *, config_digest: str) -> Result:
+        """Each replica's pod on its own; the earliest requeue of any of them."""
+        replicas = listener_replicas(listener)
+        await self._delete_extra_pods(listener, keep=replicas)
+        delays: list[float] = []
+        states: list[bool] = []
+        for replica in range(replicas):
+            result, running = await self._ensure_pod(
+                listener, uid, replica, config_digest=config_digest
+            )
+            if result.requeue_after is not None:
+                delays.append(result.requeue_after)
+            if running is not None:
+                states.append(running)
+        if states:
+            self._gauge.publish(listener, running=any(states))
+        return Result(requeue_after=min(delays)) if delays else Result()
+
+    async def _ensure_pod(
+        self, listener: JSONDict, uid: str, replica: int, *, config_digest: str
+    ) -> tuple[Result, bool | None]:
+        """One replica's pass, and whether its listener runs (None: unknown, being replaced)."""
+        namespace = metadata_of(listener)["namespace"]
         desired = listener_pod(
-            listener, config_digest=config_digest, metrics_addr=self._settings.metrics_addr
+            listener,
+            config_digest=config_digest,
+            metrics_addr=self._settings.metrics_addr,
+            replica=replica,
         )
-        restarts = self._restarts.setdefault(uid, _Restarts())
-        pod = self._pods.get(meta["namespace"], meta["name"])
+        name = desired["metadata"]["name"]
+        restarts = self._restarts.setdefault((uid, replica), _Restarts())
+        pod = self._pods.get(namespace, name)
         now = self._clock()
         if pod is None:
-            self._gauge.publish(listener, running=False)
             if now < restarts.not_before:
-                return Result(requeue_after=restarts.not_before - now)
+                return Result(requeue_after=restarts.not_before - now), False
             with contextlib.suppress(AlreadyExists):
-                await self._objects.create(POD, meta["namespace"], desired)
-            return Result()
+                await self._objects.create(POD, namespace, desired)
+            return Result(), False
         if is_deleting(pod):
-            return Result()
+            return Result(), None
         want = desired["metadata"]["annotations"][ANNOTATION_INTEGRITY_HASH]
         have = (metadata_of(pod).get("annotations") or {}).get(ANNOTATION_INTEGRITY_HASH)
         if have != want:
-            await self._delete(POD, meta["namespace"], meta["name"])
-            return Result()
+            await self._delete(POD, namespace, name)
+            return Result(), None
         stopped = self._stopped(pod)
         if stopped is not None:
-            return await self._restart(listener, restarts, stopped)
+            return await self._restart(listener, name, restarts, stopped), False
         running = self._container_state(pod, "running")
-        self._gauge.publish(listener, running=running)
         if pod_ready(pod):
             restarts.ready_since = restarts.ready_since or now
             if now - restarts.ready_since >= self._settings.stable_seconds:
                 restarts.count = 0
             elif restarts.count:
-                return Result(requeue_after=self._settings.stable_seconds)
+                return Result(requeue_after=self._settings.stable_seconds), running
         else:
             restarts.ready_since = None
-        return Result(requeue_after=self._settings.resync_seconds)
+        return Result(requeue_after=self._settings.resync_seconds), running
 
-    async def _restart(self, listener: JSONDict, restarts: _Restarts, why: str) -> Result:
-        meta = metadata_of(listener)
-        self._gauge.publish(listener, running=False)
+    async def _restart(
+        self, listener: JSONDict, name: str, restarts: _Restarts, why: str
+    ) -> Result:
         restarts.count += 1
         restarts.ready_since = None
         delay = min(
@@ -307,14 +397,15 @@ class AutoscalingListenerReconciler:
         )
         restarts.not_before = self._clock() + delay
         if restarts.count >= CRASH_LOOP_EVENT_AFTER:
+            who = "listener" if listener_replicas(listener) == 1 else f"listener pod {name}"
             await self._events.warning(
                 listener,
                 reason="ListenerCrashLooping",
-                message=f"listener stopped {restarts.count} times in a row ({why}); "
+                message=f"{who} stopped {restarts.count} times in a row ({why}); "
                 f"next start in {delay:.0f}s",
             )
-        log.warning("listener %s stopped (%s); restarting in %.1fs", meta["name"], why, delay)
-        await self._delete(POD, meta["namespace"], meta["name"])
+        log.warning("listener %s stopped (%s); restarting in %.1fs", name, why, delay)
+        await self._delete(POD, metadata_of(listener)["namespace"], name)
         return Result(requeue_after=delay)
 
     @staticmethod
@@ -356,15 +447,23 @@ class AutoscalingListenerReconciler:
             return Result()
         meta = metadata_of(obj)
         runner_namespace = str((obj.get("spec") or {}).get("autoscalingRunnerSetNamespace"))
-        left = False
-        for kind, namespace, name in (
+        # The Lease is touched only when standby replicas ran: an ARC-style listener needs no
+        # permission on Leases, even to be deleted.
+        standby = bool(standby_lease_name(obj))
+        left = await self._delete_extra_pods(obj, keep=1)
+        children: list[tuple[Kind, str, str]] = [
             (POD, meta["namespace"], meta["name"]),
             (SECRET, meta["namespace"], f"{meta['name']}-config"),
             (SECRET, meta["namespace"], f"{meta['name']}-proxy"),
+        ]
+        if standby or left:
+            children.append((LEASE, runner_namespace, lease_name(obj)))
+        children += [
             (ROLE_BINDING, runner_namespace, meta["name"]),
             (ROLE, runner_namespace, meta["name"]),
             (SERVICE_ACCOUNT, meta["namespace"], meta["name"]),
-        ):
+        ]
+        for kind, namespace, name in children:
             try:
                 left = await self._delete(kind, namespace, name) or left
             except KubeError as exc:
@@ -373,7 +472,8 @@ class AutoscalingListenerReconciler:
         if left:
             return Result(requeue_after=WAIT)
         await remove_finalizers(listener, self._objects, [FINALIZER_AUTOSCALING_LISTENER])
-        self._restarts.pop(uid, None)
+        for replica in range(MAX_LISTENER_REPLICAS):
+            self._restarts.pop((uid, replica), None)
         self._gauge.series.pop(Request.of(obj), None)
         return Result()
 

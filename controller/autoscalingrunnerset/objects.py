@@ -48,6 +48,7 @@ ANNOTATION_LISTENER = "gha-runner-scaler/listener"
 """On an AutoscalingRunnerSet: `docker-run` when its listener runs outside the cluster; then no
 AutoscalingListener is made for it."""
 LISTENER_DOCKER_RUN = "docker-run"
+LISTENER_REPLICAS = "listenerReplicas"
 
 LABEL_VALUE_MAX = 63
 
@@ -207,6 +208,7 @@ def listener_spec(
             "roleBindingMetadata": spec.get("listenerRoleBindingMetadata"),
             "configSecretMetadata": spec.get("listenerConfigSecretMetadata"),
             "scalingPolicy": spec.get("scalingPolicy"),
+            LISTENER_REPLICAS: spec.get(LISTENER_REPLICAS),
         }
     )
 
@@ -256,6 +258,18 @@ def new_listener(
             ars, scale_set_id=scale_set_id, image=image, image_pull_secrets=image_pull_secrets
         ),
     }
+
+
+def only_listener_replicas_differ(have: JSONDict, want: JSONDict) -> bool:
+    """Two listener specs that differ in `listenerReplicas` alone. The listener is then updated
+    in place rather than made again: its ServiceAccount, Role and Secrets stay, and its pods are
+    made again only when their config changes (standby turned on or off), so going from 2 to 3
+    replicas leaves the one holding the session alone."""
+
+    def rest(spec: JSONDict) -> JSONDict:
+        return {key: value for key, value in spec.items() if key != LISTENER_REPLICAS}
+
+    return have != want and rest(have) == rest(want)
 
 
 def drifted(have: Mapping[str, object] | None, want: Mapping[str, object]) -> dict[str, object]:

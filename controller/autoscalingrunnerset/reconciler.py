@@ -14,8 +14,9 @@ Order of a pass (ARC's, with the decisions of docs/autoscaling.md#where-this-dif
    advances `actionableRevision` (the runner set replaces idle runners, busy ones finish).
 6. Outdated: the runner set reports its applied revision outdated; the set goes `Outdated`, the
    listener stops and the runner set is held at 0 until the runner spec changes.
-7. Listener: create it, re-create it when what it runs with changed, delete listeners an earlier
-   runner group or URL named; none when the listener runs under `docker run`.
+7. Listener: create it, re-create it when what it runs with changed (a new `listenerReplicas`
+   alone is patched in place), delete listeners an earlier runner group or URL named; none when
+   the listener runs under `docker run`.
 8. Status: the runner set's counts, phase `Running`.
 """
 
@@ -30,11 +31,13 @@ from datetime import UTC, datetime
 from controller.autoscalingrunnerset.objects import (
     ANNOTATION_LISTENER,
     LISTENER_DOCKER_RUN,
+    LISTENER_REPLICAS,
     drifted,
     github_url_labels,
     listener_name,
     new_listener,
     new_runner_set,
+    only_listener_replicas_differ,
     runner_set_annotations,
     runner_set_labels,
     runner_spec,
@@ -397,11 +400,20 @@ class AutoscalingRunnerSetReconciler:
         if is_deleting(current):
             return
         meta = metadata_of(current)
-        if (
-            current.get("spec") != desired["spec"]
-            or drifted(meta.get("labels"), desired["metadata"]["labels"])
-            or drifted(meta.get("annotations"), desired["metadata"]["annotations"])
+        metadata_drifted = drifted(meta.get("labels"), desired["metadata"]["labels"]) or drifted(
+            meta.get("annotations"), desired["metadata"]["annotations"]
+        )
+        if not metadata_drifted and only_listener_replicas_differ(
+            current.get("spec") or {}, desired["spec"]
         ):
+            await self._objects.patch(
+                AUTOSCALING_LISTENER,
+                self._settings.controller_namespace,
+                name,
+                {"spec": {LISTENER_REPLICAS: desired["spec"].get(LISTENER_REPLICAS)}},
+            )
+            return
+        if current.get("spec") != desired["spec"] or metadata_drifted:
             # A listener runs with what it was made with: re-create it (its delete event brings
             # the next pass, which makes the new one).
             await self._delete(AUTOSCALING_LISTENER, self._settings.controller_namespace, name)

@@ -154,6 +154,8 @@ def _schema(annotation: Any, metadata: Sequence[Any] = ()) -> JSONSchema:
             out["format"] = item.name
         elif isinstance(item, annotated_types.Ge):
             out["minimum"] = item.ge
+        elif isinstance(item, annotated_types.Le):
+            out["maximum"] = item.le
     return out
 
 

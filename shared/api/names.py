@@ -19,6 +19,9 @@ KIND_EPHEMERAL_RUNNER: Final = "EphemeralRunner"
 
 # The listener config's max_runners when an AutoscalingRunnerSet leaves maxRunners unset.
 MAX_RUNNERS_UNBOUNDED: Final = 2_147_483_647
+# Not ARC's: the most listener pods one scale set may run (spec.listenerReplicas), one holding
+# the message session and the others standing by (docs/autoscaling.md#listener-standby).
+MAX_LISTENER_REPLICAS: Final = 3
 
 # Finalizers
 FINALIZER_AUTOSCALING_RUNNER_SET: Final = "autoscalingrunnerset.actions.github.com/finalizer"

@@ -41,6 +41,7 @@ from shared.api.names import (
     KIND_AUTOSCALING_RUNNER_SET,
     KIND_EPHEMERAL_RUNNER,
     KIND_EPHEMERAL_RUNNER_SET,
+    MAX_LISTENER_REPLICAS,
     MAX_RUNNERS_UNBOUNDED,
 )
 from shared.policy import ScalingPolicy
@@ -176,6 +177,14 @@ class AutoscalingRunnerSetSpec(WireModel):
     scaling_policy: ScalingPolicy | None = Field(
         default=None, description="Not in ARC: capacity policies (docs/policies.md)."
     )
+    listener_replicas: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_LISTENER_REPLICAS,
+        description="Not in ARC: listener pods of the scale set, one holding the message "
+        "session and the others standing by on a Lease (docs/autoscaling.md#listener-standby); "
+        "unset means 1.",
+    )
 
     _min_not_above_max = field_validator("min_runners")(_check_min_not_above_max)
     _policy_within_bounds = field_validator("scaling_policy")(_check_policy_bounds)
@@ -247,6 +256,13 @@ class AutoscalingListenerSpec(WireModel):
     role_binding_metadata: ResourceMeta | None = None
     scaling_policy: ScalingPolicy | None = Field(
         default=None, description="Not in ARC: the set's capacity policies (docs/policies.md)."
+    )
+    listener_replicas: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_LISTENER_REPLICAS,
+        description="Not in ARC: the set's listenerReplicas; above 1, the listener pods share a "
+        "Lease named as this listener (docs/autoscaling.md#listener-standby).",
     )
 
     _min_not_above_max = field_validator("min_runners")(_check_min_not_above_max)

@@ -141,7 +141,12 @@ CONTROLLER_CAN = {
     ("arc-runners", "create", "autoscalingrunnersets"): False,
     ("arc-runners", "delete", "autoscalingrunnersets"): False,
     ("arc-runners", "create", "autoscalinglisteners"): False,
-    ("arc-runners", "update", "leases"): False,
+    # The standby listeners' Lease: made, granted (get, update), deleted; never listed.
+    ("arc-runners", "create", "leases"): True,
+    ("arc-runners", "update", "leases"): True,
+    ("arc-runners", "delete", "leases"): True,
+    ("arc-runners", "list", "leases"): False,
+    ("arc-runners", "patch", "leases"): False,
     ("gha-runner-scaler-system", "update", "leases"): True,
     ("gha-runner-scaler-system", "delete", "leases"): False,
     # The controller namespace: listeners, their pods, ServiceAccounts and Secrets.

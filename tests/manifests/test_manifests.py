@@ -189,6 +189,7 @@ RUNNER_NAMESPACE_RULES: Rules = {
     ),
     ("", "configmaps", frozenset({"get"}), ()),
     ("", "events", frozenset({"create"}), ()),
+    ("coordination.k8s.io", "leases", frozenset({"get", "create", "update", "delete"}), ()),
 }
 """What the reconcilers do in a runner namespace (the runner-namespace component)."""
 
@@ -328,9 +329,11 @@ def test_controller_holds_every_permission_it_grants_a_listener(
     runner_namespace: list[dict[str, Any]],
 ) -> None:
     """RBAC escalation prevention: the controller makes each listener's Role in the runner
-    namespace without `escalate` or `bind`, so its own Role there must hold every rule."""
+    namespace without `escalate` or `bind`, so its own Role there must hold every rule, the
+    standby listeners' rule on their Lease included."""
     held = _rules(_one(runner_namespace, "Role", "gha-controller"))
-    granted = _rules({"rules": role_rules("my-runners")})
+    granted = _rules({"rules": role_rules("my-runners", lease="my-runners-listener")})
+    assert ("coordination.k8s.io", "leases") in {(g, r) for g, r, _, _ in granted}
     for group, resource, verbs, _ in granted:
         have = set().union(*(v for g, r, v, _ in held if (g, r) == (group, resource)))
         assert verbs <= have, (resource, verbs, have)
