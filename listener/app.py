@@ -33,8 +33,9 @@ from listener.config import ConfigError, ListenerSettings, load_all_settings
 from listener.health import Progress, bound_port, start_server, telemetry_app
 from listener.kube import MissingPermissions, RunnerSetClient
 from listener.metrics import ListenerMetrics
-from listener.retry import Stopping, sleep_unless_stopped
+from listener.retry import Backoff, Stopping, retry_transient, sleep_unless_stopped
 from listener.service import Listener
+from listener.standby import SessionHandoff, elector_of, stand_by_and_lead
 from shared.actions.client import ActionsClient
 from shared.actions.credentials import Credentials, GitHubApp, PersonalAccessToken
 from shared.actions.errors import ActionsError, InvalidCredentials
@@ -137,7 +138,7 @@ async def _kube_api() -> HttpApi | ApiClient:
     return HttpApi(connection)
 
 
-def _listener(
+async def _run_listener(
     settings: ListenerSettings,
     actions: ActionsClient,
     kube_api: HttpApi | ApiClient,
@@ -145,23 +146,51 @@ def _listener(
     progress: Progress,
     tracer: Tracer,
     stop: asyncio.Event,
-) -> Listener:
-    """The Listener of one scale set, on the process's shared Kubernetes client."""
-    return Listener(
-        settings=settings,
-        actions=actions,
-        kube=RunnerSetClient(
-            Objects(kube_api, timeout=settings.kube_request_timeout_seconds),
-            namespace=settings.ephemeral_runner_set_namespace,
-            runner_set=settings.ephemeral_runner_set_name,
-            tracer=tracer,
-        ),
-        metrics=metrics,
-        progress=progress,
+) -> None:
+    """Run the Listener of one scale set on the process's shared Kubernetes client until `stop`
+    is set; with `standby_lease_name`, only while this replica holds the Lease."""
+    objects = Objects(kube_api, timeout=settings.kube_request_timeout_seconds)
+    kube = RunnerSetClient(
+        objects,
+        namespace=settings.ephemeral_runner_set_namespace,
+        runner_set=settings.ephemeral_runner_set_name,
         tracer=tracer,
-        owner=socket.gethostname(),
-        stop=stop,
+        lease=settings.standby_lease_name,
     )
+
+    def listener(until: asyncio.Event, handoff: SessionHandoff | None = None) -> Listener:
+        return Listener(
+            settings=settings,
+            actions=actions,
+            kube=kube,
+            metrics=metrics,
+            progress=progress,
+            tracer=tracer,
+            owner=socket.gethostname(),
+            stop=until,
+            handoff=handoff,
+        )
+
+    if not settings.standby_lease_name:
+        await listener(stop).run()
+        return
+    try:
+        # Both replicas check their permissions at start, not only the one that leads.
+        await retry_transient(
+            kube.check_access,
+            what="Kubernetes permission review",
+            backoff=Backoff(
+                initial=settings.retry_initial_seconds, maximum=settings.retry_max_seconds
+            ),
+            stop=stop,
+        )
+    except Stopping:
+        return
+
+    async def lead(term: asyncio.Event, handoff: SessionHandoff) -> None:
+        await listener(term, handoff).run()
+
+    await stand_by_and_lead(elector_of(settings, objects), lead=lead, progress=progress, stop=stop)
 
 
 async def _telemetry_server(
@@ -218,9 +247,8 @@ async def serve(
         except _Unusable:
             return EXIT_CONFIG
         async with actions_client_of(settings, credentials) as actions:
-            listener = _listener(settings, actions, kube_api, metrics, progress, tracer, stop)
             try:
-                await listener.run()
+                await _run_listener(settings, actions, kube_api, metrics, progress, tracer, stop)
             except MissingPermissions as exc:
                 log.error("cannot start: %s", exc)
                 return EXIT_CONFIG
@@ -419,8 +447,7 @@ async def _serve_set(
         progress[scale_set.name] = attempt
         try:
             async with actions_client_of(settings, scale_set.credentials) as actions:
-                listener = _listener(settings, actions, kube_api, metrics, attempt, tracer, stop)
-                await listener.run()
+                await _run_listener(settings, actions, kube_api, metrics, attempt, tracer, stop)
             return
         except (MissingPermissions, ActionsError, KubeError) as exc:
             reason = str(exc)

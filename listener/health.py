@@ -26,11 +26,17 @@ class Progress:
         self.session_open = False
         self._last_poll: float | None = None
         self._failure: str | None = None
+        self.standby = False
+        """Waiting for the standby Lease: ready, waiting is its job (docs/listener.md#standby)."""
 
     def poll_finished(self) -> None:
         self._last_poll = self._clock()
 
+    def standing_by(self) -> None:
+        self.standby = True
+
     def session_opened(self) -> None:
+        self.standby = False
         self.session_open = True
         self._last_poll = self._clock()
 
@@ -44,6 +50,8 @@ class Progress:
     def not_ready_reason(self) -> str | None:
         if self._failure is not None:
             return self._failure
+        if self.standby:
+            return None
         if not self.session_open:
             return "no message session"
         if self._last_poll is None:

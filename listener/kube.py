@@ -1,11 +1,12 @@
 """The listener's Kubernetes calls: one EphemeralRunnerSet and the EphemeralRunners it owns.
 
 Exactly what the listener Role allows (manifests/listener/): patch of the one set, get and
-patch(/status) of runners. Every call gets a timeout (`Objects`) and a trace span. At start the
-listener asks the API server whether it holds those permissions (a SelfSubjectAccessReview each,
-which every authenticated identity may create) and who it is (a SelfSubjectReview), so that a
-missing rule is named before the first job instead of after it (docs/listener.md,
-"Permissions").
+patch(/status) of runners, and with a standby (docs/listener.md#standby) get and update of its
+Lease (create too when the Lease does not exist yet). Every call gets a timeout (`Objects`) and
+a trace span. At start the listener asks the API server whether it holds those permissions (a
+SelfSubjectAccessReview each, which every authenticated identity may create) and who it is (a
+SelfSubjectReview), so that a missing rule is named before the first job instead of after it
+(docs/listener.md, "Permissions").
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from shared.api.names import GROUP
-from shared.kube.errors import KubeError, NotFound, Unauthorized
-from shared.kube.objects import Kind, Objects
+from shared.kube.errors import Forbidden, KubeError, NotFound, Unauthorized
+from shared.kube.objects import LEASE, Kind, Objects
 from shared.kube.views import metadata_of
 from shared.typedefs import JSONDict
 
@@ -36,13 +37,14 @@ SELF_SUBJECT_REVIEW = Kind(
 
 @dataclass(frozen=True, slots=True)
 class Permission:
-    """One verb on one resource of the `actions.github.com` group, in the set's namespace."""
+    """One verb on one resource (of ARC's group unless told), in the set's namespace."""
 
     verb: str
     resource: str
     subresource: str = ""
     name: str = ""
     """Empty: any object of the resource; otherwise the rule must allow this one name."""
+    group: str = GROUP
 
     @property
     def resource_path(self) -> str:
@@ -52,7 +54,7 @@ class Permission:
         """The Role rule granting it, as it would be written in the Role's YAML."""
         names = f", resourceNames: [{self.name}]" if self.name else ""
         return (
-            f"{{apiGroups: [{GROUP}], resources: [{self.resource_path}]{names}, "
+            f"{{apiGroups: [{self.group}], resources: [{self.resource_path}]{names}, "
             f"verbs: [{self.verb}]}}"
         )
 
@@ -60,7 +62,7 @@ class Permission:
         attributes: JSONDict = {
             "namespace": namespace,
             "verb": self.verb,
-            "group": GROUP,
+            "group": self.group,
             "resource": self.resource,
         }
         if self.subresource:
@@ -84,7 +86,13 @@ class KubernetesAccessLost(KubeError):
 
 class RunnerSetClient:
     def __init__(
-        self, objects: Objects, *, namespace: str, runner_set: str, tracer: Tracer
+        self,
+        objects: Objects,
+        *,
+        namespace: str,
+        runner_set: str,
+        tracer: Tracer,
+        lease: str = "",
     ) -> None:
         self._objects = objects
         self.namespace = namespace
@@ -101,6 +109,8 @@ class RunnerSetClient:
             self.set_patch,
         )
         """What the listener does: read a runner, patch its status, patch the one set."""
+        self.lease = lease
+        """The standby Lease's name; empty without a standby."""
 
     @contextmanager
     def _span(self, verb: str, kind: Kind, *, name: str) -> Iterator[None]:
@@ -121,9 +131,15 @@ class RunnerSetClient:
         Transient errors propagate for the caller to retry.
         """
         self.identity = await self._whoami()
-        missing = [
-            permission for permission in self.permissions if not await self._allowed(permission)
-        ]
+        needed = list(self.permissions)
+        if self.lease:
+            needed += [
+                Permission(verb, LEASE.plural, name=self.lease, group=LEASE.group)
+                for verb in ("get", "update")
+            ]
+            if not await self._lease_exists():
+                needed.append(Permission("create", LEASE.plural, group=LEASE.group))
+        missing = [permission for permission in needed if not await self._allowed(permission)]
         if missing:
             raise MissingPermissions(self._describe_missing(missing))
 
@@ -139,6 +155,17 @@ class RunnerSetClient:
             return None
         user = review.get("status", {}).get("userInfo", {}).get("username")
         return str(user) if user else None
+
+    async def _lease_exists(self) -> bool:
+        """Whether the Lease is there; a Lease it may not read counts as there (the review of
+        `get` names that rule)."""
+        try:
+            await self._objects.get(LEASE, self.namespace, self.lease)
+        except NotFound:
+            return False
+        except Forbidden:
+            return True
+        return True
 
     async def _allowed(self, permission: Permission) -> bool:
         review = await self._objects.create(

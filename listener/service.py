@@ -30,6 +30,7 @@ from listener.kube import KubernetesAccessLost, RunnerSetClient
 from listener.metrics import ListenerMetrics
 from listener.retry import Backoff, Stopping, is_transient, retry_transient
 from listener.scaler import Scaler
+from listener.standby import SessionHandoff
 from shared.actions.client import ActionsClient
 from shared.actions.errors import (
     MessageQueueTokenExpired,
@@ -37,6 +38,7 @@ from shared.actions.errors import (
     ScaleSetNotFound,
     SessionConflict,
     SessionExpired,
+    SessionNotFound,
     UnexpectedResponse,
 )
 from shared.actions.models import (
@@ -90,6 +92,7 @@ class Listener:
         tracer: Tracer,
         owner: str,
         stop: asyncio.Event,
+        handoff: SessionHandoff | None = None,
     ) -> None:
         self.settings = settings
         self.actions = actions
@@ -99,6 +102,8 @@ class Listener:
         self.tracer = tracer
         self.owner = owner
         self.stop = stop
+        self.handoff = handoff
+        """With a standby: the previous holder's session to end, and where to record ours."""
         self.scaler = Scaler(
             min_runners=settings.min_runners,
             max_runners=settings.max_runners,
@@ -196,8 +201,24 @@ class Listener:
         log.info("registered runner scale set %r (id %d)", name, created.id)
         return created.id
 
+    async def _end_previous_session(self) -> None:
+        """Delete the session the previous Lease holder left (docs/listener.md#standby)."""
+        previous = self.handoff.take_previous_session() if self.handoff else None
+        if previous is None:
+            return
+        try:
+            await self._retry(
+                lambda: self.actions.delete_session(self.scale_set_id, previous),
+                "deleting the previous listener's session",
+            )
+        except (SessionNotFound, SessionExpired):
+            log.info("the previous listener's message session %s is already gone", previous)
+        else:
+            log.info("deleted the previous listener's message session %s", previous)
+
     async def _open_session(self) -> tuple[MessageSession, Statistics]:
         timeout = self.settings.session_conflict_timeout_seconds
+        await self._end_previous_session()
 
         def give_up(exc: BaseException, elapsed: float) -> bool:
             return isinstance(exc, SessionConflict) and elapsed >= timeout
@@ -235,6 +256,8 @@ class Listener:
         )
         log.info("message session %s open for scale set %d", session.session_id, self.scale_set_id)
         self.progress.session_opened()
+        if self.handoff is not None:
+            await self.handoff.session_opened(session.session_id)
         return session, statistics
 
     async def _close(self, session: MessageSession) -> None:

@@ -114,6 +114,24 @@ class ListenerSettings(BaseSettings):
         "schedules, burst, warmTailSeconds, scaleDownDelaySeconds (docs/policies.md)",
     )
 
+    standby_lease_name: str = Field(
+        "",
+        max_length=253,
+        pattern=r"^$|^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="a coordination.k8s.io Lease in ephemeral_runner_set_namespace: replicas of "
+        "this listener take turns holding the message session, one at a time "
+        '(docs/listener.md#standby); "": one listener, no Lease, as ARC',
+    )
+    standby_lease_duration_seconds: float = Field(
+        15.0, gt=0, description="how long a standby waits after the holder's last renewal"
+    )
+    standby_renew_deadline_seconds: float = Field(
+        10.0, gt=0, description="how long the holder tries to renew before it stops listening"
+    )
+    standby_retry_period_seconds: float = Field(
+        2.0, gt=0, description="interval of renewals and of the standby's attempts"
+    )
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -196,6 +214,15 @@ class ListenerSettings(BaseSettings):
                 raise ValueError("; ".join(f"scaling_policy.{problem}" for problem in problems))
         if self.metrics_listen is not None and not self.metrics_endpoint:
             raise ValueError("metrics_endpoint is required when metrics_addr is set")
+        if self.standby_lease_name and not (
+            self.standby_lease_duration_seconds
+            > self.standby_renew_deadline_seconds
+            > self.standby_retry_period_seconds
+        ):
+            raise ValueError(
+                "standby_lease_duration_seconds > standby_renew_deadline_seconds > "
+                "standby_retry_period_seconds is required"
+            )
         if self.retry_initial_seconds > self.retry_max_seconds:
             raise ValueError("retry_initial_seconds cannot be greater than retry_max_seconds")
         self._check_credentials()

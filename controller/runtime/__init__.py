@@ -47,7 +47,7 @@ Manager (`manager.py`)
 from __future__ import annotations
 
 from controller.runtime.cache import Informer, Store, WatchSettings
-from controller.runtime.clock import Clock, FakeClock, MonotonicClock
+from shared.clock import Clock, FakeClock, MonotonicClock
 from controller.runtime.controller import Controller, Owns, UpdatePredicate, Watches
 from controller.runtime.controllerutil import (
     add_finalizers,
@@ -58,7 +58,7 @@ from controller.runtime.controllerutil import (
 from controller.runtime.events import EventRecorder
 from controller.runtime.expectations import Expectations
 from controller.runtime.lazy import LazyObject
-from controller.runtime.leader import LeaderElector, LeaseSettings
+from shared.kube.lease import LeaderElector, LeaseSettings
 from controller.runtime.manager import LeadershipLost, Manager, RuntimeSettings
 from controller.runtime.metrics import RuntimeMetrics
 from controller.runtime.predicates import ProjectionPredicate, stable_metadata

@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from controller.runtime.clock import Clock, MonotonicClock
+from shared.clock import Clock, MonotonicClock
 
 K = TypeVar("K", bound=Hashable)
 

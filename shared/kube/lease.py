@@ -10,7 +10,13 @@ process's monotonic clock since it last saw the record change (so clocks of diff
 never need to agree). Every write is a PUT carrying the resourceVersion it read, so two
 candidates cannot both win: the loser gets 409. The leader renews every `retry_period`; when no
 renewal has succeeded for `renew_deadline` it gives up, which leaves `lease_duration -
-renew_deadline` for its reconciles to stop before anyone else can take the lease.
+renew_deadline` for its work (the controller's reconciles, the listener's message session) to
+stop before anyone else can take the lease.
+
+The leader can keep a few annotations on the Lease (`annotate`), written with its next renewal:
+the listener records its message session there so that its successor can end it
+(docs/listener.md#standby). `observed_annotations` are the Lease's annotations as last read,
+before this process wrote them.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from controller.runtime.clock import Clock, MonotonicClock
+from shared.clock import Clock, MonotonicClock
 from shared.kube.errors import Conflict, KubeError, NotFound
 from shared.kube.objects import LEASE, Objects
 from shared.typedefs import JSONDict
@@ -68,6 +74,13 @@ class LeaderElector:
         self._clock = clock or MonotonicClock()
         self._observed: tuple[object, ...] | None = None
         self._observed_at = 0.0
+        self._annotations: dict[str, str] = {}
+        self.observed_annotations: dict[str, str] = {}
+        self._attempting = asyncio.Lock()
+
+    def annotate(self, annotations: dict[str, str]) -> None:
+        """Carry `annotations` on the Lease from the next successful write on."""
+        self._annotations.update(annotations)
 
     def _spec(self, *, acquire: bool, previous: JSONDict) -> JSONDict:
         now = _micro_time(datetime.now(UTC))
@@ -92,24 +105,35 @@ class LeaderElector:
             body = {
                 "apiVersion": LEASE.api_version,
                 "kind": LEASE.kind,
-                "metadata": {"name": s.name, "namespace": s.namespace},
+                "metadata": {
+                    "name": s.name,
+                    "namespace": s.namespace,
+                    **({"annotations": dict(self._annotations)} if self._annotations else {}),
+                },
                 "spec": self._spec(acquire=True, previous={}),
             }
             try:
                 await self._objects.create(LEASE, s.namespace, body)
             except Conflict:
                 return False
+            self.observed_annotations = {}
             return True
         spec = lease.get("spec") or {}
+        metadata = lease.setdefault("metadata", {})
+        self.observed_annotations = dict(metadata.get("annotations") or {})
         record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("leaseTransitions"))
         now = self._clock.now()
         if record != self._observed:
             self._observed, self._observed_at = record, now
         holder = spec.get("holderIdentity")
         mine = holder == self.identity
-        if holder and not mine and now < self._observed_at + s.lease_duration:
+        # The holder's own duration, as client-go reads it (a release writes 1 s).
+        duration = float(spec.get("leaseDurationSeconds") or s.lease_duration)
+        if holder and not mine and now < self._observed_at + duration:
             return False
         lease["spec"] = self._spec(acquire=not mine, previous=spec)
+        if self._annotations:
+            metadata["annotations"] = {**self.observed_annotations, **self._annotations}
         try:
             await self._objects.replace(LEASE, s.namespace, lease)
         except Conflict:
@@ -118,11 +142,15 @@ class LeaderElector:
 
     async def _attempt(self) -> bool:
         try:
-            async with asyncio.timeout(self.settings.retry_period):
+            async with self._attempting, asyncio.timeout(self.settings.retry_period):
                 return await self.try_acquire_or_renew()
         except (KubeError, TimeoutError) as exc:
             log.warning("lease request failed", extra={"error": str(exc)})
             return False
+
+    async def renew(self) -> bool:
+        """One attempt now (with what `annotate` added) rather than at the next period."""
+        return await self._attempt()
 
     async def acquire(self) -> None:
         """Return once this process holds the lease."""
