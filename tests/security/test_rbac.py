@@ -1,6 +1,7 @@
 """docs/security.md's RBAC table, asked of the emulator's RBAC entry by entry with
-`kubectl auth can-i --as=...`: the manifests applied as docs/install.md says, the listener's Role
-made by the real controller, `manifests/listener/` for a `docker run` listener."""
+`kubectl auth can-i --as=...`: the manifests applied as docs/install.md says, the listeners'
+Roles made by the real controller (the example set's, and a set with a standby listener),
+`manifests/listener/` for a `docker run` listener."""
 
 from __future__ import annotations
 
@@ -9,15 +10,19 @@ import os
 import re
 
 import pytest
+import yaml
 
 from sandbox.kube.testing import PROJECT_ROOT
+from shared.api.kinds import AUTOSCALING_LISTENER
 from shared.kube.errors import NotFound
 from shared.kube.objects import ROLE
+from shared.typedefs import JSONDict
 from tests.controller.test_in_cluster import (
     NAME,
     RUNNERS,
     SYSTEM,
     Cluster,
+    example_set,
     install,
     listener_of,
 )
@@ -26,6 +31,9 @@ from tests.sandbox.kube.test_kubectl import KUBECTL
 DOC = PROJECT_ROOT / "docs" / "security.md"
 Entry = tuple[str, str, str, str, bool]
 """(identity, namespace, verb, resource[/name][:subresource], allowed)"""
+STANDBY_SET = "standby-runners"
+STANDBY_LISTENER = "<standby-listener>"
+"""In the table, the name of the standby set's listener (its Lease's), which the test learns."""
 
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
@@ -51,6 +59,7 @@ def test_the_table_covers_every_identity() -> None:
     assert identities == {
         "controller",
         "listener (in the cluster)",
+        "listener (in the cluster, standby)",
         "listener (`docker run`)",
         "runner pods (`default`)",
     }
@@ -61,25 +70,33 @@ async def test_each_identity_can_do_exactly_what_docs_security_says(cluster: Clu
     await install(cluster)
     listener = await listener_of(cluster)
     listener_name = listener["metadata"]["name"]
+    standby_set = yaml.safe_load(example_set(cluster.gh.config_url("my-org")))
+    standby_set["metadata"]["name"] = STANDBY_SET
+    standby_set["spec"]["listenerReplicas"] = 2
+    await cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(standby_set))
+    standby = await standby_listener_of(cluster)
 
-    async def role_made() -> bool:
+    async def roles_made() -> bool:
         try:
-            return bool(await cluster.objects.get(ROLE, RUNNERS, listener_name))
+            for name in (listener_name, standby):
+                await cluster.objects.get(ROLE, RUNNERS, name)
         except NotFound:
             return False
+        return True
 
-    await cluster.until(role_made, what="the listener's Role")
+    await cluster.until(roles_made, what="the listeners' Roles")
     await cluster.kubectl("apply", "-n", RUNNERS, "-f", str(PROJECT_ROOT / "manifests/listener"))
     users = {
         "controller": f"system:serviceaccount:{SYSTEM}:gha-controller",
         "listener (in the cluster)": f"system:serviceaccount:{SYSTEM}:{listener_name}",
+        "listener (in the cluster, standby)": f"system:serviceaccount:{SYSTEM}:{standby}",
         "listener (`docker run`)": f"system:serviceaccount:{RUNNERS}:gha-listener",
         "runner pods (`default`)": f"system:serviceaccount:{RUNNERS}:default",
     }
     assert NAME == "my-runners", "the table names the example's set"
     wrong = []
     for identity, namespace, verb, what, allowed in table():
-        target, _, subresource = what.partition(":")
+        target, _, subresource = what.replace(STANDBY_LISTENER, standby).partition(":")
         args = ["auth", "can-i", verb, target, "-n", namespace, f"--as={users[identity]}"]
         if subresource:
             args.append(f"--subresource={subresource}")
@@ -87,6 +104,17 @@ async def test_each_identity_can_do_exactly_what_docs_security_says(cluster: Clu
         if answer != allowed:
             wrong.append((identity, namespace, verb, what, answer))
     assert wrong == []
+
+
+async def standby_listener_of(cluster: Cluster) -> str:
+    async def probe() -> str | None:
+        items: list[JSONDict] = (await cluster.objects.list(AUTOSCALING_LISTENER, SYSTEM))["items"]
+        for item in items:
+            if item["spec"]["autoscalingRunnerSetName"] == STANDBY_SET:
+                return str(item["metadata"]["name"])
+        return None
+
+    return await cluster.until(probe, what="the standby set's AutoscalingListener")
 
 
 async def can_i(cluster: Cluster, args: list[str]) -> bool:
