@@ -4,9 +4,11 @@ the set patch does not wait for them (docs/listener.md, "JobStarted")."""
 from __future__ import annotations
 
 import copy
+from collections.abc import AsyncIterator
 
 import pytest
 
+from sandbox.actions.emulator import ActionsEmulator
 from tests.listener.conftest import (
     Cluster,
     Collector,
@@ -19,6 +21,17 @@ RUNNERS = 5
 # Holds each runner GET on the server so that writes sent side by side are in flight together;
 # the assertions count overlaps and conflicts, not time.
 GET_HOLD_SECONDS = 0.3
+# Long polls that outlast each test (and the listener's client timeout, which is above them),
+# so no empty poll ends while Kubernetes requests are held: its publication would be held too
+# and block the loop before the JobStarted batch (the 0.5 s of the shared fixture made
+# test_the_set_patch_does_not_wait_for_the_runner_writes fail about once in six runs under load).
+LONG_POLL_SECONDS = 30.0
+
+
+@pytest.fixture
+async def actions() -> AsyncIterator[ActionsEmulator]:
+    async with ActionsEmulator(long_poll_timeout=LONG_POLL_SECONDS) as emulator:
+        yield emulator
 
 
 async def jobs_started_while_away(cluster: Cluster, github: GitHub, start: StartListener) -> None:
@@ -108,7 +121,11 @@ async def test_the_set_patch_does_not_wait_for_the_runner_writes(
     await cluster.create_runner("runner-a", phase="Pending")
     # A request timeout past the wait below: a GET sent again after a timeout would be a second
     # held request too.
-    running = await start_listener(job_started_concurrency=1, kube_request_timeout_seconds=60)
+    running = await start_listener(
+        job_started_concurrency=1,
+        kube_request_timeout_seconds=60,
+        long_poll_timeout_seconds=2 * LONG_POLL_SECONDS,
+    )
     [request_id] = github.enqueue(duration=60.0)
     state = github.emulator.state
     queue = state.queues[github.scale_set_id]
