@@ -33,12 +33,12 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 
+from controller.ephemeralrunnerset.children import ChildIndex
 from controller.ephemeralrunnerset.metrics import RunnerSetMetrics
 from controller.ephemeralrunnerset.objects import new_ephemeral_runner, proxy_secret
 from controller.ephemeralrunnerset.predicates import ER_TO_ERS
 from controller.ephemeralrunnerset.rules import (
     Children,
-    classify,
     cleanup_candidates,
     counts_status,
     desired_phase,
@@ -108,6 +108,7 @@ class EphemeralRunnerSetReconciler:
         *,
         runner_sets: Store,
         runners: Store,
+        children: ChildIndex,
         objects: Objects,
         deps: RunnerDeps,
         metrics: RunnerSetMetrics | None,
@@ -115,6 +116,7 @@ class EphemeralRunnerSetReconciler:
     ) -> None:
         self._sets = runner_sets
         self._runners = runners
+        self._children = children
         self._objects = objects
         self._deps = deps
         self._events = deps.events
@@ -138,9 +140,9 @@ class EphemeralRunnerSetReconciler:
         runner_set = LazyObject(cached, kind=EPHEMERAL_RUNNER_SET)
         uid = str(cached["metadata"]["uid"])
         self._expected.track(EPHEMERAL_RUNNER_SET, request, uid)
-        runners = self._expected.children(uid, self._runners.owned_by(uid))
+        unseen = self._expected.unseen(uid, lambda name: self._runners.get(request.namespace, name))
         applied = status_int(cached, "appliedActionableRevision")
-        children = classify(runners, applied_revision=applied)
+        children = self._children.children(uid, applied_revision=applied, unseen=unseen)
         if is_deleting(cached):
             return await self._finalize(runner_set, children)
         self._track_runner_spec(runner_set, children)
@@ -165,7 +167,7 @@ class EphemeralRunnerSetReconciler:
                 children,
                 phase=desired_phase(
                     current=str(runner_set_status(cached).get("phase") or ""),
-                    children=classify(runners, applied_revision=revision),
+                    children=self._children.children(uid, applied_revision=revision, unseen=unseen),
                     revision_advanced=True,
                 ),
                 extra={"appliedActionableRevision": revision, "finishedRunnerCleanupPatchID": 0},
@@ -401,9 +403,13 @@ class EphemeralRunnerSetReconciler:
 
 def setup(manager: Manager, deps: RunnerDeps) -> EphemeralRunnerSetReconciler:
     """Add the EphemeralRunnerSet controller to `manager`: sets, and the runners they own."""
+    # Registered before the informers run, so the index sees every runner the cache does.
+    children = ChildIndex()
+    manager.informer(EPHEMERAL_RUNNER).add_handler(children)
     reconciler = EphemeralRunnerSetReconciler(
         runner_sets=manager.cache(EPHEMERAL_RUNNER_SET),
         runners=manager.cache(EPHEMERAL_RUNNER),
+        children=children,
         objects=manager.objects,
         deps=deps,
         metrics=RunnerSetMetrics(manager.metrics.metrics.meter),

@@ -71,29 +71,55 @@ class Children:
         return self.finished + self.failed + self.outdated + self.stale_outdated
 
 
+# The buckets of `Children` a runner can be in by itself; `stale_outdated` is the part of
+# `outdated` older than the set's applied revision, split off when a pass reads them.
+PENDING, RUNNING, FINISHED, FAILED, OUTDATED, DELETING = (
+    "pending",
+    "running",
+    "finished",
+    "failed",
+    "outdated",
+    "deleting",
+)
+BUCKETS = (PENDING, RUNNING, FINISHED, FAILED, OUTDATED, DELETING)
+
+
+def bucket_of(runner: JSONDict) -> str:
+    """Which of `BUCKETS` a runner belongs in."""
+    if is_deleting(runner):
+        return DELETING
+    phase = status_of(runner).get("phase")
+    if phase == EphemeralRunnerPhase.RUNNING:
+        return RUNNING
+    if phase == EphemeralRunnerPhase.SUCCEEDED:
+        return FINISHED
+    if phase == EphemeralRunnerPhase.FAILED:
+        return FAILED
+    if phase == EphemeralRunnerPhase.OUTDATED:
+        return OUTDATED
+    return PENDING
+
+
+def is_stale(runner: JSONDict, *, applied_revision: int) -> bool:
+    """An `Outdated` runner built for a revision older than the set's applied one."""
+    return (annotation_int(runner, ANNOTATION_ACTIONABLE_REVISION) or 0) < applied_revision
+
+
+def patch_id_of(runner: JSONDict) -> int | None:
+    return annotation_int(runner, ANNOTATION_PATCH_ID)
+
+
 def classify(runners: Iterable[JSONDict], *, applied_revision: int) -> Children:
     children = Children()
     for runner in runners:
-        patch_id = annotation_int(runner, ANNOTATION_PATCH_ID)
+        patch_id = patch_id_of(runner)
         if patch_id is not None:
             children.latest_patch_id = max(children.latest_patch_id, patch_id)
-        phase = status_of(runner).get("phase")
-        if is_deleting(runner):
-            children.deleting.append(runner)
-        elif phase == EphemeralRunnerPhase.RUNNING:
-            children.running.append(runner)
-        elif phase == EphemeralRunnerPhase.SUCCEEDED:
-            children.finished.append(runner)
-        elif phase == EphemeralRunnerPhase.FAILED:
-            children.failed.append(runner)
-        elif phase == EphemeralRunnerPhase.OUTDATED:
-            revision = annotation_int(runner, ANNOTATION_ACTIONABLE_REVISION) or 0
-            if revision < applied_revision:
-                children.stale_outdated.append(runner)
-            else:
-                children.outdated.append(runner)
+        bucket = bucket_of(runner)
+        if bucket == OUTDATED and is_stale(runner, applied_revision=applied_revision):
+            children.stale_outdated.append(runner)
         else:
-            children.pending.append(runner)
+            getattr(children, bucket).append(runner)
     return children
 
 

@@ -12,7 +12,7 @@ concerns, and ask before they act:
 - `wrote_status` / `status_redundant` / `written_status`: status values written, and the states
   the cache showed before, so a repeat of the last write is recognised while the cache lags; a
   value someone else wrote is corrected on the next pass unless it equals one of those states;
-- `created` / `deleted` / `children`: children created or deleted for an owner, laid over the
+- `created` / `deleted` / `unseen`: children created or deleted for an owner, laid over the
   cached children until the cache shows them (or `ttl` runs out).
 
 `track(kind, request, uid)` remembers which uid a key held; once the key is gone from the cache,
@@ -51,7 +51,18 @@ class _Record:
     written: JSONDict = field(default_factory=dict)
     """Every status field this process wrote, latest value each."""
     created: dict[str, tuple[JSONDict, float]] = field(default_factory=dict)
-    deleted: dict[str, float] = field(default_factory=dict)
+    deleted: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """uid: (name, when)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unseen:
+    """An owner's children as this process changed them and the cache does not show yet."""
+
+    created: list[JSONDict] = field(default_factory=list)
+    """Created, not cached yet."""
+    deleting: list[JSONDict] = field(default_factory=list)
+    """Cached children deleted, each as a copy with a `deletionTimestamp` of `DELETING`."""
 
 
 class Expectations:
@@ -123,29 +134,37 @@ class Expectations:
         self._record(owner_uid).created[metadata_of(child)["name"]] = (child, self._clock())
 
     def deleted(self, owner_uid: str, child: JSONDict) -> None:
-        self._record(owner_uid).deleted[str(metadata_of(child).get("uid", ""))] = self._clock()
+        meta = metadata_of(child)
+        self._record(owner_uid).deleted[str(meta.get("uid", ""))] = (
+            str(meta.get("name", "")),
+            self._clock(),
+        )
 
-    def children(self, owner_uid: str, cached: list[JSONDict]) -> list[JSONDict]:
-        """The cached children, corrected by the creates and deletes the cache has not shown
-        yet: an expected deletion shows a deletionTimestamp, an expected creation is added."""
+    def unseen(self, owner_uid: str, cached: Callable[[str], JSONDict | None]) -> Unseen:
+        """What the cache does not show yet of the owner's children this process created or
+        deleted, given the cache's child of a name. Costs one lookup per child created or
+        deleted and not yet shown, whatever the number of children: an owner's pass need not
+        walk all its children to lay these over them."""
         record = self._records.get(owner_uid)
         if record is None:
-            return cached
+            return Unseen()
         now = self._clock()
-        names = {metadata_of(c)["name"] for c in cached}
         record.created = {
             name: (obj, at)
             for name, (obj, at) in record.created.items()
-            if name not in names and now - at < self._ttl
+            if cached(name) is None and now - at < self._ttl
         }
-        live = {str(metadata_of(c).get("uid")) for c in cached if not is_deleting(c)}
-        record.deleted = {
-            uid: at for uid, at in record.deleted.items() if uid in live and now - at < self._ttl
-        }
-        out = []
-        for child in cached:
-            if str(metadata_of(child).get("uid")) in record.deleted:
-                child = {**child, "metadata": {**child["metadata"], "deletionTimestamp": DELETING}}
-            out.append(child)
-        out.extend(obj for obj, _ in record.created.values())
-        return out
+        deleting: list[JSONDict] = []
+        kept: dict[str, tuple[str, float]] = {}
+        for uid, (name, at) in record.deleted.items():
+            child = cached(name)
+            if child is None or is_deleting(child) or now - at >= self._ttl:
+                continue
+            if str(metadata_of(child).get("uid")) != uid:
+                continue
+            kept[uid] = (name, at)
+            deleting.append(
+                {**child, "metadata": {**child["metadata"], "deletionTimestamp": DELETING}}
+            )
+        record.deleted = kept
+        return Unseen(created=[obj for obj, _ in record.created.values()], deleting=deleting)

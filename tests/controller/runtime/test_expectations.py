@@ -8,7 +8,9 @@
 from __future__ import annotations
 
 from controller.runtime import Expectations, Request
+from controller.runtime.expectations import DELETING, Unseen
 from shared.api.kinds import EPHEMERAL_RUNNER
+from shared.typedefs import JSONDict
 
 
 def test_repeat_behind_a_stale_cache_is_redundant() -> None:
@@ -45,3 +47,45 @@ def test_forget() -> None:
     memory.forget(EPHEMERAL_RUNNER, Request("ns", "r"))
     assert memory.written_status("u") == {}
     assert not memory.status_redundant("u", current={}, desired={"runnerId": 3})
+
+
+def child(name: str, uid: str, *, deleting: bool = False) -> JSONDict:
+    meta: JSONDict = {"name": name, "uid": uid}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-02T10:00:00Z"
+    return {"metadata": meta}
+
+
+def test_unseen_children_until_the_cache_shows_them() -> None:
+    memory = Expectations()
+    cache: dict[str, JSONDict] = {"old": child("old", "u-old"), "gone": child("gone", "u-gone")}
+    looked_up: list[str] = []
+
+    def cached(name: str) -> JSONDict | None:
+        looked_up.append(name)
+        return cache.get(name)
+
+    memory.created("owner", child("new", "u-new"))
+    memory.deleted("owner", cache["old"])
+    memory.deleted("owner", cache["gone"])
+    del cache["gone"]
+
+    unseen = memory.unseen("owner", cached)
+
+    assert [c["metadata"]["name"] for c in unseen.created] == ["new"]
+    assert unseen.deleting == [
+        {"metadata": {"name": "old", "uid": "u-old", "deletionTimestamp": DELETING}}
+    ]
+    # One lookup per recorded child, however many children the owner has.
+    assert sorted(looked_up) == ["gone", "new", "old"]
+
+    cache["new"] = child("new", "u-new")
+    cache["old"] = child("old", "u-old", deleting=True)
+    assert memory.unseen("owner", cached) == Unseen()
+
+
+def test_an_expected_deletion_of_a_name_taken_again_is_dropped() -> None:
+    memory = Expectations()
+    memory.deleted("owner", child("r", "first"))
+
+    assert memory.unseen("owner", {"r": child("r", "second")}.get) == Unseen()
