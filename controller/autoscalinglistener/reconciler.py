@@ -1,5 +1,6 @@
-"""The AutoscalingListener reconciler: one listener pod per scale set, with exactly the
-permissions it needs (docs/autoscaling.md#autoscalinglistener).
+"""The AutoscalingListener reconciler: one listener pod per scale set (more with standby
+replicas, docs/autoscaling.md#listener-standby), with exactly the permissions it needs
+(docs/autoscaling.md#autoscalinglistener).
 
 Order of a pass:
 
@@ -15,9 +16,9 @@ Order of a pass:
    backoff between re-creations (ARC re-creates a crashing listener at once, hammering GitHub).
    Replicas beyond `listenerReplicas` are deleted.
 
-ServiceAccount, Role, RoleBinding and Secrets are read through the API, not a cache: a listener
-is reconciled on its own and its pod's events only, a few times in its life, and the controller
-then needs no cluster-wide watch of Secrets, Roles or RoleBindings.
+ServiceAccount, Role, RoleBinding, Secrets and the Lease are read through the API, not a cache:
+a listener is reconciled on its own and its pods' events only, a few times in its life, and the
+controller then needs no cluster-wide watch of Secrets, Roles, RoleBindings or Leases.
 """
 
 from __future__ import annotations
