@@ -130,10 +130,14 @@ async def test_the_set_patch_does_not_wait_for_the_runner_writes(
     state = github.emulator.state
     queue = state.queues[github.scale_set_id]
 
-    async def acquired() -> bool:
-        return state.jobs[request_id].state == "assigned" and not (queue.pending or queue.messages)
+    async def acquired_and_polling() -> bool:
+        # Polling again: the batch that acquired the job has published, so no set patch of it
+        # is still to come (held, it would block the loop before the JobStarted batch).
+        polling = any(session.polls_in_flight for session in state.sessions.values())
+        acknowledged = not (queue.pending or queue.messages)
+        return state.jobs[request_id].state == "assigned" and acknowledged and polling
 
-    await eventually(acquired, what="the job acquired and acknowledged")
+    await eventually(acquired_and_polling, what="the job acquired, acknowledged, polling again")
     cluster.kube.faults.pause()
     try:
         await github.start_runner("runner-a")
