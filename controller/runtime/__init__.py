@@ -47,7 +47,6 @@ Manager (`manager.py`)
 from __future__ import annotations
 
 from controller.runtime.cache import Informer, Store, WatchSettings
-from shared.clock import Clock, FakeClock, MonotonicClock
 from controller.runtime.controller import Controller, Owns, UpdatePredicate, Watches
 from controller.runtime.controllerutil import (
     add_finalizers,
@@ -58,12 +57,13 @@ from controller.runtime.controllerutil import (
 from controller.runtime.events import EventRecorder
 from controller.runtime.expectations import Expectations
 from controller.runtime.lazy import LazyObject
-from shared.kube.lease import LeaderElector, LeaseSettings
 from controller.runtime.manager import LeadershipLost, Manager, RuntimeSettings
 from controller.runtime.metrics import RuntimeMetrics
 from controller.runtime.predicates import ProjectionPredicate, stable_metadata
 from controller.runtime.queue import Backoff, WorkQueue
 from controller.runtime.reconcile import Reconciler, Request, Result, TerminalError
+from shared.clock import Clock, FakeClock, MonotonicClock
+from shared.kube.lease import LeaderElector, LeaseSettings
 
 __all__ = [
     "Backoff",

@@ -21,12 +21,12 @@ from urllib.parse import urlsplit
 from kubernetes_asyncio import client
 
 from controller.runtime.cache import Informer, Store, WatchSettings
-from shared.clock import Clock, MonotonicClock
 from controller.runtime.controller import Controller, handlers, worker
-from shared.kube.lease import LeaderElector, LeaseSettings
 from controller.runtime.metrics import RuntimeMetrics
 from controller.runtime.queue import Backoff, WorkQueue
 from controller.runtime.reconcile import Request
+from shared.clock import Clock, MonotonicClock
+from shared.kube.lease import LeaderElector, LeaseSettings
 from shared.kube.objects import Kind, Objects
 
 log = logging.getLogger(__name__)
