@@ -44,7 +44,9 @@ class Jobs:
         self.data.next_job_id += 1
         self.data.next_workflow_run_id += 1
         self.data.jobs[job.id] = job
-        self.route_queued()
+        # The other queued jobs matched no scale set when they were routed, and every change
+        # of a scale set routes them again: only the new one can be routed now.
+        self._route(job)
         self.data.notify()
         return job.id
 
@@ -59,11 +61,12 @@ class Jobs:
 
     def route_queued(self) -> None:
         for job in sorted(self.data.jobs.values(), key=lambda j: j.id):
-            if job.state != "queued":
-                continue
-            scale_set = self._matching_scale_set(job)
-            if scale_set is None:
-                continue
+            if job.state == "queued":
+                self._route(job)
+
+    def _route(self, job: Job) -> None:
+        scale_set = self._matching_scale_set(job)
+        if scale_set is not None:
             job.scale_set_id = scale_set.id
             if self.data.require_acquire:
                 job.state = "available"
@@ -151,8 +154,18 @@ class Jobs:
             del self.data.runners[runner.id]
 
     def dispatch(self) -> None:
-        """Bind assigned jobs to idle online runners of their scale set, oldest first."""
+        """Bind assigned jobs to idle online runners of their scale set, oldest first.
+
+        The runners are looked at only when a job waits: every runner coming online dispatches,
+        and walking all runners each time made a scale-up of N runners cost N x N steps."""
+        waiting: dict[int, list[Job]] = {}
+        for job in self.data.jobs.values():
+            if job.state == "assigned" and job.runner_id is None and job.scale_set_id is not None:
+                waiting.setdefault(job.scale_set_id, []).append(job)
         for scale_set_id in self.data.scale_sets:
+            jobs = waiting.get(scale_set_id)
+            if not jobs:
+                continue
             idle = sorted(
                 (
                     r
@@ -161,17 +174,7 @@ class Jobs:
                 ),
                 key=lambda r: r.id,
             )
-            waiting = sorted(
-                (
-                    j
-                    for j in self.data.jobs.values()
-                    if j.scale_set_id == scale_set_id
-                    and j.state == "assigned"
-                    and j.runner_id is None
-                ),
-                key=lambda j: j.id,
-            )
-            for runner, job in zip(idle, waiting, strict=False):
+            for runner, job in zip(idle, sorted(jobs, key=lambda j: j.id), strict=False):
                 runner.job_id = job.id
                 job.runner_id = runner.id
                 job.runner_name = runner.name

@@ -3,10 +3,17 @@ direct-assignment flow, cancellation and statistics (docs/sandbox-actions.md#ser
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
 import aiohttp
 import pytest
 
 from sandbox.actions import ActionsEmulator
+from sandbox.actions.state.records import Runner
 from tests.sandbox.actions.wire import SCALE_SETS, Service, authenticate, job_messages
 
 ZERO = "0001-01-01T00:00:00Z"
@@ -269,3 +276,67 @@ async def test_the_fourth_reoffer_leaves_the_job_canceled(
     with pytest.raises(ValueError, match="completed"):
         actions.reoffer_job(request_id)
     assert actions.state.statistics(scale_set["id"])["totalAvailableJobs"] == 0
+
+
+def calls_into_jobs(action: Callable[[], object]) -> int:
+    """Python calls in sandbox/actions/state/jobs.py (generator steps included) during
+    `action`: a count of the job and runner records it walked."""
+    calls = 0
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "call" and frame.f_code.co_filename.endswith("sandbox/actions/state/jobs.py"):
+            calls += 1
+
+    sys.setprofile(profile)
+    try:
+        action()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def online_runners(actions: ActionsEmulator, scale_set_id: int, count: int) -> list[Runner]:
+    runners = []
+    for index in range(count):
+        runner, files = actions.state.generate_jit_config(
+            scale_set_id, name=f"runner-{scale_set_id}-{index}", work_folder=""
+        )
+        actions.state.runner_online(runner.id, files[".credentials"]["Data"]["token"])
+        runners.append(runner)
+    return runners
+
+
+async def test_a_runner_coming_online_with_no_job_waiting_walks_no_other_runner(
+    actions: ActionsEmulator,
+) -> None:
+    """Each runner coming online dispatches; walking every registered runner each time made a
+    scale-up of N simulated runners cost N x N steps."""
+    costs = []
+    for name, already in (("few", 5), ("many", 50)):
+        scale_set = actions.state.create_scale_set(
+            name=name, runner_group_id=1, labels=[], runner_setting={}
+        )
+        online_runners(actions, scale_set.id, already)
+        runner, files = actions.state.generate_jit_config(
+            scale_set.id, name=f"{name}-last", work_folder=""
+        )
+        token = files[".credentials"]["Data"]["token"]
+        online = functools.partial(actions.state.runner_online, runner.id, token)
+        costs.append(calls_into_jobs(online))
+
+    assert costs[0] == costs[1]
+
+
+async def test_an_assigned_job_goes_to_the_oldest_idle_runner(actions: ActionsEmulator) -> None:
+    scale_set = actions.state.create_scale_set(
+        name="arc", runner_group_id=1, labels=[{"name": "arc"}], runner_setting={}
+    )
+    first, second = online_runners(actions, scale_set.id, 2)
+    first.job_id = 4242
+
+    job_id = actions.enqueue_job(labels=["arc"])
+    actions.state.acquire_jobs(scale_set.id, [job_id])
+
+    assert actions.state.jobs[job_id].runner_id == second.id
+    assert second.job_id == job_id
