@@ -9,8 +9,13 @@ image test").
    `--build-arg BASE=` the stand-in), against `gha-sandbox up --listener none`: jobs queued, the
    set scales, runners go Running by the listener's identity (the sandbox's invariants), the
    jobs complete, `docker stop` exits 0 and the session is gone, uid 10001, /readyz and
-   /metrics answer. The image holds no pip, setuptools, sandbox or sources; both processes
-   answer --version.
+   /metrics answer. Then its "Two containers for one scale set (standby)": both containers
+   answer /readyz on their ports (the step's `-e LISTENER_METRICS_ADDR` over `--env-file`), the
+   Lease's holder runs jobs, `docker kill` (SIGKILL) of it while more jobs are queued: the other
+   container takes the Lease, deletes the dead holder's session and opens its own (the takeover
+   time), every job completes, no session creation met a 409, `docker stop` of the survivor exits
+   0 and leaves no session. The image holds no pip, setuptools, sandbox or sources; both
+   processes answer --version.
 3. The controller from the same image (`gha-controller`), with a listener container, against
    the sandbox's emulators driven from this process: the same checks.
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import re
@@ -39,6 +45,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from listener.standby import SESSION_ANNOTATION
 from sandbox.actions import ActionsEmulator
 from sandbox.demo.cluster import CONTROLLER_NAMESPACE, NAMESPACE, SCALE_SET, setup_cluster
 from sandbox.demo.observe import Observer
@@ -54,6 +61,11 @@ PODMAN = ["podman", "--runtime", "runc"]  # crun fails on these machines' hybrid
 ULIMITS = ["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]
 CONTAINER_UID = 10001
 JOBS = 4
+NAMESPACE_README = "arc-runners"  # the README's namespace and names
+RUNNER_SET_README = "my-runners"
+LEASE_README = "gha-listener"
+# The README's step 8: each container's name and metrics port.
+REPLICAS = {"gha-listener-my-runners-1": 8090, "gha-listener-my-runners-2": 8091}
 JOB_SECONDS = 2.0
 # Guards against a hung step, not performance limits.
 STEP_GUARD_SECONDS = 900.0
@@ -129,7 +141,7 @@ def readme_steps() -> dict[int, str]:
     for block in re.findall(r"```sh\n(.*?)```", section, re.S):
         for found in re.finditer(r"^# (\d+)\. .*?(?=^# \d+\. |\Z)", block, re.S | re.M):
             steps[int(found.group(1))] = found.group(0)
-    check(sorted(steps) == list(range(1, 7)), f"README steps found: {sorted(steps)}")
+    check(sorted(steps) == list(range(1, 9)), f"README steps found: {sorted(steps)}")
     return steps
 
 
@@ -141,6 +153,10 @@ def http_get(url: str) -> tuple[int, str]:
         return exc.code, ""
     except OSError:
         return 0, ""
+
+
+def answers_200(url: str) -> bool:
+    return http_get(url)[0] == 200
 
 
 def http_post(url: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -350,27 +366,163 @@ async def readme_phase(work: Path, timings: dict[str, float]) -> None:
             base_url,
             actions_url=state["actions_url"],
             kubeconfig=state["kubeconfig"],
-            namespace="arc-runners",
-            runner_set="my-runners",
+            namespace=NAMESPACE_README,
+            runner_set=RUNNER_SET_README,
         )
         log("README step 6")
         _, out = await run("bash", "-euo", "pipefail", "-c", steps[6], cwd=listener_dir, env=env)
         check(out.strip().splitlines()[-2:-1] == ["0"], f"docker stop: exit code {out!r}")
         check(not sessions_of(state["actions_url"]), "the listener's session is still open")
+        log("README steps 7-8")
+        _, out = await run(
+            "bash", "-euo", "pipefail", "-c", steps[7] + steps[8], cwd=listener_dir, env=env
+        )
+        printed = out.strip().splitlines()[-1]
+        log(f"step 8 printed the Lease's holder: {printed}")
+        try:
+            await standby_checks(state, env, timings, printed_holder=printed)
+        finally:
+            await run("docker", "rm", "--force", *REPLICAS, env=env, check_rc=False)
         # What the sandbox did not make, so that it finds nothing left over when it stops.
-        for kind, name in (("ephemeralrunnerset", "my-runners"), ("secret", "gha-listener-token")):
-            await run("kubectl", "-n", "arc-runners", "delete", kind, name, "--wait", env=env)
+        for kind, name in (
+            ("ephemeralrunnerset", RUNNER_SET_README),
+            ("secret", "gha-listener-token"),
+            ("lease", LEASE_README),
+            ("rolebinding", "gha-listener-standby"),
+            ("role", "gha-listener-standby"),
+        ):
+            await run("kubectl", "-n", NAMESPACE_README, "delete", kind, name, "--wait", env=env)
     report = json.loads(report_path.read_text())
     check(report["invariant_violations"] == [], f"violations: {report['invariant_violations']}")
     lifecycles = report["runners"]["lifecycles"]
     ran = sum(n for life, n in lifecycles.items() if "Running" in life.split(">"))
-    check(ran >= JOBS, f"runner lifecycles: {lifecycles}")
+    # Step 5's jobs, then the standby's before and after the kill.
+    check(ran >= 3 * JOBS, f"runner lifecycles: {lifecycles}")
+
+
+def leader_identity(logs: str) -> str | None:
+    """The Lease identity a listener's JSON log says it became leader as, or None."""
+    for line in logs.splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            if record.get("message") == "became leader":
+                return str(record["identity"])
+    return None
+
+
+async def standby_checks(
+    state: dict[str, Any], env: dict[str, str], timings: dict[str, float], *, printed_holder: str
+) -> None:
+    """The README's two containers sharing the Lease: the holder runs jobs, `docker kill` of it,
+    the other takes over without a 409 and the jobs queued meanwhile complete."""
+    actions_url, kubeconfig = state["actions_url"], state["kubeconfig"]
+    for name, port in REPLICAS.items():
+        # Each on its own port: step 8's `-e LISTENER_METRICS_ADDR` wins over `--env-file`.
+        await until(
+            f"{name}'s /readyz on {port}",
+            functools.partial(answers_200, f"http://127.0.0.1:{port}/readyz"),
+        )
+
+    def lease() -> dict[str, Any]:
+        return kubectl_json(kubeconfig, "-n", NAMESPACE_README, "get", "lease", LEASE_README)
+
+    def session_on(found: dict[str, Any]) -> str:
+        return str((found["metadata"].get("annotations") or {}).get(SESSION_ANNOTATION, ""))
+
+    def holding() -> bool:
+        found = lease()
+        session = session_on(found)
+        return bool(found["spec"].get("holderIdentity")) and any(
+            s["sessionId"] == session for s in sessions_of(actions_url)
+        )
+
+    await until("a holder of the Lease with an open session", holding)
+    found = lease()
+    identity, old_session = found["spec"]["holderIdentity"], session_on(found)
+    check(
+        identity == printed_holder, f"step 8 printed {printed_holder!r}, the Lease names {identity}"
+    )
+    leaders = {
+        name: leader_identity((await run("docker", "logs", name, env=env))[1]) for name in REPLICAS
+    }
+    check(list(leaders.values()).count(None) == 1, f"became leader: {leaders}")
+    holder = next(name for name, led in leaders.items() if led == identity)
+    other = next(name for name in REPLICAS if name != holder)
+    log(f"{holder} holds the Lease as {identity}, session {old_session}; {other} stands by")
+    await listener_checks(
+        holder,
+        f"http://127.0.0.1:{REPLICAS[holder]}",
+        actions_url=actions_url,
+        kubeconfig=kubeconfig,
+        namespace=NAMESPACE_README,
+        runner_set=RUNNER_SET_README,
+    )
+
+    await run("docker", "kill", holder, env=env)
+    killed = time.monotonic()
+    ids = await queue_jobs(actions_url, RUNNER_SET_README)
+
+    def taken_over() -> bool:
+        return any(s["sessionId"] != old_session for s in sessions_of(actions_url))
+
+    await until("the standby's session", taken_over)
+    timings["standby takeover: docker kill to the other's session open (s)"] = (
+        time.monotonic() - killed
+    )
+    sessions = [s["sessionId"] for s in sessions_of(actions_url)]
+    check(old_session not in sessions, f"the dead holder's session {old_session} is still open")
+    check(len(sessions) == 1, f"sessions open: {sessions}")
+    _, logs = await run("docker", "logs", other, env=env)
+    check(
+        f"deleted the previous listener's message session {old_session}" in logs,
+        f"{other} did not delete the dead holder's session",
+    )
+    successor = leader_identity(logs)
+    check(successor is not None, f"{other} did not become leader")
+
+    def recorded() -> bool:
+        found = lease()
+        return found["spec"].get("holderIdentity") == successor and session_on(found) in sessions
+
+    await until(f"the Lease to name {other} and its session", recorded)
+    seen = await until_complete(
+        ids,
+        actions_url=actions_url,
+        kubeconfig=kubeconfig,
+        namespace=NAMESPACE_README,
+        runner_set=RUNNER_SET_README,
+    )
+    check(bool(seen.running), "no runner was seen Running after the takeover")
+    conflicts = [
+        r
+        for r in requests_of(actions_url)
+        if r["endpoint"] == "create_session" and r["status"] == 409
+    ]
+    check(not conflicts, f"session creation met 409: {conflicts}")
+    log(
+        f"{other} took over: {len(seen.running)} runners Running for the jobs queued after the kill"
+    )
+
+    _, out = await run("docker", "inspect", "-f", "{{.State.ExitCode}}", holder, env=env)
+    check(out.strip() == "137", f"the killed holder's exit code: {out!r}")
+    await run("docker", "stop", other, env=env)
+    _, out = await run("docker", "inspect", "-f", "{{.State.ExitCode}}", other, env=env)
+    check(out.strip() == "0", f"docker stop of {other}: exit code {out!r}")
+    check(not sessions_of(actions_url), "the standby's session is still open after docker stop")
+    await run("docker", "rm", *REPLICAS, env=env)
 
 
 def sessions_of(actions_url: str) -> list[dict[str, Any]]:
     with urllib.request.urlopen(f"{actions_url}/_admin/state", timeout=10) as response:
         sessions: list[dict[str, Any]] = json.loads(response.read())["sessions"]
         return sessions
+
+
+def requests_of(actions_url: str) -> list[dict[str, Any]]:
+    """The Actions emulator's log of the requests it served (the admin API's aside)."""
+    with urllib.request.urlopen(f"{actions_url}/_admin/requests", timeout=10) as response:
+        requests: list[dict[str, Any]] = json.loads(response.read())
+        return requests
 
 
 def jobs_of(actions_url: str, ids: set[int]) -> list[dict[str, Any]]:
@@ -390,12 +542,36 @@ async def listener_checks(
 ) -> None:
     """Queue jobs for the set and watch it scale, its runners run them, the jobs complete."""
     check(await container_uid(container) == CONTAINER_UID, "the listener does not run as 10001")
+    ids = await queue_jobs(actions_url, runner_set)
+    seen = await until_complete(
+        ids,
+        actions_url=actions_url,
+        kubeconfig=kubeconfig,
+        namespace=namespace,
+        runner_set=runner_set,
+    )
+    check(seen.max_replicas >= 1, "the set never scaled")
+    check(bool(seen.running), "no runner was seen Running")
+    status, metrics = await asyncio.to_thread(http_get, base_url + "/metrics")
+    check(status == 200 and "gha_completed_jobs_total" in metrics, "the listener's /metrics")
+    log(f"listener: replicas up to {seen.max_replicas}, {len(seen.running)} runners Running")
+
+
+async def queue_jobs(actions_url: str, runner_set: str) -> set[int]:
+    """JOBS jobs for the set's label; their ids."""
     job = {"labels": [runner_set], "duration": JOB_SECONDS, "result": "succeeded"}
     ids = set()
     for _ in range(JOBS):
         # In a thread: in the controller phase this process serves the Actions emulator.
         queued = await asyncio.to_thread(http_post, f"{actions_url}/_admin/jobs", job)
         ids.add(int(queued["runnerRequestId"]))
+    return ids
+
+
+async def until_complete(
+    ids: set[int], *, actions_url: str, kubeconfig: str, namespace: str, runner_set: str
+) -> Progress:
+    """Watch the set's replicas and runners until the jobs `ids` have completed."""
     seen = Progress()
 
     def done() -> bool:
@@ -409,12 +585,8 @@ async def listener_checks(
         }
         return all(j["state"] == "completed" for j in jobs_of(actions_url, ids))
 
-    await until(f"{JOBS} jobs to complete", done)
-    check(seen.max_replicas >= 1, "the set never scaled")
-    check(bool(seen.running), "no runner was seen Running")
-    status, metrics = await asyncio.to_thread(http_get, base_url + "/metrics")
-    check(status == 200 and "gha_completed_jobs_total" in metrics, "the listener's /metrics")
-    log(f"listener: replicas up to {seen.max_replicas}, {len(seen.running)} runners Running")
+    await until(f"{len(ids)} jobs to complete", done)
+    return seen
 
 
 # 3. The controller from the image, with a listener container, on the sandbox's emulators

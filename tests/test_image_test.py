@@ -1,6 +1,7 @@
 """scripts/image-test outside CI: where podman cannot run it says why and skips, but with CI=true
 it fails, so CI never passes without the image test (.ci/run installs what it needs). And the
-README's docker-run steps it runs are all there, numbered 1 to 6."""
+README's docker-run steps it runs are all there, numbered 1 to 8 (7 and 8: the standby's two
+containers, which the image test now runs too)."""
 
 from __future__ import annotations
 
@@ -46,14 +47,16 @@ def test_fails_in_ci_when_it_cannot_run(tmp_path: Path) -> None:
     assert "image-test: cannot run in CI: " in result.stdout
 
 
-def test_finds_the_readmes_six_steps() -> None:
+def test_finds_the_readmes_eight_steps() -> None:
     spec = importlib.util.spec_from_file_location("image_test", ROOT / "scripts" / "image_test.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     steps = module.readme_steps()
-    assert sorted(steps) == [1, 2, 3, 4, 5, 6]
+    assert sorted(steps) == [1, 2, 3, 4, 5, 6, 7, 8]
     assert "docker build -t gha-runner-scaler:0.1.0 ." in steps[1]
     assert "--flatten" in steps[4]
     assert "docker stop gha-listener-my-runners" in steps[6]
+    assert "manifests/listener/standby" in steps[7]
+    assert '"gha-listener-my-runners-$replica"' in steps[8]
