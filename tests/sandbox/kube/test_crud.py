@@ -9,6 +9,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from sandbox.kube import KubeEmulator
+from sandbox.kube.registry import GENERATE_NAME_ATTEMPTS
 from tests.sandbox.kube.conftest import (
     GROUP,
     JSON_PATCH,
@@ -302,3 +303,42 @@ async def test_status_change_bumps_generation_without_a_status_subresource(
         GROUP, VERSION, ns, "gadgets", "g", {"status": {"phase": "B"}}, _content_type=MERGE
     )
     assert obj["metadata"]["generation"] == 2
+
+
+async def test_a_generated_name_already_taken_is_drawn_again(
+    kube: KubeEmulator, co: client.CustomObjectsApi, ns: str
+) -> None:
+    """kube-apiserver draws again (RetryGenerateName, on since 1.30): at 5,000 runners of one
+    generateName, a collision is more likely than not, and a 409 lost one runner for good."""
+    body = widget("")
+    body["metadata"] = {"generateName": "w-"}
+    draws = iter(["bbbbb", "bbbbb", "bbbbb", "ccccc"])
+    kube.registry.generate_suffix = lambda: next(draws)
+    await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, body)
+
+    obj = await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, body)
+
+    assert obj["metadata"]["name"] == "w-ccccc"
+    assert next(draws, None) is None
+
+
+async def test_generated_names_all_taken_are_a_conflict(
+    kube: KubeEmulator, co: client.CustomObjectsApi, ns: str
+) -> None:
+    body = widget("")
+    body["metadata"] = {"generateName": "w-"}
+    kube.registry.generate_suffix = lambda: "bbbbb"
+    await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, body)
+    drawn = 0
+
+    def same() -> str:
+        nonlocal drawn
+        drawn += 1
+        return "bbbbb"
+
+    kube.registry.generate_suffix = same
+    with pytest.raises(client.ApiException) as exc:
+        await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, body)
+
+    assert exc.value.status == 409
+    assert drawn == GENERATE_NAME_ATTEMPTS
