@@ -308,7 +308,7 @@ async def test_status_change_bumps_generation_without_a_status_subresource(
 async def test_a_generated_name_already_taken_is_drawn_again(
     kube: KubeEmulator, co: client.CustomObjectsApi, ns: str
 ) -> None:
-    """kube-apiserver draws again (RetryGenerateName, on since 1.30): at 5,000 runners of one
+    """kube-apiserver draws again (RetryGenerateName, on since 1.31): at 5,000 runners of one
     generateName, a collision is more likely than not, and a 409 lost one runner for good."""
     body = widget("")
     body["metadata"] = {"generateName": "w-"}
