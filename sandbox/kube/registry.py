@@ -60,8 +60,8 @@ FIELD_VALIDATION: contextvars.ContextVar[tuple[str, list[str]]] = contextvars.Co
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 # kube-apiserver draws a generated name again when it is taken, up to this many draws in all
-# (RetryGenerateName, on by default since 1.31, GA in 1.32): with 27^5 suffixes, 5,000 objects of one
-# generateName collide more often than not, which would otherwise be a 409 on create.
+# (RetryGenerateName, on by default since 1.31, GA in 1.32): with 27^5 suffixes, 5,000 objects
+# of one generateName collide more often than not, which would otherwise be a 409 on create.
 GENERATE_NAME_ATTEMPTS = 8
 
 
