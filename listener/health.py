@@ -13,8 +13,7 @@ import time
 from collections.abc import Callable
 
 from aiohttp import web
-
-from shared.telemetry.metrics import PROMETHEUS_CONTENT_TYPE
+from prometheus_client import CONTENT_TYPE_LATEST
 
 
 class Progress:
@@ -76,7 +75,7 @@ def telemetry_app(
 
     async def metrics(_: web.Request) -> web.Response:
         response = web.Response(body=render_metrics())
-        response.headers["Content-Type"] = PROMETHEUS_CONTENT_TYPE
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 
     app = web.Application()

@@ -2,19 +2,41 @@
 
 A dashboard built for ARC's listener reads these unchanged. Which metrics exist and with which
 labels follows ARC's `metrics` config key; without it, ARC's default set.
+
+The series are kept here and rendered by prometheus_client, without OpenTelemetry's metrics SDK
+and its Prometheus exporter, which cost the listener about 1 MB (docs/listener.md#memory).
+prometheus_client's own Gauge, Counter and Histogram do not render what that exporter did (and
+what dashboards and alerts read): they add `_created` series, write a family before its first
+sample and a label-less one as 0 from the start, and format bounds of a million and more as
+`1e+06`. So the few lines of aggregation below keep the exporter's output: a family appears with
+its first sample, families and series in the order first recorded, labels sorted by name, bounds
+written as Python writes them, negative durations ignored with a warning.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import math
+import re
+from abc import ABC, abstractmethod
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from itertools import accumulate, pairwise
+from typing import Any, Generic, TypeVar
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
 
 from listener.config import MetricsConfig, MetricSpec
 from shared.actions.models import JobCompleted, JobMessageBase, JobStarted, Statistics
-from shared.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +114,137 @@ def parse_workflow_ref(ref: str) -> WorkflowRef:
     return WorkflowRef(name=name, target=target)
 
 
+Attributes = tuple[tuple[str, str], ...]
+"""One series: (label name as configured, value) pairs."""
+
+Point = TypeVar("Point")
+
+_NOT_IN_LABEL_NAME = re.compile(r"[^a-zA-Z0-9]+")
+
+
+def _label_name(key: str) -> str:
+    """A configured label name as the exporter wrote it: a leading digit, and each run of
+    characters other than letters and digits, replaced by "_"."""
+    if key[:1].isdigit():
+        key = "_" + key[1:]
+    return _NOT_IN_LABEL_NAME.sub("_", key)
+
+
+class _Instrument(ABC, Generic[Point]):
+    """One metric's series, each with its value, in the order first recorded."""
+
+    def __init__(self, name: str, description: str) -> None:
+        self.name = name
+        self.description = description
+        self.series: dict[Attributes, Point] = {}
+
+    @abstractmethod
+    def record(self, value: float, attributes: Attributes) -> None: ...
+
+    @abstractmethod
+    def family(self) -> Metric: ...
+
+    def label_rows(self) -> tuple[list[str], list[list[str]]]:
+        """The label names, sorted, and each series' values in that order."""
+        rows = [{_label_name(key): value for key, value in series} for series in self.series]
+        names = sorted({name for row in rows for name in row})
+        return names, [[row.get(name, "") for name in names] for row in rows]
+
+
+class _Gauge(_Instrument[float]):
+    def record(self, value: float, attributes: Attributes) -> None:
+        self.series[attributes] = value
+
+    def family(self) -> Metric:
+        names, rows = self.label_rows()
+        family = GaugeMetricFamily(self.name, self.description, labels=names)
+        for row, value in zip(rows, self.series.values(), strict=True):
+            family.add_metric(row, value)
+        return family
+
+
+class _Counter(_Instrument[float]):
+    def record(self, value: float, attributes: Attributes) -> None:
+        self.series[attributes] = self.series.get(attributes, 0) + value
+
+    def family(self) -> Metric:
+        names, rows = self.label_rows()
+        family = CounterMetricFamily(self.name, self.description, labels=names)
+        for row, value in zip(rows, self.series.values(), strict=True):
+            family.add_metric(row, value)
+        return family
+
+
+@dataclass(slots=True)
+class _Buckets:
+    counts: list[int]
+    """Per bucket, not cumulative; the last one is +Inf's."""
+    total: float = 0
+
+
+class _Histogram(_Instrument[_Buckets]):
+    """Buckets as the exporter's explicit-bucket histogram counted them. Bounds that are not
+    finite and increasing are refused here, when the listener starts; the exporter refused them
+    at the first value recorded."""
+
+    def __init__(self, name: str, description: str, bounds: Sequence[float]) -> None:
+        super().__init__(name, description)
+        self.bounds = list(bounds)
+        finite = all(math.isfinite(bound) for bound in self.bounds)
+        if not finite or any(low >= high for low, high in pairwise(self.bounds)):
+            raise ValueError(f"{name}: buckets must be finite and increasing, not {list(bounds)}")
+
+    def record(self, value: float, attributes: Attributes) -> None:
+        if value < 0:
+            # A job whose finish time is before its runner assign time (clock skew).
+            log.warning("%s: ignoring a negative duration (%s s)", self.name, value)
+            return
+        buckets = self.series.setdefault(attributes, _Buckets([0] * (len(self.bounds) + 1)))
+        # bisect_left: a value equal to a bound counts in that bound's bucket (le).
+        buckets.counts[bisect_left(self.bounds, value)] += 1
+        buckets.total += value
+
+    def family(self) -> Metric:
+        names, rows = self.label_rows()
+        family = HistogramMetricFamily(self.name, self.description, labels=names)
+        bounds = [*(f"{bound}" for bound in self.bounds), "+Inf"]
+        for row, buckets in zip(rows, self.series.values(), strict=True):
+            cumulative = list(zip(bounds, accumulate(buckets.counts), strict=True))
+            family.add_metric(row, cumulative, sum_value=buckets.total)
+        return family
+
+
+class Series(Collector):
+    """The instruments recorded so far, as a prometheus_client collector of its own registry:
+    several listeners in one process (or test) do not share series."""
+
+    def __init__(self) -> None:
+        self._recorded: dict[str, _Instrument[Any]] = {}
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
+
+    def record(self, instrument: _Instrument[Any], value: float, attributes: Attributes) -> None:
+        instrument.record(value, attributes)
+        if instrument.series:
+            self._recorded.setdefault(instrument.name, instrument)
+
+    def collect(self) -> Iterator[Metric]:
+        for instrument in self._recorded.values():
+            yield instrument.family()
+
+
 class _Selected:
     """One configured instrument and the label names it carries."""
 
-    def __init__(self, record: Callable[..., Any], labels: list[str]) -> None:
-        self._record = record
+    def __init__(self, series: Series, instrument: _Instrument[Any], labels: list[str]) -> None:
+        self._series = series
+        self._instrument = instrument
         self._labels = labels
 
     def __call__(self, value: float, values: Mapping[str, str]) -> None:
-        self._record(value, {name: values.get(name, "") for name in self._labels})
+        # A dict first, as the label set of a measurement is: a name listed twice counts once.
+        attributes = {name: values.get(name, "") for name in self._labels}
+        self._series.record(self._instrument, value, tuple(attributes.items()))
 
 
 class ListenerMetrics:
@@ -113,12 +257,7 @@ class ListenerMetrics:
         scale_set_labels: Mapping[str, str],
     ) -> None:
         config = config or DEFAULT_METRICS
-        buckets: dict[str, Sequence[float]] = {
-            name: spec.buckets or DEFAULT_BUCKETS
-            for name, spec in config.histograms.items()
-            if name in HISTOGRAMS
-        }
-        self.metrics = Metrics("gha-listener", histogram_buckets=buckets, scope_labels=False)
+        self.metrics = Series()
         self._scale_set_labels = dict(scale_set_labels)
         self._enterprise = scale_set_labels.get("enterprise", "")
         self._instruments: dict[str, _Selected] = {}
@@ -132,17 +271,19 @@ class ListenerMetrics:
                 if name not in known:
                     log.warning("metrics.%s: ignoring unknown metric %s", section, name)
                     continue
-                record = self._instrument(section, name, description=known[name])
-                self._instruments[name] = _Selected(record, spec.labels)
+                instrument = self._instrument(section, name, spec, description=known[name])
+                self._instruments[name] = _Selected(self.metrics, instrument, spec.labels)
 
-    def _instrument(self, section: str, name: str, *, description: str) -> Callable[..., Any]:
-        """The recording method of a new instrument of the section's kind."""
-        meter = self.metrics.meter
+    @staticmethod
+    def _instrument(
+        section: str, name: str, spec: MetricSpec, *, description: str
+    ) -> _Instrument[Any]:
+        """A new instrument of the section's kind."""
         if section == "gauges":
-            return meter.create_gauge(name, description=description).set
+            return _Gauge(name, description)
         if section == "counters":
-            return meter.create_counter(name, description=description).add
-        return meter.create_histogram(name, description=description).record
+            return _Counter(name, description)
+        return _Histogram(name, description, spec.buckets or DEFAULT_BUCKETS)
 
     def _emit(self, name: str, value: float, *, labels: Mapping[str, str]) -> None:
         instrument = self._instruments.get(name)
@@ -200,10 +341,10 @@ class ListenerMetrics:
             self._emit("gha_job_execution_duration_seconds", execution, labels=labels)
 
     def render(self) -> bytes:
-        return self.metrics.render()
+        return generate_latest(self.metrics.registry)
 
     def shutdown(self) -> None:
-        self.metrics.shutdown()
+        """Nothing to flush: the series live in this process until it exits."""
 
 
 def _whole_seconds(start: datetime | None, end: datetime | None) -> int | None:
