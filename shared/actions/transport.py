@@ -137,28 +137,26 @@ def _has_port(entry: str) -> bool:
     return bool(sep) and tail.isdigit() and (head.count(":") == 0 or head.endswith("]"))
 
 
-def ssl_context(root_ca_pem: str | bytes | None) -> ssl.SSLContext:
+def ssl_context(root_ca_pem: str | bytes | None) -> ssl.SSLContext | bool:
     """The system trust store, plus `root_ca_pem` (one or more PEM certificates) when given.
 
+    Without one, `True`: aiohttp's own context on the system trust store, which it builds when
+    imported; another copy of the store would cost about 0.8 MB (docs/listener.md#memory).
     A custom bundle may hold an intermediate rather than the root, so partial chains are accepted
     when one is configured.
     """
+    if not root_ca_pem:
+        return True
     context = ssl.create_default_context()
-    if root_ca_pem:
-        # Bytes would be read as DER: PEM is text either way.
-        pem = (
-            root_ca_pem.decode("ascii", "replace")
-            if isinstance(root_ca_pem, bytes)
-            else root_ca_pem
-        )
-        try:
-            context.load_verify_locations(cadata=pem)
-        except (ssl.SSLError, ValueError) as exc:
-            raise InvalidArgument(
-                "the server root CA is not a valid PEM certificate bundle "
-                f"({exc.__class__.__name__})"
-            ) from exc
-        context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    # Bytes would be read as DER: PEM is text either way.
+    pem = root_ca_pem.decode("ascii", "replace") if isinstance(root_ca_pem, bytes) else root_ca_pem
+    try:
+        context.load_verify_locations(cadata=pem)
+    except (ssl.SSLError, ValueError) as exc:
+        raise InvalidArgument(
+            f"the server root CA is not a valid PEM certificate bundle ({exc.__class__.__name__})"
+        ) from exc
+    context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
     return context
 
 
@@ -250,7 +248,7 @@ class Transport:
         *,
         retry: RetryPolicy,
         proxy: ProxySettings,
-        ssl_ctx: ssl.SSLContext,
+        ssl_ctx: ssl.SSLContext | bool,
         user_agent: str,
         request_timeout: float,
         clock: Callable[[], float] = time.time,
