@@ -1,28 +1,83 @@
-"""The listener process does not import what it does not use: kubernetes-asyncio, whose package
-brings every API model (about 40 MB), PyJWT and cryptography, which only a GitHub App needs
-(about 9 MB), and the OTLP exporter, which only exporting traces needs (about 4 MB)
-(docs/listener.md#memory). Counted in a fresh interpreter, so a regression shows without
-measuring memory."""
+"""The listener process does not import what it does not use (docs/listener.md#memory):
+kubernetes-asyncio, whose package brings every API model (about 40 MB); PyJWT and cryptography,
+which only a GitHub App needs (about 9 MB); the OTLP exporter (about 4 MB) and OpenTelemetry's
+tracing SDK (about 1 MB), which only exporting traces needs; OpenTelemetry's metrics SDK and its
+Prometheus exporter (about 1 MB), which the gha_* series no longer go through; croniter and
+dateutil (about 0.8 MB), which only a schedule needs. Counted in a fresh interpreter, so a
+regression shows without measuring memory."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
-HEAVY = ("kubernetes_asyncio", "jwt", "cryptography", "opentelemetry.exporter.otlp")
+HEAVY = (
+    "kubernetes_asyncio",
+    "jwt",
+    "cryptography",
+    "opentelemetry.exporter",
+    "opentelemetry.sdk",
+    "croniter",
+    "dateutil",
+)
+
+
+def last_line(code: str) -> str:
+    """The last line `code` prints, run in a fresh interpreter without OTEL_* variables."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env
+    ).stdout
+    return out.splitlines()[-1]
 
 
 def modules_after(code: str) -> list[str]:
-    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run(
-        [sys.executable, "-c", probe], check=True, capture_output=True, text=True
-    ).stdout
-    loaded: list[str] = json.loads(out.splitlines()[-1])
+    loaded: list[str] = json.loads(
+        last_line(f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))")
+    )
     return loaded
 
 
-def test_importing_the_listener_loads_no_kubernetes_client_library() -> None:
+def test_importing_the_listener_loads_none_of_the_heavy_modules() -> None:
     loaded = modules_after("import listener.__main__, listener.app")
     assert "listener.service" in loaded
     assert [name for name in loaded if name.startswith(HEAVY)] == []
+
+
+def test_tracing_and_metrics_without_an_otlp_endpoint_load_no_opentelemetry_sdk() -> None:
+    """Before: the tracer provider was the SDK's whatever the configuration, and the gha_*
+    series went through the SDK's meter and its Prometheus exporter."""
+    loaded = modules_after(
+        "from listener.metrics import ListenerMetrics\n"
+        "from shared.telemetry.tracing import configure_tracing\n"
+        "tracing = configure_tracing('gha-listener')\n"
+        "with tracing.get_tracer('gha-listener').start_as_current_span('message batch'):\n"
+        "    pass\n"
+        "tracing.shutdown()\n"
+        "metrics = ListenerMetrics(None, scale_set_labels={'name': 'set'})\n"
+        "metrics.record_desired(1)\n"
+        "assert b'gha_desired_runners{' in metrics.render()\n"
+    )
+    assert [name for name in loaded if name.startswith("opentelemetry.sdk")] == []
+
+
+def test_the_actions_client_without_a_root_ca_builds_no_trust_store_of_its_own() -> None:
+    """Each trust store built costs about 0.8 MB; aiohttp has built one on the system's roots
+    when imported. Before: every Actions client built another."""
+    built = last_line(
+        "import ssl\n"
+        "from shared.actions.client import ActionsClient\n"
+        "from shared.actions.credentials import PersonalAccessToken\n"
+        "built = []\n"
+        "default_context = ssl.create_default_context\n"
+        "def counted(*args, **kwargs):\n"
+        "    built.append(args or kwargs)\n"
+        "    return default_context(*args, **kwargs)\n"
+        "ssl.create_default_context = counted\n"
+        "ActionsClient(config_url='https://github.com/octo-org', "
+        "credentials=PersonalAccessToken('ghp_' + 36 * 'x'))\n"
+        "print(len(built))\n"
+    )
+    assert built == "0"
