@@ -24,13 +24,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from aiohttp import web
 from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
 
 from listener.config import ConfigError, ListenerSettings, load_all_settings
-from listener.health import Progress, bound_port, start_server, telemetry_app
+from listener.health import Progress, TelemetryServer
 from listener.kube import MissingPermissions, RunnerSetClient
 from listener.metrics import ListenerMetrics
 from listener.retry import Backoff, Stopping, retry_transient, sleep_unless_stopped
@@ -199,20 +198,19 @@ async def _telemetry_server(
     progress: Progress,
     render: Callable[[], bytes],
     on_listening: Callable[[int], None] | None,
-) -> web.AppRunner | None:
+) -> TelemetryServer | None:
     """The /healthz, /readyz and metrics server, or None when `metrics_addr` disables it."""
     if settings.metrics_listen is None:
         return None
     host, port = settings.metrics_listen
-    app = telemetry_app(
+    server = TelemetryServer(
         progress=progress, render_metrics=render, metrics_path=settings.metrics_endpoint
     )
     try:
-        server = await start_server(app, host=host, port=port)
+        bound = await server.start(host=host, port=port)
     except OSError as exc:
         log.error("cannot listen on metrics_addr %s: %s", settings.metrics_addr, exc)
         raise _Unusable from None
-    bound = bound_port(server)
     log.info("serving /healthz, /readyz and %s on port %d", settings.metrics_endpoint, bound)
     if on_listening is not None:
         on_listening(bound)
@@ -263,7 +261,7 @@ async def serve(
     finally:
         await kube_api.close()
         if server is not None:
-            await server.cleanup()
+            await server.close()
         metrics.shutdown()
         # The OTLP exporter flushes synchronously; keep the loop free while it does.
         await asyncio.to_thread(tracing.shutdown)
@@ -424,7 +422,7 @@ async def serve_many(
     finally:
         await kube_api.close()
         if server is not None:
-            await server.cleanup()
+            await server.close()
         for set_metrics in metrics.values():
             set_metrics.shutdown()
         await asyncio.to_thread(tracing.shutdown)

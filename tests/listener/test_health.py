@@ -5,7 +5,7 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from listener.health import Progress, bound_port, start_server, telemetry_app
+from listener.health import Progress, TelemetryServer
 
 
 class Clock:
@@ -46,9 +46,10 @@ def test_a_failure_keeps_the_listener_unready_whatever_the_polls_say() -> None:
 async def test_server_answers_probes_and_metrics() -> None:
     clock = Clock()
     progress = Progress(poll_timeout=60, clock=clock)
-    app = telemetry_app(progress=progress, render_metrics=lambda: b"gha_x 1\n", metrics_path="/m")
-    runner = await start_server(app, host="127.0.0.1", port=0)
-    base = f"http://127.0.0.1:{bound_port(runner)}"
+    server = TelemetryServer(
+        progress=progress, render_metrics=lambda: b"gha_x 1\n", metrics_path="/m"
+    )
+    base = f"http://127.0.0.1:{await server.start(host='127.0.0.1', port=0)}"
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
             statuses = {}
@@ -58,9 +59,32 @@ async def test_server_answers_probes_and_metrics() -> None:
             progress.session_opened()
             async with http.get(base + "/readyz") as response:
                 ready = response.status
+            async with http.get(base + "/metrics") as response:
+                unknown = response.status
+            async with http.post(base + "/healthz") as response:
+                posted = (response.status, response.headers.get("Allow"))
+            async with http.head(base + "/m") as response:
+                head = (response.status, response.headers["Content-Type"], await response.read())
     finally:
-        await runner.cleanup()
+        await server.close()
     assert statuses["/healthz"] == (200, "ok\n")
     assert statuses["/readyz"] == (503, "not ready: no message session\n")
     assert statuses["/m"] == (200, "gha_x 1\n")
     assert ready == 200
+    assert unknown == 404
+    assert posted == (405, "GET,HEAD")
+    assert head == (200, "text/plain; version=1.0.0; charset=utf-8", b"")
+
+
+async def test_closing_the_server_frees_its_port_with_a_connection_still_open() -> None:
+    server = TelemetryServer(
+        progress=Progress(poll_timeout=60), render_metrics=bytes, metrics_path="/m"
+    )
+    port = await server.start(host="127.0.0.1", port=0)
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{port}/healthz") as response:
+            assert response.status == 200
+        await server.close()
+        with pytest.raises(aiohttp.ClientConnectionError):
+            async with http.get(f"http://127.0.0.1:{port}/healthz"):
+                pass
