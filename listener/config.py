@@ -2,8 +2,9 @@
 The model itself (the keys and their validation) is `shared.listenerconfig.ListenerSettings`.
 
 ARC's controller writes a JSON file (snake_case keys) and points `LISTENER_CONFIG_PATH` at it;
-every key can also come from a `LISTENER_<KEY>` variable, which wins over the file, so a
-`docker run` user can keep a secret out of the file; the two secrets can also be read from a file
+every key can also come from a `LISTENER_<KEY>` variable (the name in any case; objects and
+lists as JSON), which wins over the file, so a `docker run` user can keep a secret out of the
+file; the two secrets can also be read from a file
 named by `LISTENER_<KEY>_FILE`, so they do not show in the container's environment either. Keys
 after `metrics` are this project's additions; ARC's controller never writes them and their
 defaults keep ARC's behaviour or better.
@@ -16,12 +17,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_origin
 
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from shared.listenerconfig import (
-    ENV_PREFIX,
     MAX_INT32,
     ListenerSettings,
     LogLevel,
@@ -41,12 +41,14 @@ __all__ = [
     "MetricSpec",
     "MetricsConfig",
     "describe",
+    "environment_values",
     "load_all_settings",
     "load_settings",
     "read_config_file",
     "read_secret_files",
 ]
 
+ENV_PREFIX = "LISTENER_"
 CONFIG_PATH_VARIABLE = "LISTENER_CONFIG_PATH"
 # The secrets a `LISTENER_<KEY>_FILE` variable may name a file for (Docker's `_FILE` convention).
 SECRET_FILE_KEYS = ("github_token", "github_app_private_key")
@@ -70,6 +72,39 @@ def read_config_file(path: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a JSON object")
     return {key: value for key, value in data.items() if value is not None}
+
+
+_SCALARS = (str, int, float, bool, SecretStr)
+STRUCTURED_KEYS = frozenset(
+    name
+    for name, field in ListenerSettings.model_fields.items()
+    if field.annotation not in _SCALARS and get_origin(field.annotation) is not Literal
+)
+"""Keys whose `LISTENER_<KEY>` value is JSON (objects and lists); the others' is the text."""
+
+
+def environment_values(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The `LISTENER_<KEY>` overrides in `environ`, the variable's name in any case (as
+    pydantic-settings, which read them before, matched it), or ConfigError for a structured key
+    whose value is not JSON. The model validates the values, as it validates the file's."""
+    by_name = {name.upper(): value for name, value in environ.items()}
+    values: dict[str, Any] = {}
+    for key in ListenerSettings.model_fields:
+        variable = f"{ENV_PREFIX}{key.upper()}"
+        if variable not in by_name:
+            continue
+        value = by_name[variable]
+        if key not in STRUCTURED_KEYS:
+            values[key] = value
+            continue
+        try:
+            values[key] = json.loads(value)
+        except json.JSONDecodeError as exc:
+            # The position only: the decoder's message could quote a secret.
+            raise ConfigError(
+                f"{variable} is not valid JSON (line {exc.lineno}, column {exc.colno})"
+            ) from None
+    return values
 
 
 @dataclass(frozen=True)
@@ -109,10 +144,10 @@ def load_settings() -> LoadedConfig:
 
 
 def _load(file_values: dict[str, Any], *, source: str = "") -> LoadedConfig:
-    # A secret file stands for its variable, so it wins over the config file too.
-    init_values = {**file_values, **read_secret_files(os.environ)}
+    # The environment wins over the file; a secret file stands for its variable.
+    values = {**file_values, **environment_values(os.environ), **read_secret_files(os.environ)}
     try:
-        settings = ListenerSettings(**init_values)
+        settings = ListenerSettings(**values)
     except ValidationError as exc:
         prefix = f"{source}: " if source else ""
         raise ConfigError(prefix + describe(exc)) from None

@@ -13,15 +13,13 @@ import ipaddress
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from shared.actions.config import GitHubConfig, parse_config_url
 from shared.actions.errors import InvalidArgument
 from shared.actions.transport import ssl_context
 from shared.policy import ScalingPolicy
 
-ENV_PREFIX = "LISTENER_"
 MAX_INT32 = 2**31 - 1
 # Go's listen address forms: ":port", "host:port", "[ipv6]:port".
 _ADDRESS = re.compile(r"(?:\[(?P<ipv6>[^\]]+)\]|(?P<host>[^:\[\]]*)):(?P<port>[0-9]{1,5})")
@@ -43,8 +41,12 @@ class MetricsConfig(BaseModel):
     histograms: dict[str, MetricSpec] = Field(default_factory=dict)
 
 
-class ListenerSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+class ListenerSettings(BaseModel):
+    """One scale set's settings. The model reads no environment: the listener merges its
+    `LISTENER_*` overrides into the values (listener/config.py), and the controller validates
+    the configs it writes with nothing of its own environment in them."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, validate_default=True)
 
     configure_url: str = Field("", description="GitHub URL of the enterprise, org or repository")
     github_token: SecretStr = Field(SecretStr(""), description="PAT; or the three App keys")
@@ -131,18 +133,6 @@ class ListenerSettings(BaseSettings):
     standby_retry_period_seconds: float = Field(
         2.0, gt=0, description="interval of renewals and of the standby's attempts"
     )
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The constructor receives the config file's values, which the environment overrides.
-        return (env_settings, init_settings)
 
     @field_validator("configure_url")
     @classmethod

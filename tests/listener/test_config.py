@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from listener.config import MAX_INT32, ConfigError, load_settings
+from listener.config import MAX_INT32, ConfigError, ListenerSettings, load_settings
 
 ARC_FIXTURES = Path(__file__).parent / "fixtures" / "arc"
 
@@ -80,6 +80,50 @@ def test_environment_overrides_the_file(write_config: Any, monkeypatch: pytest.M
     settings = load_settings().settings
     assert settings.min_runners == 3
     assert settings.github_token.get_secret_value() == TOKEN
+
+
+def test_objects_and_lists_come_from_the_environment_as_json_in_any_case(
+    write_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pydantic-settings read these variables before (docs/listener.md#memory says why no more):
+    the name in any case, objects and lists as JSON, as it did."""
+    write_config(runner_scale_set_labels=["from-file"])
+    monkeypatch.setenv("LISTENER_RUNNER_SCALE_SET_LABELS", '["gpu", "linux"]')
+    monkeypatch.setenv("listener_scaling_policy", '{"minIdle": 2}')
+    monkeypatch.setenv("Listener_Max_Runners", "9")
+    settings = load_settings().settings
+    assert settings.runner_scale_set_labels == ["gpu", "linux"]
+    assert settings.scaling_policy is not None
+    assert settings.scaling_policy.min_idle == 2
+    assert settings.max_runners == 9
+
+
+def test_an_environment_value_that_is_not_json_is_named_without_its_text(
+    write_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_config()
+    monkeypatch.setenv("LISTENER_METRICS", "{'counters': 'ghp_secretish'}")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value) == "LISTENER_METRICS is not valid JSON (line 1, column 2)"
+
+
+def test_an_environment_value_is_validated_like_the_files(
+    write_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_config()
+    monkeypatch.setenv("LISTENER_MIN_RUNNERS", "-1")
+    with pytest.raises(ConfigError, match=r"^min_runners: Input should be greater than or equal"):
+        load_settings()
+
+
+def test_the_model_alone_reads_no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller validates each listener config it writes with this model: a LISTENER_*
+    variable of its own environment must not change the verdict. Before, the model was a
+    pydantic-settings BaseSettings and read them."""
+    monkeypatch.setenv("LISTENER_MIN_RUNNERS", "5")
+    config = {key: value for key, value in ARC_CONFIG.items() if value is not None}
+    assert ListenerSettings(**config).min_runners == 1
 
 
 def test_unknown_file_keys_are_reported(write_config: Any) -> None:
