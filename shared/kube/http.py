@@ -34,7 +34,6 @@ from typing import Any, Self
 from urllib.parse import urlsplit
 
 import aiohttp
-import yaml
 
 from shared.telemetry.logs import mask
 
@@ -158,6 +157,10 @@ def from_kubeconfig(path: str, *, context: str | None = None) -> Connection:
     """The connection a kubeconfig file describes, or NeedsClientLibrary."""
     if os.pathsep in path:
         raise NeedsClientLibrary("KUBECONFIG names several files, which are merged")
+    # Imported here: a pod has no kubeconfig, and PyYAML is 0.9 MB of a listener's memory
+    # (docs/listener.md#memory).
+    import yaml
+
     file = Path(path)
     loaded = yaml.safe_load(file.read_text())
     if not isinstance(loaded, Mapping):
