@@ -96,6 +96,7 @@ def install_reconcilers(manager: Manager) -> RunnerDeps:
         manager,
         clients=deps.clients,
         events=deps.events,
+        expectations=deps.expectations,
         settings=AutoscalingSettings(
             controller_namespace=in_cluster.controller_namespace,
             listener_image=in_cluster.listener_image,

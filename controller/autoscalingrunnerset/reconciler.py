@@ -49,6 +49,7 @@ from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, json_digest
 from controller.runtime import (
     Controller,
     EventRecorder,
+    Expectations,
     LazyObject,
     Manager,
     Owns,
@@ -128,6 +129,7 @@ class AutoscalingRunnerSetReconciler:
         clients: ActionsClients,
         events: EventRecorder,
         settings: AutoscalingSettings,
+        expectations: Expectations,
     ) -> None:
         self._sets = sets
         self._runner_sets = runner_sets
@@ -136,12 +138,17 @@ class AutoscalingRunnerSetReconciler:
         self._clients = clients
         self._events = events
         self._settings = settings
+        # Status values this process wrote and the cache does not show yet: a pass that reads
+        # the older set does not write them again.
+        self._expected = expectations
         self._conditions: dict[tuple[str, str], tuple[str, str, str]] = {}
 
     async def reconcile(self, request: Request) -> Result:
         cached = self._sets.get(request.namespace, request.name)
         if cached is None:
+            self._expected.forget(AUTOSCALING_RUNNER_SET, request)
             return Result()
+        self._expected.track(AUTOSCALING_RUNNER_SET, request, str(metadata_of(cached)["uid"]))
         ars = LazyObject(cached, kind=AUTOSCALING_RUNNER_SET)
         if is_deleting(cached):
             return await self._finalize(ars)
@@ -456,9 +463,16 @@ class AutoscalingRunnerSetReconciler:
         }
         if phase == PHASE_RUNNING:
             self._condition(ars, CONDITION_RUNNERS, "True", "UpToDate", "")
-        if drifted(status_of(ars.object), desired):
+        current = status_of(ars.object)
+        uid = str(metadata_of(ars.object)["uid"])
+        counts_changed = drifted(current, desired) and not self._expected.status_redundant(
+            uid, current=current, desired=desired
+        )
+        if counts_changed:
             ars.mutate().setdefault("status", {}).update(desired)
         await ars.write(self._objects)
+        if counts_changed:
+            self._expected.wrote_status(uid, current=current, desired=desired)
 
     def _condition(
         self, ars: LazyObject, kind: str, status: str, reason: str, message: str
@@ -566,6 +580,7 @@ def setup(
     clients: ActionsClients,
     events: EventRecorder,
     settings: AutoscalingSettings,
+    expectations: Expectations,
 ) -> AutoscalingRunnerSetReconciler:
     """Add the AutoscalingRunnerSet controller to `manager`: sets, the runner sets they own, and
     their listeners (mapped back by spec: no owner reference crosses namespaces)."""
@@ -577,6 +592,7 @@ def setup(
         clients=clients,
         events=events,
         settings=settings,
+        expectations=expectations,
     )
     manager.add(
         Controller(

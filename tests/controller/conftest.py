@@ -436,6 +436,7 @@ async def open_rig(
                 manager,
                 clients=deps.clients,
                 events=deps.events,
+                expectations=deps.expectations,
                 settings=AutoscalingSettings(
                     controller_namespace=system, listener_image=LISTENER_IMAGE
                 ),
