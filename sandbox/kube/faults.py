@@ -9,8 +9,10 @@ resume when it ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -117,6 +119,21 @@ class Faults:
         """Close every open watch connection abruptly, without an ERROR event."""
         for hook in self.on_drop_watches:
             hook()
+
+    @contextlib.contextmanager
+    def frozen_caches(self, resource: str) -> Iterator[None]:
+        """While inside, every informer of `resource` keeps what it has: open watches are cut
+        and each list and watch of it answered 500, so a controller's cache lags the writes
+        that go through meanwhile (its own included) until the block ends."""
+        rules = [
+            self.inject(verb=verb, resource=resource, status=500) for verb in ("watch", "list")
+        ]
+        self.drop_watches()
+        try:
+            yield
+        finally:
+            for rule in rules:
+                self.remove(rule)
 
     def force_gone(self) -> None:
         """Compact history: open watches get ERROR 410, older RVs and continue tokens 410."""

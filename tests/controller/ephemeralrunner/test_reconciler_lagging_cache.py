@@ -48,12 +48,7 @@ async def test_pending_decided_on_a_lagging_cache_does_not_overwrite_running(rig
     await rig.set_status(name, phase=None)
     await rig.settle()
 
-    faults = [
-        rig.kube.faults.inject(verb=verb, resource="ephemeralrunners", status=500)
-        for verb in ("watch", "list")
-    ]
-    rig.kube.faults.drop_watches()
-    try:
+    with rig.kube.faults.frozen_caches("ephemeralrunners"):
         await rig.job_started(runner)
         await rig.pod_status(name, RUNNING_READY)
 
@@ -65,9 +60,6 @@ async def test_pending_decided_on_a_lagging_cache_does_not_overwrite_running(rig
         assert written["status"]["phase"] == "Running"
         assert written["status"]["jobId"] == "job-1"
         assert refused_status_writes(rig) == 1
-    finally:
-        for fault in faults:
-            rig.kube.faults.remove(fault)
     await rig.settle()
     final = await rig.runner(name)
     assert final is not None

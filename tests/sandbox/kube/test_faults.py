@@ -17,6 +17,7 @@ from tests.sandbox.kube.conftest import (
     WIDGETS,
     status_of,
     wait_for,
+    widget,
     widget_events,
 )
 
@@ -258,3 +259,25 @@ async def test_admin_endpoint_refuses_bad_bodies(kube: KubeEmulator, body: bytes
         status = await resp.json()
     assert (resp.status, status["reason"]) == (400, "BadRequest")
     assert kube.faults.rules == []
+
+
+async def test_frozen_caches_cut_the_watch_and_refuse_list_and_watch_until_the_block_ends(
+    kube: KubeEmulator, co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    baseline = len(kube.store.subscriptions)
+    watching = asyncio.create_task(widget_events(co, ns, count=1))
+    await wait_for(lambda: len(kube.store.subscriptions) > baseline)
+    with kube.faults.frozen_caches(WIDGETS):
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await watching
+        for call in (
+            co.list_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS),
+            widget_events(co, ns, count=1),
+        ):
+            with pytest.raises(client.ApiException) as exc:
+                await call
+            assert exc.value.status == 500
+        await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, widget("w"))
+        await core.list_namespaced_pod(ns)
+    listed = await co.list_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS)
+    assert [w["metadata"]["name"] for w in listed["items"]] == ["w"]
