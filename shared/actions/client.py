@@ -60,6 +60,8 @@ from shared.actions.urls import (
 log = logging.getLogger("shared.actions")
 
 ADMIN_TOKEN_MARGIN = 60.0
+RECENT_TOKENS = 2
+"""Tokens kept out of errors and logs per kind: the one in use and the one it replaced."""
 """Seconds before its `exp` at which the admin token is renewed ahead of a request."""
 NIL_SESSION_ID = "00000000-0000-0000-0000-000000000000"
 
@@ -122,11 +124,12 @@ class ActionsClient:
         self._admin_token = ""
         self._admin_expiry: float | None = None
         self._token_lock = asyncio.Lock()
-        self._secrets: set[str] = set(self.transport.proxy.passwords)
-        if isinstance(credentials, GitHubApp):
-            self._secrets.add(credentials.private_key)
-        else:
-            self._secrets.add(credentials.token)
+        credential = (
+            credentials.private_key if isinstance(credentials, GitHubApp) else credentials.token
+        )
+        self._standing = frozenset({*self.transport.proxy.passwords, credential})
+        self._tokens: dict[str, tuple[str, ...]] = {}
+        self._scrubbed: frozenset[str] | None = None
 
     async def __aenter__(self) -> Self:
         return self
@@ -162,14 +165,26 @@ class ActionsClient:
         """Epoch seconds at which the admin token expires (None: never fetched, or no `exp`)."""
         return self._admin_expiry
 
-    def remember_secret(self, secret: str) -> None:
-        """Keep `secret` out of every error message and log line this client writes."""
-        if secret:
-            self._secrets.add(secret)
+    def remember_token(self, kind: str, token: str) -> None:
+        """Keep `token` out of every error message and log line this client writes, with the
+        one of its `kind` it replaces (a request sent with that one may still be answered).
+        Older ones are dropped: a client renews its tokens for as long as it lives."""
+        kept = self._tokens.get(kind, ())
+        if token and token not in kept:
+            self._tokens[kind] = (*kept, token)[-RECENT_TOKENS:]
+            self._scrubbed = None
+
+    def _forget_tokens(self, kind: str) -> None:
+        if self._tokens.pop(kind, None) is not None:
+            self._scrubbed = None
 
     @property
     def secrets(self) -> frozenset[str]:
-        return frozenset(self._secrets)
+        """The credentials and the tokens in use, one set shared by every request until a
+        token changes."""
+        if self._scrubbed is None:
+            self._scrubbed = self._standing.union(*self._tokens.values())
+        return self._scrubbed
 
     # --- token chain -----------------------------------------------------------------------
 
@@ -211,28 +226,30 @@ class ActionsClient:
             raise self.error_for(response, by_status=_AUTH_FAILURES)
         return response
 
-    def _field(self, response: Response, name: str, *, secret: bool = True) -> str:
+    def _field(self, response: Response, name: str, *, token: str = "") -> str:
+        """The string field `name` of the body; with `token`, remembered as that kind of
+        token."""
         payload = response.json()
         value = payload.get(name) if isinstance(payload, dict) else None
         if not isinstance(value, str) or not value:
             raise UnexpectedResponse(
                 f"{response.method} {response.url} answered {response.status} without {name!r}"
             )
-        if secret:
-            self.remember_secret(value)
+        if token:
+            self.remember_token(token, value)
         return value
 
     async def _refresh_admin_token(self) -> None:
         credentials = self._credentials
         if isinstance(credentials, GitHubApp):
             app_jwt = credentials.jwt(now=self._clock())
-            self.remember_secret(app_jwt)
+            self.remember_token("app jwt", app_jwt)
             response = await self._rest(
                 f"/app/installations/{credentials.installation_id}/access_tokens",
                 authorization=f"Bearer {app_jwt}",
                 content_type="application/vnd.github+json",
             )
-            github_token = self._field(response, "token")
+            github_token = self._field(response, "token", token="installation")
         else:
             github_token = credentials.token
         response = await self._rest(
@@ -240,7 +257,7 @@ class ActionsClient:
             authorization=f"Bearer {github_token}",
             content_type="application/vnd.github.v3+json",
         )
-        registration_token = self._field(response, "token")
+        registration_token = self._field(response, "token", token="registration")
         body = json.dumps({"url": self.config.url, "runner_event": "register"}) + "\n"
         # A freshly minted registration token may not be accepted at once: retry 401/403 too.
         response = await self._rest(
@@ -250,8 +267,8 @@ class ActionsClient:
             body=body.encode(),
             also_retry=(401, 403),
         )
-        service_url = self._field(response, "url", secret=False)
-        admin_token = self._field(response, "token")
+        service_url = self._field(response, "url")
+        admin_token = self._field(response, "token", token="admin")
         expiry = token_expiry(admin_token)
         if expiry is None:
             log.warning("the admin token has no exp claim; it will be renewed before every call")
@@ -481,7 +498,8 @@ class ActionsClient:
                 f"{response.method} {response.url} answered {response.status} without "
                 "encodedJITConfig"
             )
-        self.remember_secret(config.encoded_jit_config.get_secret_value())
+        # Not remembered: this client never sends a runner's JIT config, and one remembered per
+        # runner for the client's life grew without bound and was copied into every request.
         return config
 
     # --- runners ---------------------------------------------------------------------------
@@ -528,11 +546,14 @@ class ActionsClient:
         return self._session(response)
 
     async def delete_session(self, scale_set_id: int, session_id: str) -> None:
-        await self.service_request(
-            "DELETE",
-            f"{SCALE_SETS}/{scale_set_id}/sessions/{session_id}",
-            by_status={404: SessionNotFound},
-        )
+        try:
+            await self.service_request(
+                "DELETE",
+                f"{SCALE_SETS}/{scale_set_id}/sessions/{session_id}",
+                by_status={404: SessionNotFound},
+            )
+        finally:
+            self._forget_tokens(_session_tokens(session_id))
 
     def _session(self, response: Response) -> RunnerScaleSetSession:
         session = self._required(response, RunnerScaleSetSession)
@@ -541,13 +562,22 @@ class ActionsClient:
                 f"{response.method} {response.url} answered {response.status} with a session "
                 "lacking sessionId or messageQueueUrl"
             )
-        self.remember_secret(session.message_queue_access_token.get_secret_value())
+        self.remember_token(
+            _session_tokens(session.session_id),
+            session.message_queue_access_token.get_secret_value(),
+        )
         return session
 
     async def open_message_session(self, scale_set_id: int, *, owner: str) -> MessageSession:
         """Create a session and return its message client (close it to delete the session)."""
         session = await self.create_session(scale_set_id, owner=owner)
         return MessageSession(self, scale_set_id=scale_set_id, session=session)
+
+
+def _session_tokens(session_id: str) -> str:
+    """The kind of token of one message session: each session's are kept until it is
+    deleted."""
+    return f"message queue {session_id}"
 
 
 def _activity(response: Response) -> str:

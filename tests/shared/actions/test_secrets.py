@@ -92,3 +92,33 @@ async def test_error_keeps_url_readable(actions: ActionsEmulator, client: Action
     with pytest.raises(ActionsError) as caught:
         await client.get_runner_scale_set_by_id(999)
     assert f"GET {actions.url}/tenant/123/_apis/runtime/runnerscalesets/999?" in str(caught.value)
+
+
+async def test_what_a_client_keeps_to_scrub_stays_bounded_for_its_life(
+    actions: ActionsEmulator, client: ActionsClient
+) -> None:
+    """A controller's client lives as long as the process: it keeps its credentials and the
+    tokens in use (with the one each replaced), not every token and JIT config it ever saw."""
+    made = await client.create_runner_scale_set(RunnerScaleSet(name="arc", runner_group_id=1))
+    for i in range(20):
+        await client.generate_jit_runner_config(made.id, name=f"runner-{i}")
+    after_runners = client.secrets
+    assert client.secrets is after_runners, "one set shared by every request"
+    for _ in range(4):
+        actions.faults.expire_tokens("admin")
+        await client.get_runner_by_name("runner-0")
+    # The emulator's issued tokens, oldest first (dicts keep insertion order).
+    admin_tokens = [t for t, issued in actions.credentials.tokens.items() if issued.kind == "admin"]
+    assert len(admin_tokens) == 5
+    assert admin_tokens[-1] in client.secrets
+    assert admin_tokens[-2] in client.secrets, "a request sent with it may still be answered"
+    assert not any(token in client.secrets for token in admin_tokens[:-2])
+    # The PAT, and the registration and admin tokens each with the one it replaced.
+    assert len(after_runners) == 3
+    assert len(client.secrets) == 5
+
+    session = await client.open_message_session(made.id, owner="x")
+    token = session.session.message_queue_access_token.get_secret_value()
+    assert token in client.secrets
+    await session.close()
+    assert token not in client.secrets
