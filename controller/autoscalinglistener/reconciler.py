@@ -503,7 +503,8 @@ def setup(
     reconciler = AutoscalingListenerReconciler(
         listeners=manager.cache(AUTOSCALING_LISTENER),
         sets=manager.cache(AUTOSCALING_RUNNER_SET),
-        pods=manager.cache(POD),
+        # Its pods' metadata (the integrity hash) and status: their spec is never read back.
+        pods=manager.cache(POD, reads=("status",)),
         objects=manager.objects,
         events=events,
         settings=settings,

@@ -561,7 +561,8 @@ def setup(manager: Manager, deps: RunnerDeps) -> EphemeralRunnerReconciler:
     """Add the EphemeralRunner controller to `manager`: runners, and the Pods they own."""
     reconciler = EphemeralRunnerReconciler(
         runners=manager.cache(EPHEMERAL_RUNNER),
-        pods=manager.cache(POD),
+        # Its pods' metadata and status: their spec is this reconciler's own, never read back.
+        pods=manager.cache(POD, reads=("status",)),
         objects=manager.objects,
         deps=deps,
         metrics=RunnerMetrics(manager.metrics.metrics.meter),

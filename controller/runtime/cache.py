@@ -22,7 +22,7 @@ import asyncio
 import builtins
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -49,6 +49,7 @@ def controller_owner_uid(obj: JSONDict) -> str | None:
 
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+ALWAYS_KEPT = frozenset({"apiVersion", "kind", "metadata"})
 
 
 def strip(obj: JSONDict) -> JSONDict:
@@ -61,6 +62,13 @@ def strip(obj: JSONDict) -> JSONDict:
         annotations = meta.get("annotations")
         if isinstance(annotations, dict):
             annotations.pop(LAST_APPLIED, None)
+    return obj
+
+
+def keep_only(obj: JSONDict, kept: Collection[str]) -> JSONDict:
+    """`obj` with only its `kept` top-level fields, in place."""
+    for field in [f for f in obj if f not in kept]:
+        del obj[field]
     return obj
 
 
@@ -186,6 +194,28 @@ class Informer:
         # watch that broke mid-stream.
         self._seen: dict[str | None, str] = {}
         self.synced = asyncio.Event()
+        # The top-level fields the store's readers declared, beside the metadata; None: whole
+        # objects (a reader that declared nothing).
+        self._reads: set[str] | None = set()
+        self._narrowed = False
+
+    def reads(self, fields: Collection[str] | None) -> None:
+        """Declare what one reader of the store reads, before `run`: top-level fields beside
+        `metadata` (e.g. `("status",)`), or None for whole objects. The store keeps the union of
+        what its readers declared, and whole objects once one declared None. The event handlers
+        see what the store keeps."""
+        if fields is None:
+            self._reads = None
+        elif self._reads is not None:
+            self._reads.update(fields)
+            self._narrowed = True
+
+    @property
+    def kept(self) -> frozenset[str] | None:
+        """The top-level fields the store keeps; None for whole objects."""
+        if self._reads is None or not self._narrowed:
+            return None
+        return frozenset({*self._reads, *ALWAYS_KEPT})
 
     def add_handler(self, handler: EventHandler) -> None:
         """Receive every change from now on, and an add for each object already stored."""
@@ -211,6 +241,9 @@ class Informer:
 
     def _stamp(self, obj: JSONDict) -> JSONDict:
         strip(obj)
+        kept = self.kept
+        if kept is not None:
+            keep_only(obj, kept)
         obj.setdefault("kind", self.kind.kind)
         obj.setdefault("apiVersion", self.kind.api_version)
         return obj

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -108,9 +108,13 @@ class Manager:
             self.metrics.observe_informer(self._informers[kind])
         return self._informers[kind]
 
-    def cache(self, kind: Kind) -> Store:
-        """The read path of reconcilers: the store of a kind's shared informer."""
-        return self.informer(kind).store
+    def cache(self, kind: Kind, *, reads: Collection[str] | None = None) -> Store:
+        """The read path of reconcilers: the store of a kind's shared informer. `reads` names
+        the top-level fields beside `metadata` this reader reads (`Informer.reads`); without
+        it the store keeps whole objects."""
+        informer = self.informer(kind)
+        informer.reads(reads)
+        return informer.store
 
     def add(self, ctrl: Controller) -> None:
         """Register a controller; its kinds' informers are created now."""

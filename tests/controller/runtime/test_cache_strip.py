@@ -1,4 +1,5 @@
-"""The cache keeps neither managedFields nor kubectl's last-applied-configuration annotation."""
+"""The cache keeps neither managedFields nor kubectl's last-applied-configuration annotation,
+and of the top-level fields only those its readers declared."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ import asyncio
 import contextlib
 import json
 
+import pytest
+
 from controller.runtime import Informer
 from controller.runtime.cache import LAST_APPLIED
 from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.kube.objects import Objects
+from shared.typedefs import JSONDict
 from tests.controller.runtime.conftest import eventually, runner_body
 from tests.controller.runtime.test_informer import FAST
 
@@ -64,3 +68,41 @@ async def test_listed_and_watched_objects_are_stored_without_them(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def _stored(informer: Informer, objects: Objects, ns: str) -> JSONDict:
+    """A runner with a status, listed by `informer`, as its store keeps it."""
+    await objects.create(EPHEMERAL_RUNNER, ns, runner_body("r"))
+    await objects.patch(EPHEMERAL_RUNNER, ns, "r", {"status": {"phase": "Pending"}}, status=True)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 10)
+        stored = informer.store.get(ns, "r")
+        assert stored is not None
+        return stored
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+@pytest.mark.parametrize(
+    ("declared", "kept"),
+    [
+        ([("status",)], {"apiVersion", "kind", "metadata", "status"}),
+        ([("status",), ("spec",)], {"apiVersion", "kind", "metadata", "spec", "status"}),
+        ([("status",), None], {"apiVersion", "kind", "metadata", "spec", "status"}),
+        ([], {"apiVersion", "kind", "metadata", "spec", "status"}),
+    ],
+    ids=["one-reader", "union", "one-reads-all", "none-declared"],
+)
+async def test_the_store_keeps_what_its_readers_declared(
+    objects: Objects, ns: str, declared: list[tuple[str, ...] | None], kept: set[str]
+) -> None:
+    informer = Informer(objects=objects, kind=EPHEMERAL_RUNNER, settings=FAST)
+    for fields in declared:
+        informer.reads(fields)
+    stored = await _stored(informer, objects, ns)
+    assert set(stored) == kept
+    assert stored["metadata"]["name"] == "r"
+    assert stored["status"] == {"phase": "Pending"}
