@@ -149,7 +149,9 @@ def json_patch(doc: Any, ops: Any) -> Any:
             raise bad_request("error decoding patch: each operation needs op and a string path")
         if "from" in op and not isinstance(op["from"], str):
             raise bad_request("error decoding patch: from must be a string")
-        kind, parts = op["op"], _pointer(op["path"])
+        # A missing or non-string op is "unknown" to the server's JSON patch library.
+        kind = op["op"] if isinstance(op.get("op"), str) else "unknown"
+        parts = _pointer(op["path"])
         if kind == "add":
             doc = _add(doc, parts, value=copy.deepcopy(op.get("value")))
         elif kind == "remove":

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sandbox.kube import KubeEmulator
@@ -52,6 +52,9 @@ patch_types = st.sampled_from(
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(body=json_values, content_type=patch_types, status=st.booleans())
+# Found by this test: a JSON patch operation without `op` was a KeyError (500), not a 400.
+@example(body=[{"path": ""}], content_type="application/json-patch+json", status=False)
+@example(body=[{"op": 1, "path": ""}], content_type="application/json-patch+json", status=False)
 def test_any_patch_body_is_applied_or_refused_with_a_status(
     body: Any, content_type: str, status: bool
 ) -> None:
