@@ -193,6 +193,8 @@ async def run(settings: ControllerSettings, *, install: Install = install_reconc
 def main(argv: Sequence[str] | None = None, *, install: Install = install_reconcilers) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == [MIGRATE_FROM_ARC]:
+        # A migration stopped half-way is not a success: SIGTERM kills it as by default.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         return migrate.main(args[1:])
     try:
         settings = parse_settings(args, dict(os.environ))

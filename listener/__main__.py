@@ -7,12 +7,8 @@ exit codes.
 from __future__ import annotations
 
 import sys
-from importlib import metadata
 
-from pydantic import SecretStr
-
-from listener import app
-from listener.config import CONFIG_PATH_VARIABLE, ENV_PREFIX, SECRET_FILE_KEYS, ListenerSettings
+from shared.process import exit_on_sigterm_while_starting
 
 DISTRIBUTION = "gha-runner-scaler"
 
@@ -20,6 +16,15 @@ DISTRIBUTION = "gha-runner-scaler"
 def _settings_help() -> str:
     """Every key of the config file with its default and description, from the settings'
     field descriptions in listener/config.py, so they are written in one place."""
+    from pydantic import SecretStr
+
+    from listener.config import (
+        CONFIG_PATH_VARIABLE,
+        ENV_PREFIX,
+        SECRET_FILE_KEYS,
+        ListenerSettings,
+    )
+
     lines = [
         f"Settings (keys of the JSON file {CONFIG_PATH_VARIABLE} names; a {ENV_PREFIX}<KEY> "
         "variable overrides each):"
@@ -40,15 +45,20 @@ def _settings_help() -> str:
 def main(argv: list[str] | None = None) -> int:
     """The listener takes no flag but `--help` and `--version`, so argparse (0.4 MB of the
     listener's memory, docs/listener.md#memory) is imported only when arguments are given."""
+    exit_on_sigterm_while_starting()
     arguments = sys.argv[1:] if argv is None else argv
     if arguments:
         _parse(arguments)
+    # Imported after: a SIGTERM during these imports is a clean stop (shared/process.py).
+    from listener import app
+
     return app.run()
 
 
 def _parse(arguments: list[str]) -> None:
     """Print the help or the version and exit 0, or exit 2 naming an unknown argument."""
     import argparse
+    from importlib import metadata
 
     parser = argparse.ArgumentParser(
         prog="gha-listener",
