@@ -60,9 +60,9 @@ from shared.actions.urls import (
 log = logging.getLogger("shared.actions")
 
 ADMIN_TOKEN_MARGIN = 60.0
+"""Seconds before its `exp` at which the admin token is renewed ahead of a request."""
 RECENT_TOKENS = 2
 """Tokens kept out of errors and logs per kind: the one in use and the one it replaced."""
-"""Seconds before its `exp` at which the admin token is renewed ahead of a request."""
 NIL_SESSION_ID = "00000000-0000-0000-0000-000000000000"
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -226,17 +226,17 @@ class ActionsClient:
             raise self.error_for(response, by_status=_AUTH_FAILURES)
         return response
 
-    def _field(self, response: Response, name: str, *, token: str = "") -> str:
-        """The string field `name` of the body; with `token`, remembered as that kind of
-        token."""
+    def _field(self, response: Response, name: str, *, token_kind: str = "") -> str:
+        """The string field `name` of the body; with `token_kind`, remembered as a token of
+        that kind."""
         payload = response.json()
         value = payload.get(name) if isinstance(payload, dict) else None
         if not isinstance(value, str) or not value:
             raise UnexpectedResponse(
                 f"{response.method} {response.url} answered {response.status} without {name!r}"
             )
-        if token:
-            self.remember_token(token, value)
+        if token_kind:
+            self.remember_token(token_kind, value)
         return value
 
     async def _refresh_admin_token(self) -> None:
@@ -249,7 +249,7 @@ class ActionsClient:
                 authorization=f"Bearer {app_jwt}",
                 content_type="application/vnd.github+json",
             )
-            github_token = self._field(response, "token", token="installation")
+            github_token = self._field(response, "token", token_kind="installation")
         else:
             github_token = credentials.token
         response = await self._rest(
@@ -257,7 +257,7 @@ class ActionsClient:
             authorization=f"Bearer {github_token}",
             content_type="application/vnd.github.v3+json",
         )
-        registration_token = self._field(response, "token", token="registration")
+        registration_token = self._field(response, "token", token_kind="registration")
         body = json.dumps({"url": self.config.url, "runner_event": "register"}) + "\n"
         # A freshly minted registration token may not be accepted at once: retry 401/403 too.
         response = await self._rest(
@@ -268,7 +268,7 @@ class ActionsClient:
             also_retry=(401, 403),
         )
         service_url = self._field(response, "url")
-        admin_token = self._field(response, "token", token="admin")
+        admin_token = self._field(response, "token", token_kind="admin")
         expiry = token_expiry(admin_token)
         if expiry is None:
             log.warning("the admin token has no exp claim; it will be renewed before every call")
