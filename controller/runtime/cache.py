@@ -194,10 +194,9 @@ class Informer:
         # watch that broke mid-stream.
         self._seen: dict[str | None, str] = {}
         self.synced = asyncio.Event()
-        # The top-level fields the store's readers declared, beside the metadata; None: whole
-        # objects (a reader that declared nothing).
-        self._reads: set[str] | None = set()
-        self._narrowed = False
+        self.kept: frozenset[str] | None = None
+        """The top-level fields the store keeps; None for whole objects."""
+        self._whole = False
 
     def reads(self, fields: Collection[str] | None) -> None:
         """Declare what one reader of the store reads, before `run`: top-level fields beside
@@ -205,17 +204,9 @@ class Informer:
         what its readers declared, and whole objects once one declared None. The event handlers
         see what the store keeps."""
         if fields is None:
-            self._reads = None
-        elif self._reads is not None:
-            self._reads.update(fields)
-            self._narrowed = True
-
-    @property
-    def kept(self) -> frozenset[str] | None:
-        """The top-level fields the store keeps; None for whole objects."""
-        if self._reads is None or not self._narrowed:
-            return None
-        return frozenset({*self._reads, *ALWAYS_KEPT})
+            self._whole, self.kept = True, None
+        elif not self._whole:
+            self.kept = frozenset({*(self.kept or ALWAYS_KEPT), *fields})
 
     def add_handler(self, handler: EventHandler) -> None:
         """Receive every change from now on, and an add for each object already stored."""
@@ -241,9 +232,8 @@ class Informer:
 
     def _stamp(self, obj: JSONDict) -> JSONDict:
         strip(obj)
-        kept = self.kept
-        if kept is not None:
-            keep_only(obj, kept)
+        if self.kept is not None:
+            keep_only(obj, self.kept)
         obj.setdefault("kind", self.kind.kind)
         obj.setdefault("apiVersion", self.kind.api_version)
         return obj
