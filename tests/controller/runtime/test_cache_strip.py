@@ -15,7 +15,7 @@ from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.kube.objects import Objects
 from shared.typedefs import JSONDict
 from tests.controller.runtime.conftest import eventually, runner_body
-from tests.controller.runtime.test_informer import FAST
+from tests.controller.runtime.test_informer import FAST, running
 
 MANAGED_FIELDS = [
     {
@@ -74,16 +74,10 @@ async def _stored(informer: Informer, objects: Objects, ns: str) -> JSONDict:
     """A runner with a status, listed by `informer`, as its store keeps it."""
     await objects.create(EPHEMERAL_RUNNER, ns, runner_body("r"))
     await objects.patch(EPHEMERAL_RUNNER, ns, "r", {"status": {"phase": "Pending"}}, status=True)
-    task = asyncio.create_task(informer.run())
-    try:
-        await asyncio.wait_for(informer.synced.wait(), 10)
+    async with running(informer):
         stored = informer.store.get(ns, "r")
         assert stored is not None
         return stored
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 @pytest.mark.parametrize(
