@@ -3,8 +3,6 @@ and of the top-level fields only those its readers declared."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 
 import pytest
@@ -47,9 +45,7 @@ async def test_listed_and_watched_objects_are_stored_without_them(
     assert LAST_APPLIED in on_server["metadata"]["annotations"]
     assert on_server["metadata"]["managedFields"]
     informer = Informer(objects=objects, kind=EPHEMERAL_RUNNER, settings=FAST)
-    task = asyncio.create_task(informer.run())
-    try:
-        await asyncio.wait_for(informer.synced.wait(), 10)
+    async with running(informer):
         await objects.create(EPHEMERAL_RUNNER, ns, applied("watched"))
 
         async def watched() -> bool:
@@ -64,10 +60,6 @@ async def test_listed_and_watched_objects_are_stored_without_them(
             assert meta["annotations"] == {"kept": "yes"}
             assert meta["labels"] == {"team": "a"}
             assert stored["kind"] == "EphemeralRunner"
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def _stored(informer: Informer, objects: Objects, ns: str) -> JSONDict:
