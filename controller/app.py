@@ -24,6 +24,7 @@ from controller import (
     ephemeralrunner,
     ephemeralrunnerset,
     migrate,
+    runnernamespace,
 )
 from controller.autoscalinglistener.objects import StandbyTimings
 from controller.autoscalinglistener.reconciler import ListenerSettings
@@ -79,6 +80,7 @@ def install_reconcilers(manager: Manager) -> RunnerDeps:
     deps = runner_deps(manager, runner_settings_from_environment())
     ephemeralrunnerset.setup(manager, deps)
     ephemeralrunner.setup(manager, deps)
+    runnernamespace.setup(manager, events=deps.events)
     in_cluster = in_cluster_settings_from_environment()
     if not in_cluster.enabled:
         log.info(

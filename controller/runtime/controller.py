@@ -14,6 +14,9 @@
   `predicate` filters updates only.
 - `watches`: any kind with a function mapping an object to the keys to enqueue (for example an
   AutoscalingListener to its AutoscalingRunnerSet, named in its spec).
+
+`for_=None` makes a controller of keys that are not objects it watches (a namespace's runner
+objects mapped to one key per namespace): its keys come from `watches` only, and it owns nothing.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ class Watches:
 @dataclass(slots=True)
 class Controller:
     name: str
-    for_: Kind
+    for_: Kind | None
     reconciler: Reconciler
     owns: Sequence[Owns] = ()
     watches: Sequence[Watches] = ()
@@ -127,10 +130,16 @@ def _owner_key(owner: Kind) -> Callable[[JSONDict], Iterable[Request]]:
 def handlers(ctrl: Controller, metrics: RuntimeMetrics) -> list[tuple[Kind, _Enqueue]]:
     """The event handlers to register on each informer for this controller."""
     sources: list[tuple[Kind, Callable[[JSONDict], Iterable[Request]], UpdatePredicate | None]] = [
-        (ctrl.for_, _own_key, None),
-        *((owned.kind, _owner_key(ctrl.for_), owned.predicate) for owned in ctrl.owns),
-        *((watch.kind, watch.map, watch.predicate) for watch in ctrl.watches),
+        *((watch.kind, watch.map, watch.predicate) for watch in ctrl.watches)
     ]
+    if ctrl.for_ is not None:
+        primary = ctrl.for_
+        sources[:0] = [
+            (primary, _own_key, None),
+            *((owned.kind, _owner_key(primary), owned.predicate) for owned in ctrl.owns),
+        ]
+    elif ctrl.owns:
+        raise ValueError(f"controller {ctrl.name}: `owns` needs `for_`, the owners' kind")
     return [
         (kind, _Enqueue(queue=ctrl.queue, map=keys, predicate=predicate, metrics=metrics))
         for kind, keys, predicate in sources

@@ -32,6 +32,7 @@ log = logging.getLogger("sandbox.kube.gc")
 
 NAMESPACES: TypeKey = ("", "namespaces")
 PODS: TypeKey = ("", "pods")
+RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
 class Controllers:
@@ -218,26 +219,56 @@ class Controllers:
         self.registry.commit(rt, cur=obj, new=new)
 
     def _sweep_namespace(self, name: str) -> None:
-        remaining = 0
-        for key, bucket in list(self.store.buckets.items()):
+        """One pass of the namespace controller: delete what is left (RBAC first: the real
+        controller's order is discovery's, so a Role may go before what it lets a controller
+        clean up), report what remains in the namespace's conditions, and finalize it once
+        nothing is left."""
+        for key in sorted(self.store.buckets, key=lambda k: (k[0] != RBAC_GROUP, k)):
             if key == NAMESPACES:
                 continue
-            for (ns, _), obj in list(bucket.objects.items()):
+            for (ns, _), obj in list(self.store.buckets[key].objects.items()):
+                if ns == name and not obj["metadata"].get("deletionTimestamp"):
+                    self._delete(key, obj, policy="Background")
+        remaining: dict[str, int] = {}
+        finalizers: dict[str, int] = {}
+        for (group, plural), bucket in self.store.buckets.items():
+            if (group, plural) == NAMESPACES:
+                continue
+            for (ns, _), obj in bucket.objects.items():
                 if ns != name:
                     continue
-                remaining += 1
-                if not obj["metadata"].get("deletionTimestamp"):
-                    self._delete(key, obj, policy="Background")
-        still = sum(
-            1
-            for key, bucket in self.store.buckets.items()
-            if key != NAMESPACES
-            for (ns, _) in bucket.objects
-            if ns == name
-        )
-        if remaining == 0 or still == 0:
+                resource = f"{plural}.{group}" if group else plural
+                remaining[resource] = remaining.get(resource, 0) + 1
+                for finalizer in obj["metadata"].get("finalizers") or []:
+                    finalizers[finalizer] = finalizers.get(finalizer, 0) + 1
+        if not remaining:
             self.terminating.discard(name)
             self.registry.finalize_namespace(name)
+            return
+        self.registry.namespace_conditions(name, remaining_conditions(remaining, finalizers))
+
+
+def remaining_conditions(remaining: dict[str, int], finalizers: dict[str, int]) -> list[Obj]:
+    """The conditions kube-controller-manager's namespace controller writes on a namespace it
+    cannot empty yet (their types, reasons and message formats are the real ones)."""
+    content = ", ".join(f"{r} has {n} resource instances" for r, n in sorted(remaining.items()))
+    held = ", ".join(f"{f} in {n} resource instances" for f, n in sorted(finalizers.items()))
+    return [
+        {
+            "type": "NamespaceContentRemaining",
+            "status": "True",
+            "reason": "SomeResourcesRemain",
+            "message": f"Some resources are remaining: {content}",
+        },
+        {
+            "type": "NamespaceFinalizersRemaining",
+            "status": "True" if finalizers else "False",
+            "reason": "SomeFinalizersRemain" if finalizers else "ContentHasNoFinalizers",
+            "message": f"Some content in the namespace has finalizers remaining: {held}"
+            if finalizers
+            else "All content-preserving finalizers finished",
+        },
+    ]
 
 
 async def cancel(task: asyncio.Task[Any] | None) -> None:

@@ -760,6 +760,31 @@ class Registry:
             return
         self.store.remove(rt.key, final)
 
+    def namespace_conditions(self, name: str, conditions: list[Obj]) -> None:
+        """The namespace controller's report on a namespace it cannot empty yet: its status
+        conditions, written only when they change (lastTransitionTime kept while a condition's
+        status stays)."""
+        rt = self.catalog.preferred(*NAMESPACES)
+        cur = self.store.get(NAMESPACES, "", name)
+        if rt is None or cur is None:
+            return
+        before = {c["type"]: c for c in (cur.get("status") or {}).get("conditions") or []}
+        now = timestamp(self.clock())
+        stamped = [
+            {
+                **c,
+                "lastTransitionTime": before[c["type"]]["lastTransitionTime"]
+                if c["type"] in before and before[c["type"]]["status"] == c["status"]
+                else now,
+            }
+            for c in conditions
+        ]
+        if [before.get(c["type"]) for c in stamped] == stamped:
+            return
+        new = copy.deepcopy(cur)
+        new["status"]["conditions"] = stamped
+        self.store.put(rt.key, new, event="MODIFIED", old=cur)
+
     # --- hooks -------------------------------------------------------------------------------
 
     def _after_write(self, rt: ResourceType, obj: Obj) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes_asyncio import client
 
 from controller import (
@@ -21,6 +22,7 @@ from controller import (
     autoscalingrunnerset,
     ephemeralrunner,
     ephemeralrunnerset,
+    runnernamespace,
 )
 from controller.app import runner_deps
 from controller.autoscalinglistener.reconciler import ListenerSettings
@@ -30,6 +32,7 @@ from controller.runners.deps import RunnerDeps
 from controller.runners.settings import RunnerSettings
 from controller.runtime import Backoff, Manager, RuntimeSettings
 from sandbox.actions.emulator import ActionsEmulator
+from sandbox.demo.cluster import CONTROLLER_RBAC, RUNNER_NAMESPACE_RBAC
 from sandbox.kube.emulator import KubeEmulator
 from sandbox.kube.kubelet import ContainerRuntime
 from sandbox.kube.testing import project_crds
@@ -56,7 +59,11 @@ DEFAULT_TEMPLATE: JSONDict = {
     "restartPolicy": "Never",
     "containers": [{"name": "runner", "image": "runner:latest"}],
 }
-CONTROLLER_USER = "kubernetes-admin"
+CONTROLLER_NAMESPACE = "gha-runner-scaler-system"
+"""The controller's namespace as manifests/ install it (its RBAC binds the ServiceAccount
+there)."""
+CONTROLLER_USER = f"system:serviceaccount:{CONTROLLER_NAMESPACE}:gha-controller"
+"""The controller's identity: the ServiceAccount of manifests/, with exactly its RBAC."""
 LISTENER_IMAGE = "ghcr.io/gha-runner-scaler/gha-runner-scaler:test"
 IN_CLUSTER = ("autoscalingrunnerset", "autoscalinglistener")
 FAST_LISTENER = ListenerSettings(
@@ -360,6 +367,10 @@ class RigOptions:
     tls: bool = False
     """The emulator serves TLS (kubectl sends its bearer token only over TLS)."""
     listener: ListenerSettings = FAST_LISTENER
+    cluster_role: bool = True
+    """The default install (a ClusterRole for the informers, watching every namespace); False
+    installs as manifests/without-cluster-role/ does, the controller watching only the two
+    namespaces."""
 
 
 @pytest.fixture
@@ -373,6 +384,25 @@ async def rig(
 ) -> AsyncIterator[Rig]:
     async with open_rig(rig_options, namespace=namespace, actions=actions) as opened:
         yield opened
+
+
+def install_rbac(kube: KubeEmulator, namespace: str, *, cluster_role: bool) -> None:
+    """The controller's namespace, ServiceAccount and RBAC from manifests/ (without the
+    ClusterRole as manifests/without-cluster-role/ drops it), the runner namespace with the
+    runner-namespace component."""
+    for path in CONTROLLER_RBAC:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and (
+                cluster_role
+                or doc["metadata"]["name"] != "gha-controller"
+                or not doc["kind"].startswith("Cluster")
+            ):
+                kube.apply(doc)
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    for doc in yaml.safe_load_all(RUNNER_NAMESPACE_RBAC.read_text()):
+        if doc:
+            doc["metadata"]["namespace"] = namespace
+            kube.apply(doc)
 
 
 @contextlib.asynccontextmanager
@@ -389,9 +419,8 @@ async def open_rig(
         tls=rig_options.tls,
     ) as kube:
         kube.apply_crds(project_crds())
-        system = f"{namespace}-system"
-        for name in (namespace, system):
-            kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        system = CONTROLLER_NAMESPACE
+        install_rbac(kube, namespace, cluster_role=rig_options.cluster_role)
         token = actions.add_pat()
         kube.apply(
             {
@@ -404,7 +433,12 @@ async def open_rig(
         scale_set = actions.state.create_scale_set(
             name="arc", runner_group_id=1, labels=[], runner_setting={}
         )
-        api = client.ApiClient(await kube.configuration())
+        # The controller runs as manifests/ install it: its ServiceAccount, its RBAC.
+        api = client.ApiClient(
+            await kube.configuration(
+                token=kube.service_account_token(CONTROLLER_NAMESPACE, "gha-controller")
+            )
+        )
         # The test's own writes (the listener's part) go out as another user, so the
         # controller's requests can be counted apart.
         test_api = client.ApiClient(
@@ -413,7 +447,7 @@ async def open_rig(
         manager = Manager(
             api=api,
             settings=RuntimeSettings(
-                namespaces=frozenset({namespace, system}),
+                namespaces=None if rig_options.cluster_role else frozenset({namespace, system}),
                 backoff=Backoff(base=0.01, maximum=0.5),
                 drain_timeout=2.0,
             ),
@@ -427,6 +461,8 @@ async def open_rig(
                 credentials_ttl=rig_options.settings.credentials_ttl_seconds,
             ),
         )
+        # As the composition root (controller/app.py) does, whatever else runs.
+        runnernamespace.setup(manager, events=deps.events)
         if "ephemeralrunner" in rig_options.controllers:
             ephemeralrunner.setup(manager, deps)
         if "ephemeralrunnerset" in rig_options.controllers:
