@@ -19,12 +19,15 @@ IN_CLUSTER = {
 @pytest.mark.parametrize(
     ("env", "controllers"),
     [
-        pytest.param({}, ["ephemeralrunnerset", "ephemeralrunner"], id="docker-run-only"),
+        pytest.param(
+            {}, ["ephemeralrunnerset", "ephemeralrunner", "runnernamespace"], id="docker-run-only"
+        ),
         pytest.param(
             IN_CLUSTER,
             [
                 "ephemeralrunnerset",
                 "ephemeralrunner",
+                "runnernamespace",
                 "autoscalingrunnerset",
                 "autoscalinglistener",
             ],

@@ -77,7 +77,7 @@ async def test_errors_are_zero_before_the_first_error(rig: Rig) -> None:
     """controller-runtime starts each controller's error counter at 0, so rate() reads 0."""
     samples = await scrape(rig)
     controllers = {s["controller"] for s in samples["controller_runtime_reconcile_errors_total"]}
-    assert controllers == {"ephemeralrunner", "ephemeralrunnerset"}
+    assert controllers == {"ephemeralrunner", "ephemeralrunnerset", "runnernamespace"}
 
 
 async def test_rest_client_requests_match_what_the_server_answered(rig: Rig) -> None:

@@ -49,6 +49,9 @@ SYSTEM = "gha-runner-scaler-system"
 IDENTITY = f"system:serviceaccount:{SYSTEM}:gha-controller"
 DEPLOYMENT = Kind("Deployment", "deployments", group="apps")
 CLUSTER_ROLE = Kind("ClusterRole", "clusterroles", group="rbac.authorization.k8s.io")
+CLUSTER_ROLE_BINDING = Kind(
+    "ClusterRoleBinding", "clusterrolebindings", group="rbac.authorization.k8s.io"
+)
 PART_OF = "app.kubernetes.io/part-of=gha-runner-scaler"
 RUNNERS = "arc-runners"
 """The namespace of manifests/examples/runner-namespace."""
@@ -505,7 +508,15 @@ async def test_watch_namespace_runs_on_namespaced_roles_only_and_ignores_other_n
         api = client.ApiClient(await kube.configuration())
         try:
             objects = Objects(api)
-            assert not (await objects.list(CLUSTER_ROLE, None, label_selector=PART_OF))["items"]
+            # No ClusterRoleBinding: the one ClusterRole left grants only where a runner
+            # namespace's RoleBinding binds it.
+            cluster_roles = await objects.list(CLUSTER_ROLE, None, label_selector=PART_OF)
+            assert [r["metadata"]["name"] for r in cluster_roles["items"]] == [
+                "gha-controller-runner-namespace"
+            ]
+            assert not (await objects.list(CLUSTER_ROLE_BINDING, None, label_selector=PART_OF))[
+                "items"
+            ]
             deployment = await objects.get(DEPLOYMENT, SYSTEM, "gha-controller")
             (container,) = deployment["spec"]["template"]["spec"]["containers"]
             # The Deployment's environment, the downward API's namespace filled in.

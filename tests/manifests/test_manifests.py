@@ -62,6 +62,7 @@ def _container(objects: list[dict[str, Any]]) -> dict[str, Any]:
 def test_default_install_is_the_controller_and_the_crds(install: list[dict[str, Any]]) -> None:
     assert sorted((o["kind"], o["metadata"]["name"]) for o in install) == [
         ("ClusterRole", "gha-controller"),
+        ("ClusterRole", "gha-controller-runner-namespace"),
         ("ClusterRoleBinding", "gha-controller"),
         ("CustomResourceDefinition", "autoscalinglisteners.actions.github.com"),
         ("CustomResourceDefinition", "autoscalingrunnersets.actions.github.com"),
@@ -228,25 +229,26 @@ def test_cluster_role_reads_no_secret_and_writes_nothing(install: list[dict[str,
         assert verbs <= {"list", "watch"}, resource
 
 
-def test_runner_namespace_role_is_exact(runner_namespace: list[dict[str, Any]]) -> None:
-    assert _rules(_one(runner_namespace, "Role", "gha-controller")) == RUNNER_NAMESPACE_RULES
+def test_runner_namespace_role_is_exact(install: list[dict[str, Any]]) -> None:
+    rules = _one(install, "ClusterRole", "gha-controller-runner-namespace")
+    assert _rules(rules) == RUNNER_NAMESPACE_RULES
 
 
 def test_runner_namespace_component_binds_the_controller_in_the_runner_namespace(
     runner_namespace: list[dict[str, Any]], docker_run: list[dict[str, Any]]
 ) -> None:
+    # Only a binding: a Role of the namespace and its binding could not both be kept until the
+    # runners are gone when the namespace is deleted (docs/install.md#deleting-a-runner-namespace).
     assert sorted((o["kind"], o["metadata"]["name"]) for o in runner_namespace) == [
-        ("Role", "gha-controller"),
         ("RoleBinding", "gha-controller"),
     ]
     for objects in (runner_namespace, docker_run):
         binding = _one(objects, "RoleBinding", "gha-controller")
         assert binding["metadata"]["namespace"] == "arc-runners"
-        assert _one(objects, "Role", "gha-controller")["metadata"]["namespace"] == "arc-runners"
         assert binding["roleRef"] == {
             "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "Role",
-            "name": "gha-controller",
+            "kind": "ClusterRole",
+            "name": "gha-controller-runner-namespace",
         }
         # The subject keeps the controller's namespace through the namespace transformer.
         assert binding["subjects"] == [
@@ -314,24 +316,22 @@ def _readme_table() -> dict[str, Rules]:
     return rows
 
 
-def test_readme_table_matches_the_controller_rbac(
-    install: list[dict[str, Any]], runner_namespace: list[dict[str, Any]]
-) -> None:
+def test_readme_table_matches_the_controller_rbac(install: list[dict[str, Any]]) -> None:
     assert _readme_table() == {
         "cluster": _rules(_one(install, "ClusterRole", "gha-controller")),
-        "runner namespace": _rules(_one(runner_namespace, "Role", "gha-controller")),
+        "runner namespace": _rules(_one(install, "ClusterRole", "gha-controller-runner-namespace")),
         "controller namespace": _rules(_one(install, "Role", "gha-controller"))
         | _rules(_one(install, "Role", "gha-controller-leader-election")),
     }
 
 
 def test_controller_holds_every_permission_it_grants_a_listener(
-    runner_namespace: list[dict[str, Any]],
+    install: list[dict[str, Any]],
 ) -> None:
     """RBAC escalation prevention: the controller makes each listener's Role in the runner
-    namespace without `escalate` or `bind`, so its own Role there must hold every rule, the
-    standby listeners' rule on their Lease included."""
-    held = _rules(_one(runner_namespace, "Role", "gha-controller"))
+    namespace without `escalate` or `bind`, so what it is bound to there must hold every rule,
+    the standby listeners' rule on their Lease included."""
+    held = _rules(_one(install, "ClusterRole", "gha-controller-runner-namespace"))
     granted = _rules({"rules": role_rules("my-runners", lease="my-runners-listener")})
     assert ("coordination.k8s.io", "leases") in {(g, r) for g, r, _, _ in granted}
     for group, resource, verbs, _ in granted:
