@@ -22,7 +22,7 @@ from controller import (
     ephemeralrunner,
     ephemeralrunnerset,
 )
-from controller.app import runner_deps
+from controller.app import COMPONENT, runner_deps
 from controller.autoscalinglistener.reconciler import ListenerSettings
 from controller.autoscalingrunnerset.reconciler import AutoscalingSettings
 from controller.runners.actions import ActionsClients
@@ -37,6 +37,7 @@ from shared.actions.client import ActionsClient
 from shared.actions.credentials import Credentials
 from shared.actions.transport import ProxySettings, RetryPolicy
 from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from shared.kube.client import new_api_client, user_agent
 from shared.kube.errors import NotFound
 from shared.kube.objects import POD, SECRET, Objects
 from shared.typedefs import JSONDict
@@ -404,7 +405,8 @@ async def open_rig(
         scale_set = actions.state.create_scale_set(
             name="arc", runner_group_id=1, labels=[], runner_setting={}
         )
-        api = client.ApiClient(await kube.configuration())
+        # The controller's client, made as gha-controller makes it (its User-Agent included).
+        api = new_api_client(await kube.configuration(), user_agent=user_agent(COMPONENT))
         # The test's own writes (the listener's part) go out as another user, so the
         # controller's requests can be counted apart.
         test_api = client.ApiClient(
