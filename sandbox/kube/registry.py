@@ -4,7 +4,8 @@ subresources, patches and deletion, for every kind.
 Every write, whether it comes over HTTP or from the simulated kubelet and controllers, goes
 through this module so resourceVersions, generation, watch events and finalizer semantics stay
 consistent (docs/sandbox-kube.md#writes). What differs per kind (pods, namespaces, secrets,
-CRDs) is in `sandbox.kube.kinds`; server-side apply's field ownership in `sandbox.kube.apply`.
+CRDs) is in `sandbox.kube.kinds`; server-side apply's removals in `sandbox.kube.apply`; the
+field managers' record (`metadata.managedFields`) in `sandbox.kube.managed`.
 """
 
 from __future__ import annotations
