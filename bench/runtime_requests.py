@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 
@@ -50,9 +51,9 @@ async def main() -> None:
         print("|---|---|---|")
         for name, make in (
             ("kubernetes-asyncio ApiClient", client.ApiClient),
-            ("new_api_client", new_api_client),
+            ("new_api_client", functools.partial(new_api_client, user_agent="bench/0")),
             ("kubernetes-asyncio ApiClient", client.ApiClient),
-            ("new_api_client", new_api_client),
+            ("new_api_client", functools.partial(new_api_client, user_agent="bench/0")),
         ):
             cpu, wall = await measure(kube, make, args.requests)
             print(

@@ -41,14 +41,15 @@ from controller.settings import (
     parse_settings,
     runner_settings_from_environment,
 )
-from shared.kube.client import load_configuration, new_api_client
+from shared.kube.client import load_configuration, new_api_client, user_agent
 from shared.telemetry.logs import configure_logging, redact
 
 log = logging.getLogger("controller")
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 COMPONENT = "gha-controller"
-"""The `source.component` of the Events the controller records."""
+"""The `source.component` of the Events the controller records, and the product of its
+User-Agent: the field manager of its writes (docs/listener.md#kubernetes-requests)."""
 
 MIGRATE_FROM_ARC = "migrate-from-arc"
 """The subcommand that hands a cluster over from ARC (controller/migrate.py)."""
@@ -146,7 +147,7 @@ async def run(settings: ControllerSettings, *, install: Install = install_reconc
             file=sys.stderr,
         )
         return EXIT_CONFIG
-    async with new_api_client(kube_config) as api:
+    async with new_api_client(kube_config, user_agent=user_agent(COMPONENT)) as api:
         manager = Manager(api=api, settings=settings.runtime())
         try:
             install(manager)

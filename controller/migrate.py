@@ -49,7 +49,7 @@ from shared.api.names import (
     LABEL_LISTENER_NAME,
     LABEL_LISTENER_NAMESPACE,
 )
-from shared.kube.client import load_configuration, new_api_client
+from shared.kube.client import load_configuration, new_api_client, user_agent
 from shared.kube.errors import KubeError, NotFound
 from shared.kube.objects import POD, ROLE, ROLE_BINDING, Kind, Objects
 from shared.typedefs import JSONDict
@@ -297,7 +297,7 @@ async def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    async with new_api_client(kube_config) as api:
+    async with new_api_client(kube_config, user_agent=user_agent("gha-controller")) as api:
         planner = Planner(Objects(api), timeout=args.timeout)
         try:
             steps = await planner.plan()

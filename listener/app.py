@@ -40,7 +40,7 @@ from shared.actions.credentials import Credentials, GitHubApp, PersonalAccessTok
 from shared.actions.errors import ActionsError, InvalidCredentials
 from shared.actions.transport import RetryPolicy, SystemInfo
 from shared.kube.errors import KubeError
-from shared.kube.http import HttpApi, NeedsClientLibrary, load_connection
+from shared.kube.http import HttpApi, NeedsClientLibrary, load_connection, user_agent
 from shared.kube.objects import Objects
 from shared.telemetry.logs import configure_logging, mask
 from shared.telemetry.tracing import configure_tracing
@@ -50,6 +50,10 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger("listener")
+
+PROGRAM = "gha-listener"
+"""The product of the listener's User-Agent: the field manager of its writes
+(docs/listener.md#kubernetes-requests)."""
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 _LEVELS = {"debug": "DEBUG", "info": "INFO", "warn": "WARNING", "error": "ERROR"}
@@ -117,7 +121,7 @@ async def _kube_api() -> HttpApi | ApiClient:
 
             configuration = await load_configuration()
             log.info("Kubernetes API at %s", configuration.host)
-            api: ApiClient = new_api_client(configuration)
+            api: ApiClient = new_api_client(configuration, user_agent=user_agent(PROGRAM))
             return api
     except PermissionError as exc:
         # In the image the listener runs as uid 10001, which a 0600 file of the host user is not.
@@ -134,7 +138,7 @@ async def _kube_api() -> HttpApi | ApiClient:
         )
         raise _Unusable from None
     log.info("Kubernetes API at %s", connection.host)
-    return HttpApi(connection)
+    return HttpApi(connection, user_agent=user_agent(PROGRAM))
 
 
 async def _run_listener(

@@ -22,7 +22,7 @@ class AppliedFields:
         unless another applier also set them (server-side apply's field ownership, without
         conflicts)."""
         owners = self.owners.get(cur["metadata"]["uid"], {})
-        dropped = owners.get(manager, set()) - _leaf_paths(body)
+        dropped = owners.get(manager, set()) - leaf_paths(body)
         kept = set().union(*(p for m, p in owners.items() if m != manager))
         out = copy.deepcopy(cur)
         for path in sorted(dropped - kept, key=len, reverse=True):
@@ -32,19 +32,19 @@ class AppliedFields:
     def record(self, obj: Obj, *, manager: str, body: Any) -> None:
         if isinstance(body, dict):
             owners = self.owners.setdefault(obj["metadata"]["uid"], {})
-            owners[manager] = _leaf_paths(body)
+            owners[manager] = leaf_paths(body)
 
     def forget(self, uid: str) -> None:
         self.owners.pop(uid, None)
 
 
-def _leaf_paths(body: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+def leaf_paths(body: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
     """Paths to the non-object values of an apply body (lists are atomic, as for CRs)."""
     if not isinstance(body, dict) or not body:
         return {prefix} if prefix and prefix not in _IDENTITY else set()
     out: set[tuple[str, ...]] = set()
     for key, value in body.items():
-        out |= _leaf_paths(value, (*prefix, str(key)))
+        out |= leaf_paths(value, (*prefix, str(key)))
     return out
 
 

@@ -4,7 +4,8 @@ subresources, patches and deletion, for every kind.
 Every write, whether it comes over HTTP or from the simulated kubelet and controllers, goes
 through this module so resourceVersions, generation, watch events and finalizer semantics stay
 consistent (docs/sandbox-kube.md#writes). What differs per kind (pods, namespaces, secrets,
-CRDs) is in `sandbox.kube.kinds`; server-side apply's field ownership in `sandbox.kube.apply`.
+CRDs) is in `sandbox.kube.kinds`; server-side apply's removals in `sandbox.kube.apply`; the
+field managers' record (`metadata.managedFields`) in `sandbox.kube.managed`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from typing import Any
 
 from sandbox.kube import patch as patches
 from sandbox.kube import schema as schemas
-from sandbox.kube.apply import AppliedFields
+from sandbox.kube.apply import AppliedFields, leaf_paths
 from sandbox.kube.clock import Clock, timestamp, utcnow
 from sandbox.kube.kinds import builtins, crds, namespaces, pods, services, subresources
 from sandbox.kube.kinds import secrets as secret_kind
+from sandbox.kube.managed import FIELD_MANAGER, ManagedFields, Path
 from sandbox.kube.resources import Catalog, ResourceType
 from sandbox.kube.selectors import FieldSelector, LabelSelector
 from sandbox.kube.status import (
@@ -44,6 +46,8 @@ from sandbox.kube.status import (
 from sandbox.kube.store import Store
 
 Obj = dict[str, Any]
+Applied = tuple[str, set[Path]]
+"""A server-side apply: its field manager and the leaf paths it applied."""
 
 SECRETS = ("", "secrets")
 NAMESPACES = ("", "namespaces")
@@ -109,6 +113,7 @@ class Registry:
         self.catalog = catalog
         self.clock = clock
         self.applied = AppliedFields()
+        self.managed = ManagedFields()
         self.strict_namespaces = strict_namespaces
         self.garbage_collection = garbage_collection
         self.generate_suffix: Callable[[], str] = random_suffix
@@ -179,11 +184,21 @@ class Registry:
 
     # --- create ------------------------------------------------------------------------------
 
-    def create(self, rt: ResourceType, *, ns: str, body: Any, dry_run: bool = False) -> Obj:
+    def create(
+        self,
+        rt: ResourceType,
+        *,
+        ns: str,
+        body: Any,
+        dry_run: bool = False,
+        applied: Applied | None = None,
+    ) -> Obj:
         obj = self._check_body(rt, body)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise bad_request("metadata must be an object")
+        # The server's own record: what a client sends there is ignored.
+        meta.pop("managedFields", None)
         if rt.namespaced:
             if meta.get("namespace") not in (None, "", ns):
                 raise bad_request(
@@ -233,6 +248,14 @@ class Registry:
         self._validate(rt, obj)
         if dry_run:
             return self.render(rt, obj)
+        manager, paths = applied if applied is not None else (FIELD_MANAGER.get(), None)
+        self.managed.created(
+            obj,
+            manager=manager,
+            api_version=rt.api_version,
+            time=timestamp(self.clock()),
+            applied=paths,
+        )
         stored = self.store.put(rt.key, obj, event="ADDED")
         self._after_write(rt, stored)
         return self.render(rt, stored)
@@ -430,7 +453,13 @@ class Registry:
                 obj = copy.deepcopy(body) if isinstance(body, dict) else body
                 if isinstance(obj, dict):
                     obj.setdefault("metadata", {})["name"] = name
-                created = self.create(rt, ns=ns, body=obj, dry_run=dry_run)
+                created = self.create(
+                    rt,
+                    ns=ns,
+                    body=obj,
+                    dry_run=dry_run,
+                    applied=(field_manager, leaf_paths(body)),
+                )
                 if not dry_run:
                     self.applied.record(created, manager=field_manager, body=body)
                 return created, True
@@ -461,7 +490,14 @@ class Registry:
             raise conflict(rt.plural, group=rt.group, name=name, why=STALE)
         if subresource in PARTIAL:
             return self._write_part(rt, cur, patched, subresource, dry_run=dry_run), False
-        result = self.commit(rt, cur=cur, new=patched, subresource=subresource, dry_run=dry_run)
+        result = self.commit(
+            rt,
+            cur=cur,
+            new=patched,
+            subresource=subresource,
+            dry_run=dry_run,
+            applied=(field_manager, leaf_paths(body)) if content_type == patches.APPLY else None,
+        )
         if content_type == patches.APPLY and not dry_run:
             self.applied.record(cur, manager=field_manager, body=body)
         return result, False
@@ -474,8 +510,10 @@ class Registry:
         new: Obj,
         subresource: str = "",
         dry_run: bool = False,
+        applied: Applied | None = None,
     ) -> Obj:
-        """The shared tail of PUT and PATCH: strategies, validation, no-op and deletion rules."""
+        """The shared tail of PUT and PATCH: strategies, validation, no-op and deletion rules,
+        and the field managers' record (`sandbox.kube.managed`)."""
         cur_meta = cur["metadata"]
         name = cur_meta["name"]
         new = self._check_body(rt, new)
@@ -555,6 +593,16 @@ class Registry:
             return self.render(rt, cur)
         if dry_run:
             return self.render(rt, new)
+        manager, paths = applied if applied is not None else (FIELD_MANAGER.get(), None)
+        self.managed.updated(
+            cur,
+            new,
+            manager=manager,
+            subresource=subresource,
+            api_version=rt.api_version,
+            time=timestamp(self.clock()),
+            applied=paths,
+        )
         if (
             deleting
             and not meta.get("finalizers")
@@ -793,6 +841,7 @@ class Registry:
 
     def _after_remove(self, rt: ResourceType, obj: Obj) -> None:
         self.applied.forget(obj["metadata"]["uid"])
+        self.managed.forget(obj["metadata"]["uid"])
         if rt.key == CRDS:
             crds.after_remove(self.catalog, self.store, obj)
 

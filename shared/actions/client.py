@@ -8,7 +8,6 @@ import logging
 import os
 import time
 from collections.abc import Callable, Collection, Mapping
-from importlib.metadata import PackageNotFoundError, version
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -56,6 +55,7 @@ from shared.actions.urls import (
     join_url,
     with_query,
 )
+from shared.version import package_version
 
 log = logging.getLogger("shared.actions")
 
@@ -66,13 +66,6 @@ RECENT_TOKENS = 2
 NIL_SESSION_ID = "00000000-0000-0000-0000-000000000000"
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
-
-
-def _build_version() -> str:
-    try:
-        return version("gha-runner-scaler")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 class ActionsClient:
@@ -109,7 +102,7 @@ class ActionsClient:
         self.config: GitHubConfig = parse_config_url(config_url, env=environment)
         self._credentials = credentials
         self._clock = clock
-        self._build_version = _build_version()
+        self._build_version = package_version()
         self._system_info = system_info or SystemInfo()
         self.long_poll_timeout = long_poll_timeout
         self.transport = Transport(

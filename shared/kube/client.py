@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import aiohttp
 from kubernetes_asyncio import client, config
 
-from shared.kube.http import DEFAULT_TIMEOUT_SECONDS, MERGE_PATCH, environment_proxy
+from shared.kube.http import DEFAULT_TIMEOUT_SECONDS, MERGE_PATCH, environment_proxy, user_agent
 from shared.telemetry.logs import mask
 from shared.typedefs import JSONDict
 
@@ -26,6 +26,7 @@ __all__ = [
     "environment_proxy",
     "load_configuration",
     "new_api_client",
+    "user_agent",
 ]
 
 
@@ -57,9 +58,13 @@ async def configuration_from_dict(kubeconfig: JSONDict) -> client.Configuration:
 
 
 def new_api_client(
-    configuration: client.Configuration, *, environ: Mapping[str, str] | None = None
+    configuration: client.Configuration,
+    *,
+    user_agent: str,
+    environ: Mapping[str, str] | None = None,
 ) -> client.ApiClient:
-    """An ApiClient whose HTTP session does not consult the environment on every request.
+    """An ApiClient whose HTTP session does not consult the environment on every request, and
+    that sends `user_agent` (made by `user_agent(program)`) instead of the generator's name.
 
     kubernetes-asyncio opens its session with `trust_env=True`, so aiohttp looks up proxy
     variables and ~/.netrc in a thread pool for each request: two executor hops per call, a
@@ -71,6 +76,7 @@ def new_api_client(
             configuration.host, os.environ if environ is None else environ
         )
     api = client.ApiClient(configuration)
+    api.user_agent = user_agent
     rest = api.rest_client
     env_session: aiohttp.ClientSession = rest.pool_manager
     rest.pool_manager = aiohttp.ClientSession(

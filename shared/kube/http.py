@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from shared.telemetry.logs import mask
+from shared.version import package_version
 
 MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_TIMEOUT_SECONDS = 30.0
@@ -43,6 +44,18 @@ DEFAULT_TIMEOUT_SECONDS = 30.0
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REREAD_SECONDS = 60.0
 """A projected ServiceAccount token is rotated in its file; client-go reads it again each minute."""
+
+
+def user_agent(program: str) -> str:
+    """The User-Agent of a process's Kubernetes requests: `<program>/<version>`.
+
+    The API server names the field manager of a write after the User-Agent's part before the
+    first "/", so managedFields, audit logs and API priority-and-fairness rules can tell
+    `gha-controller` and `gha-listener` from any other client (docs/listener.md, "Kubernetes
+    requests"); kubernetes-asyncio's and aiohttp's defaults would say `OpenAPI-Generator` and
+    `Python`.
+    """
+    return f"{program}/{package_version()}"
 
 
 class NeedsClientLibrary(Exception):
@@ -240,10 +253,13 @@ class HttpApi:
     """Sends `Objects`' requests with one aiohttp session. Use inside a running event loop, as
     an async context manager."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, *, user_agent: str) -> None:
+        """`user_agent`: what `user_agent(program)` makes of the process's name."""
         self.connection = connection
         self.host = connection.host
-        self._session = aiohttp.ClientSession(trust_env=False, read_bufsize=2**21)
+        self._session = aiohttp.ClientSession(
+            trust_env=False, read_bufsize=2**21, headers={"User-Agent": user_agent}
+        )
         self._token = connection.token
         self._token_read_at = -TOKEN_REREAD_SECONDS
 

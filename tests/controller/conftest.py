@@ -24,7 +24,7 @@ from controller import (
     ephemeralrunnerset,
     runnernamespace,
 )
-from controller.app import runner_deps
+from controller.app import COMPONENT, runner_deps
 from controller.autoscalinglistener.reconciler import ListenerSettings
 from controller.autoscalingrunnerset.reconciler import AutoscalingSettings
 from controller.runners.actions import ActionsClients
@@ -40,6 +40,7 @@ from shared.actions.client import ActionsClient
 from shared.actions.credentials import Credentials
 from shared.actions.transport import ProxySettings, RetryPolicy
 from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from shared.kube.client import new_api_client, user_agent
 from shared.kube.errors import NotFound
 from shared.kube.objects import POD, SECRET, Objects
 from shared.typedefs import JSONDict
@@ -433,11 +434,13 @@ async def open_rig(
         scale_set = actions.state.create_scale_set(
             name="arc", runner_group_id=1, labels=[], runner_setting={}
         )
-        # The controller runs as manifests/ install it: its ServiceAccount, its RBAC.
-        api = client.ApiClient(
+        # The controller runs as manifests/ install it (its ServiceAccount, its RBAC), with the
+        # client gha-controller makes (its User-Agent included).
+        api = new_api_client(
             await kube.configuration(
                 token=kube.service_account_token(CONTROLLER_NAMESPACE, "gha-controller")
-            )
+            ),
+            user_agent=user_agent(COMPONENT),
         )
         # The test's own writes (the listener's part) go out as another user, so the
         # controller's requests can be counted apart.

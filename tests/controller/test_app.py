@@ -137,6 +137,8 @@ async def test_the_process_serves_leads_and_releases_on_sigterm(
         assert await asyncio.wait_for(proc.wait(), 20) == 0
         lease = await objects.get(LEASE, ns, "gha-runner-scale-set-controller")
         assert lease["spec"].get("holderIdentity") is None
+        # Its requests carry its User-Agent, which the API server names its writes after.
+        assert {e["manager"] for e in lease["metadata"]["managedFields"]} == {"gha-controller"}
     finally:
         if proc.returncode is None:
             proc.kill()

@@ -56,6 +56,14 @@ async def test_pending_runner_becomes_running_with_every_job_field(
     assert status["workflowRunId"] == job.workflow_run_id
     assert status["jobWorkflowRef"] == WORKFLOW_REF
     assert status["jobDisplayName"] == "build"
+    # The listener's User-Agent names it the manager of what it wrote
+    # (docs/listener.md#kubernetes-requests).
+    managers = {
+        (e["manager"], e.get("subresource", ""))
+        for e in (await cluster.runner("runner-a"))["metadata"]["managedFields"]
+        if "f:phase" in e["fieldsV1"].get("f:status", {})
+    }
+    assert managers == {("gha-listener", "status")}
 
 
 @pytest.mark.parametrize("phase", ["Succeeded", "Failed", "Outdated"])

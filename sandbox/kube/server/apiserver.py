@@ -19,6 +19,7 @@ from aiohttp import web
 
 from sandbox.kube.faults import Faults, Request, Requests
 from sandbox.kube.kinds.subresources import READABLE, WRITABLE
+from sandbox.kube.managed import FIELD_MANAGER, manager_from_user_agent
 from sandbox.kube.rbac import Authorizer, Tokens, User
 from sandbox.kube.registry import FIELD_VALIDATION, Registry
 from sandbox.kube.resources import Catalog, ResourceType
@@ -134,6 +135,10 @@ class ApiServer:
                     f"fieldValidation must be one of Ignore, Warn or Strict, not {mode!r}"
                 )
             FIELD_VALIDATION.set((mode, warnings))
+            FIELD_MANAGER.set(
+                request.query.get("fieldManager")
+                or manager_from_user_agent(request.headers.get("User-Agent", ""))
+            )
             response = await self._dispatch(request, info, user=user)
             for warning in warnings:
                 quoted = warning.replace("\\", "\\\\").replace('"', '\\"')

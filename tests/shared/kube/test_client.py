@@ -43,18 +43,23 @@ async def test_the_client_works_without_trusting_the_environment(
     kube: KubeEmulator, ns: str
 ) -> None:
     cfg = await kube.configuration()
-    api = new_api_client(cfg, environ={"HTTPS_PROXY": PROXY, "NO_PROXY": "127.0.0.1"})
+    api = new_api_client(
+        cfg, user_agent="some-tool/1.0", environ={"HTTPS_PROXY": PROXY, "NO_PROXY": "127.0.0.1"}
+    )
     async with api:
         assert api.rest_client.pool_manager.trust_env is False
         assert api.rest_client.proxy is None
         objects = Objects(api, timeout=5.0)
-        await objects.create(CONFIG_MAP, ns, {"metadata": {"name": "c"}})
-        assert (await objects.get(CONFIG_MAP, ns, "c"))["metadata"]["name"] == "c"
+        await objects.create(CONFIG_MAP, ns, {"metadata": {"name": "c"}, "data": {"a": "1"}})
+        made = await objects.get(CONFIG_MAP, ns, "c")
+        assert made["metadata"]["name"] == "c"
+        # The User-Agent goes out instead of the generator's: the server names the writer after it.
+        assert [e["manager"] for e in made["metadata"]["managedFields"]] == ["some-tool"]
 
 
 async def test_the_proxy_is_resolved_once_into_the_configuration(kube: KubeEmulator) -> None:
     cfg = await kube.configuration()
-    async with new_api_client(cfg, environ={"HTTP_PROXY": PROXY}) as api:
+    async with new_api_client(cfg, user_agent="test/0", environ={"HTTP_PROXY": PROXY}) as api:
         assert cfg.proxy == PROXY
         assert api.rest_client.proxy == PROXY
 
@@ -67,6 +72,6 @@ async def test_the_kubeconfig_token_is_masked_in_logs(
     path = tmp_path / "kubeconfig"
     kube.write_kubeconfig(path, token=token)
     cfg = await load_configuration(str(path))
-    async with new_api_client(cfg) as api:
+    async with new_api_client(cfg, user_agent="test/0") as api:
         await Objects(api, timeout=5.0).list(CONFIG_MAP, ns)
     assert redact(f"sent {token}") == f"sent {REDACTED}"

@@ -42,7 +42,7 @@ def write(tmp_path: Path, config: dict[str, Any], name: str = "kubeconfig") -> s
 
 
 async def whoami(connection: Connection) -> str:
-    async with HttpApi(connection) as api:
+    async with HttpApi(connection, user_agent="test/0") as api:
         review = await Objects(api, timeout=5.0).create(
             SELF_SUBJECT_REVIEW,
             None,
@@ -96,12 +96,12 @@ async def test_the_pods_service_account(tls_kube: KubeEmulator, tmp_path: Path) 
 
 async def test_errors_map_onto_the_vocabulary(tls_kube: KubeEmulator, tmp_path: Path) -> None:
     path = write(tmp_path, tls_kube.kubeconfig_dict(token=tls_kube.user_token("nobody")))
-    async with HttpApi(from_kubeconfig(path)) as api:
+    async with HttpApi(from_kubeconfig(path), user_agent="test/0") as api:
         objects = Objects(api, timeout=5.0)
         with pytest.raises(Forbidden, match="nobody"):
             await objects.get(CONFIG_MAP, "default", "missing")
     admin = write(tmp_path, tls_kube.kubeconfig_dict(), name="admin")
-    async with HttpApi(from_kubeconfig(admin)) as api:
+    async with HttpApi(from_kubeconfig(admin), user_agent="some-tool/1.0") as api:
         objects = Objects(api, timeout=5.0)
         with pytest.raises(NotFound):
             await objects.get(CONFIG_MAP, "default", "missing")
@@ -109,6 +109,8 @@ async def test_errors_map_onto_the_vocabulary(tls_kube: KubeEmulator, tmp_path: 
         await objects.create(CONFIG_MAP, "default", body)
         patched = await objects.patch(CONFIG_MAP, "default", "made", {"data": {"b": "2"}})
         assert patched["data"] == {"a": "1", "b": "2"}
+        # Every request carries the User-Agent: the server names the writer after it.
+        assert [e["manager"] for e in patched["metadata"]["managedFields"]] == ["some-tool"]
 
 
 @pytest.mark.parametrize(
