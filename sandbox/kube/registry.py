@@ -51,6 +51,7 @@ Applied = tuple[str, set[Path]]
 
 SECRETS = ("", "secrets")
 NAMESPACES = ("", "namespaces")
+Conditions = list[dict[str, Any]]
 PODS = ("", "pods")
 SERVICES = ("", "services")
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
@@ -808,7 +809,7 @@ class Registry:
             return
         self.store.remove(rt.key, final)
 
-    def namespace_conditions(self, name: str, conditions: list[Obj]) -> None:
+    def namespace_conditions(self, name: str, conditions: Conditions) -> None:
         """The namespace controller's report on a namespace it cannot empty yet: its status
         conditions, written only when they change (lastTransitionTime kept while a condition's
         status stays)."""

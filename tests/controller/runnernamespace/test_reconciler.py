@@ -1,12 +1,13 @@
-"""Deleting a runner namespace under the manifests' RBAC (docs/install.md#deleting-a-runner-namespace):
-the namespace goes, whatever its runners are doing, for a docker-run set and for an
-AutoscalingRunnerSet, with the default install and with manifests/without-cluster-role/.
+"""Deleting a runner namespace under the manifests' RBAC
+(docs/install.md#deleting-a-runner-namespace): the namespace goes, whatever its runners are
+doing, for a docker-run set and for an AutoscalingRunnerSet, with the default install and with
+manifests/without-cluster-role/.
 
 The controller runs as its ServiceAccount with exactly the RBAC of manifests/ (the rig's
 default): its only writes in a runner namespace come from the RoleBinding `gha-controller` there,
 which the emulator's namespace controller deletes first, as a real one may. Before the
-controller protected that binding (and bound a ClusterRole rather than a Role of the namespace), the runners' finalizers were refused with 403 for ever and the namespace
-stayed Terminating.
+controller protected that binding (and bound a ClusterRole rather than a Role of the namespace),
+the runners' finalizers were refused with 403 for ever and the namespace stayed Terminating.
 """
 
 from __future__ import annotations
