@@ -5,6 +5,7 @@ cluster's objects is applied."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,6 +15,8 @@ import pytest
 import yaml
 
 from listener.config import ENV_PREFIX, ListenerSettings
+from sandbox.kube.emulator import KubeEmulator
+from sandbox.kube.testing import project_crds
 
 ROOT = Path(__file__).parents[2]
 OVERLAY = ROOT / "manifests" / "examples" / "docker-run" / "overlay"
@@ -115,3 +118,33 @@ def test_the_overlay_applies_the_secrets_and_not_its_values(tmp_path: Path) -> N
     assert token["type"] == "kubernetes.io/service-account-token"
     assert token["metadata"]["annotations"]["kubernetes.io/service-account.name"] == "gha-listener"
     assert not [o for o in objects if o["kind"] == "ConfigMap"]
+
+
+async def test_the_readme_teardown_exits_zero(tmp_path: Path) -> None:
+    """README step 7: `kubectl delete -k . --ignore-not-found`. The listener's token Secret goes
+    with its ServiceAccount (the token controller deletes it) before kubectl reaches it, so
+    without `--ignore-not-found` the teardown could end in a NotFound and exit 1."""
+    directory = _copy(tmp_path, namespace="arc-runners", name="my-runners", url="https://x.test/o")
+    async with KubeEmulator(tls=True) as kube:
+        kube.apply_crds(project_crds())
+        kubeconfig = tmp_path / "kubeconfig"
+        kube.write_kubeconfig(kubeconfig)
+
+        def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                ["kubectl", "--kubeconfig", str(kubeconfig), *args],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+
+        applied = await asyncio.to_thread(kubectl, "apply", "-k", str(directory))
+        assert applied.returncode == 0, applied.stderr
+        deleted = await asyncio.to_thread(
+            kubectl, "delete", "-k", str(directory), "--ignore-not-found"
+        )
+        assert deleted.returncode == 0, deleted.stderr
+        left = await asyncio.to_thread(kubectl, "get", "namespace", "arc-runners")
+        assert left.returncode == 1
+        assert "NotFound" in left.stderr
