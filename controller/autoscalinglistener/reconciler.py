@@ -167,6 +167,8 @@ class AutoscalingListenerReconciler:
         self._listeners = listeners
         self._sets = sets
         self._pods = pods
+        self._lease_owed: set[str] = set()
+        """Listeners being deleted that ran standby replicas: their Lease goes after their pods."""
         self._objects = objects
         self._events = events
         self._settings = settings
@@ -450,14 +452,23 @@ class AutoscalingListenerReconciler:
         runner_namespace = str((obj.get("spec") or {}).get("autoscalingRunnerSetNamespace"))
         # The Lease is touched only when standby replicas ran: an ARC-style listener needs no
         # permission on Leases, even to be deleted.
-        standby = bool(standby_lease_name(obj))
-        left = await self._delete_extra_pods(obj, keep=1)
+        if any(
+            self._pods.get(meta["namespace"], pod_name(obj, replica))
+            for replica in range(1, MAX_LISTENER_REPLICAS)
+        ):
+            self._lease_owed.add(uid)
+        standby = bool(standby_lease_name(obj)) or uid in self._lease_owed
+        # Pods first, and nothing else until they are gone: a listener stopping on SIGTERM
+        # still needs its Role (a standby releases its Lease, the holder deletes its session's
+        # state), so the Role, its binding and the Lease go only after the last pod.
+        if await self._delete_extra_pods(obj, keep=0):
+            return Result(requeue_after=WAIT)
+        left = False
         children: list[tuple[Kind, str, str]] = [
-            (POD, meta["namespace"], meta["name"]),
             (SECRET, meta["namespace"], f"{meta['name']}-config"),
             (SECRET, meta["namespace"], f"{meta['name']}-proxy"),
         ]
-        if standby or left:
+        if standby:
             children.append((LEASE, runner_namespace, lease_name(obj)))
         children += [
             (ROLE_BINDING, runner_namespace, meta["name"]),
@@ -475,6 +486,7 @@ class AutoscalingListenerReconciler:
         await remove_finalizers(listener, self._objects, [FINALIZER_AUTOSCALING_LISTENER])
         for replica in range(MAX_LISTENER_REPLICAS):
             self._restarts.pop((uid, replica), None)
+        self._lease_owed.discard(uid)
         self._gauge.series.pop(Request.of(obj), None)
         return Result()
 

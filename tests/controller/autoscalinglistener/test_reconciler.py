@@ -30,6 +30,8 @@ from tests.controller.autoscaling import create_ars
 from tests.controller.conftest import FAST_LISTENER, LISTENER_IMAGE, Rig, RigOptions
 
 NAME = "arc-listener"
+HOLD = "test.example/hold"
+"""A finalizer the test holds a pod with, so it stays terminating."""
 FINALIZER = "autoscalinglistener.actions.github.com/finalizer"
 
 
@@ -193,6 +195,34 @@ async def test_delete_removes_every_child_then_the_listener(rig: Rig) -> None:
         (ROLE_BINDING, NAME, rig.namespace),
     ]:
         assert await get(rig, kind, name, namespace) is None, (kind.kind, name)
+
+
+async def test_the_role_goes_only_after_the_listener_pods(rig: Rig) -> None:
+    """A listener stopping on SIGTERM still needs its Role (a standby releases its Lease with
+    it): while a pod is terminating, held here by a test finalizer, the Role and its binding
+    stay; they go once it is gone."""
+    await create_listener(rig)
+    await pod(rig)
+    await rig.objects.patch(POD, rig.system_namespace, NAME, {"metadata": {"finalizers": [HOLD]}})
+    await rig.objects.delete(AUTOSCALING_LISTENER, rig.system_namespace, NAME)
+
+    async def terminating() -> bool:
+        found = await get(rig, POD, NAME)
+        return found is not None and bool(found["metadata"].get("deletionTimestamp"))
+
+    await rig.until(terminating, what="listener pod terminating")
+    await rig.settle()
+    assert await get(rig, ROLE, NAME, rig.namespace) is not None
+    assert await get(rig, ROLE_BINDING, NAME, rig.namespace) is not None
+
+    await rig.objects.patch(POD, rig.system_namespace, NAME, {"metadata": {"finalizers": None}})
+
+    async def gone() -> bool:
+        return await get(rig, AUTOSCALING_LISTENER, NAME) is None
+
+    await rig.until(gone, what="listener gone")
+    assert await get(rig, ROLE, NAME, rig.namespace) is None
+    assert await get(rig, ROLE_BINDING, NAME, rig.namespace) is None
 
 
 async def test_runner_set_rename_updates_the_role(rig: Rig) -> None:
