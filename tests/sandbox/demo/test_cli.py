@@ -74,6 +74,7 @@ def test_a_short_workload_completes_in_cluster_with_every_invariant_held(tmp_pat
         "autoscalingrunnerset",
         "ephemeralrunner",
         "ephemeralrunnerset",
+        "runnernamespace",
     }
     assert report["queue_time_s"]["max"] >= report["queue_time_s"]["p50"] > 0
     assert report["api_calls_per_job"]["kubernetes_by_identity"]["listener"] > 0
