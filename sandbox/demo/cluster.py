@@ -61,6 +61,7 @@ CONTROLLER_STATE = {("coordination.k8s.io", "leases"), ("apps", "replicasets")}
 CONTROLLER_USER = f"system:serviceaccount:{CONTROLLER_NAMESPACE}:gha-controller"
 ER_KEY = ("actions.github.com", "ephemeralrunners")
 ERS_KEY = ("actions.github.com", "ephemeralrunnersets")
+NAMESPACES_KEY = ("", "namespaces")
 # Not what a run leaves behind: events expire on their own; the namespace controller adds the
 # other two to every namespace.
 NOT_LEFTOVERS = {("", "events"), ("events.k8s.io", "events")}
@@ -82,6 +83,9 @@ class SystemOptions:
     scaling_policy: dict[str, Any] | None = None
     """The AutoscalingRunnerSet's `spec.scalingPolicy` (docker-run: the listener's
     `scaling_policy`), as docs/policies.md writes it; None leaves ARC's formula."""
+    listener_exit_stops: bool = True
+    """A listener that exits stops the system (a crash); False (`up`) records the exit in
+    `System.exits` and keeps the rest running, e.g. while its runner namespace is deleted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,6 +344,8 @@ class System:
         self.scale_set_id = 0
         self.components: dict[str, Component] = {}
         self.crashed: asyncio.Future[Crash] = asyncio.get_running_loop().create_future()
+        # Exits that did not stop the system (options.listener_exit_stops False), in order.
+        self.exits: list[Crash] = []
         self.controller_metrics_port = 0
         self._watchers: list[asyncio.Task[None]] = []
         self._baseline: set[str] = set()
@@ -414,8 +420,16 @@ class System:
 
     async def _watch(self, component: Component) -> None:
         code = await component.proc.wait()
-        if not component.stopping and not self.crashed.done():
-            self.crashed.set_result(Crash(component.name, code, log_tail(component.log)))
+        if not component.stopping:
+            self._exited(Crash(component.name, code, log_tail(component.log)))
+
+    def _exited(self, exit: Crash) -> None:
+        """A component ended before `stop()`: a crash, or an exit the system outlives."""
+        if exit.component == "listener" and not self.options.listener_exit_stops:
+            if exit not in self.exits:  # a pod's status repeats its last exit
+                self.exits.append(exit)
+        elif not self.crashed.done():
+            self.crashed.set_result(exit)
 
     async def _watch_pods(self) -> None:
         """In-cluster: each component's exit codes from its pods' container statuses; a
@@ -442,11 +456,11 @@ class System:
                     if terminated is not None:
                         codes[pod["metadata"]["name"]] = int(terminated.get("exitCode") or 0)
                 failed = container_exit_code(pod)
-                if failed is not None and not self._stopping and not self.crashed.done():
+                if failed is not None and not self._stopping:
                     container, code = failed
                     logs = self.kube.processes.logs(pod, container) if self.kube.processes else ""
                     tail = "\n".join(logs.splitlines()[-LOG_TAIL_LINES:])
-                    self.crashed.set_result(Crash(component, code, tail))
+                    self._exited(Crash(component, code, tail))
         finally:
             self.kube.store.unsubscribe(subscription)
 
@@ -521,6 +535,9 @@ class System:
 
     def _leftovers(self) -> set[str]:
         left = self.namespace_objects() - self._baseline
+        namespace = self.kube.store.get(NAMESPACES_KEY, "", NAMESPACE)
+        if namespace is not None and namespace["metadata"].get("deletionTimestamp"):
+            left.add(f"namespaces/{NAMESPACE} (Terminating)")
         if self.in_cluster:
             left |= {f"{CONTROLLER_NAMESPACE}/{item}" for item in self.listener_objects()}
         return left

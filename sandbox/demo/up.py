@@ -130,6 +130,7 @@ async def _up(args: argparse.Namespace) -> int:
         pod_start_latency=args.pod_start_latency,
         registration_latency=args.registration_latency,
         listener=args.listener,
+        listener_exit_stops=False,
     )
     try:
         async with start_system(options, workdir) as system:
@@ -146,12 +147,19 @@ async def _up(args: argparse.Namespace) -> int:
             state_path.write_text(json.dumps(state(system, workdir), indent=2) + "\n")
             state_path.chmod(0o600)
             console.print(_usage(system, workdir), markup=False)
-            reported = 0
+            reported = exited = 0
             while not stop.is_set() and not system.crashed.done():
                 observer.check_killed()
                 for violation in observer.violations[reported:]:
                     console.print(f"invariant violated: {violation}", markup=False)
                 reported = len(observer.violations)
+                for exit in system.exits[exited:]:
+                    console.print(
+                        f"{exit.component} exited with code {exit.exit_code}; the rest keeps "
+                        f"running; the end of its log:\n{exit.log_tail}",
+                        markup=False,
+                    )
+                exited = len(system.exits)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=0.5)
             if system.crashed.done():

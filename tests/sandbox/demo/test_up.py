@@ -3,6 +3,7 @@ kubeconfig, jobs added from another process, SIGTERM at the end, and nothing lef
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -10,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -79,6 +81,18 @@ def start_up(tmp_path: Path) -> Iterator[Callable[..., tuple[subprocess.Popen[st
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@contextlib.contextmanager
+def kill_after(proc: subprocess.Popen[str], seconds: float) -> Iterator[None]:
+    """Kill `proc` if the block takes longer than `seconds`, so a read of its output ends
+    (at EOF) instead of waiting for ever for a line that does not come."""
+    timer = threading.Timer(seconds, proc.kill)
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def watch_runners(kubeconfig: Path) -> subprocess.Popen[str]:
@@ -221,3 +235,44 @@ def test_a_busy_runner_deleted_killed_and_replicas_above_max_are_reported(
     )
     # The service cancels the job whose runner went with its pod.
     assert report["runners"]["killed_while_busy"] == 1
+
+
+@pytest.mark.parametrize("listener", ["docker-run", "in-cluster"])
+def test_deleting_the_runner_namespace_with_busy_runners_finishes_while_up_keeps_running(
+    start_up: Callable[..., tuple[subprocess.Popen[str], Path]], tmp_path: Path, listener: str
+) -> None:
+    """`kubectl delete namespace` under busy runners, as a user runs it against `up`: the
+    namespace goes (the emulator's namespace controller deletes the controller's RoleBinding
+    first, as a real one may; docs/install.md#deleting-a-runner-namespace) and nothing is left.
+    The listener exits when its Role goes; `up` reports that and keeps the rest running
+    (before, it stopped everything, so the deletion could not be watched to its end)."""
+    proc, workdir = start_up("--listener", listener)
+    state: dict[str, Any] = json.loads((workdir / "sandbox.json").read_text())
+    admin = Path(state["kubeconfig"])
+    with watch_runners(admin) as watch:
+        added = sandbox("job", "add", "--workdir", str(workdir), "--count", "2",
+                        "--duration", "600")  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        assert watch.stdout is not None
+        read_until(watch.stdout, " Running")
+        read_until(watch.stdout, " Running")
+        watch.kill()
+    kubectl(admin, "delete", "namespace", NAMESPACE, "--timeout=60s")
+    kubectl(admin, "wait", "--for=delete", f"namespace/{NAMESPACE}", "--timeout=60s")
+    # The listener's Role (in the runner namespace on both paths) went with the namespace:
+    # the listener says so and exits when it next patches its set; `up` reports it.
+    assert proc.stdout is not None
+    with kill_after(proc, 60):
+        exited = read_until(proc.stdout, "the rest keeps running")
+        assert "listener exited with code 1; the rest keeps running" in exited
+        assert "lacks the Role rule" in read_until(proc.stdout, "listener stopped:")
+    # The controller still runs: `up` is still up.
+    assert proc.poll() is None
+    code, out = stop(proc)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["leftovers"]["kubernetes"] == [], out
+    assert report["invariant_violations"] == [], out
+    assert report["components"]["crash"] is None, out
+    # The listener's exit is still a component failure in the report and the exit code.
+    assert "listener stopped with exit code 1" in out
+    assert code == 1, out
