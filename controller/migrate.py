@@ -14,6 +14,11 @@ Run once, after ARC's controller is stopped and before this project's listeners 
    Secret (registration) and the runner pods' ServiceAccount with its Role and RoleBinding. The
    manager Role and RoleBinding, which only ARC's controller used, go with Helm.
 
+With `--keep-helm-release` it does step 1 only: the AutoscalingRunnerSets stay with their Helm
+releases, and this controller adopts their runner sets in place (docs/install.md, "Keeping ARC's
+Helm release"). Either way a listener in this controller's namespace (`--controller-namespace`)
+is its own and is left alone.
+
 Without `--apply` it only prints the plan. A write that replaces a list (finalizers, owner
 references) carries the resourceVersion it was planned on, and a delete the uid, so an object
 changed in between fails the run instead of being overwritten; run it again.
@@ -55,6 +60,8 @@ from shared.kube.objects import POD, ROLE, ROLE_BINDING, Kind, Objects
 from shared.typedefs import JSONDict
 
 PROG = "gha-controller migrate-from-arc"
+CONTROLLER_NAMESPACE = "gha-runner-scaler-system"
+"""Where manifests/ installs this controller; its own listeners there are never ARC's."""
 HELM_RESOURCE_POLICY = "helm.sh/resource-policy"
 """Helm leaves an object with this annotation set to `keep` in place on `helm uninstall`."""
 
@@ -96,15 +103,30 @@ def _ref(kind: Kind, obj: JSONDict) -> str:
 
 
 class Planner:
-    def __init__(self, objects: Objects, *, timeout: float) -> None:
+    def __init__(
+        self,
+        objects: Objects,
+        *,
+        timeout: float,
+        keep_helm_release: bool = False,
+        controller_namespace: str = CONTROLLER_NAMESPACE,
+    ) -> None:
         self._objects = objects
         self._timeout = timeout
+        self._keep_helm_release = keep_helm_release
+        self._controller_namespace = controller_namespace
 
     async def plan(self) -> list[Step]:
-        """Every step, listeners first: their pods must be gone before anything else moves."""
+        """Every step, listeners first: their pods must be gone before anything else moves.
+        Listeners in this controller's namespace are its own and stay. With
+        `keep_helm_release` only the listeners go: the AutoscalingRunnerSets stay with their
+        Helm release and this controller adopts them."""
         steps: list[Step] = []
         for listener in await self._all(AUTOSCALING_LISTENER):
-            steps += await self._listener(listener)
+            if listener["metadata"]["namespace"] != self._controller_namespace:
+                steps += await self._listener(listener)
+        if self._keep_helm_release:
+            return steps
         for scale_set in await self._all(AUTOSCALING_RUNNER_SET):
             steps += await self._scale_set(scale_set)
         return steps
@@ -269,6 +291,18 @@ def _parser() -> _Parser:
     p.add_argument("--kubeconfig", default=None, help="default: KUBECONFIG, then in-cluster")
     p.add_argument("--context", default=None)
     p.add_argument(
+        "--keep-helm-release",
+        action="store_true",
+        help="only delete ARC's listeners (and wait for their pods): the AutoscalingRunnerSets "
+        "stay with their Helm releases and this controller adopts them",
+    )
+    p.add_argument(
+        "--controller-namespace",
+        default=CONTROLLER_NAMESPACE,
+        help=f"this controller's namespace, whose listeners are left alone "
+        f"(default {CONTROLLER_NAMESPACE})",
+    )
+    p.add_argument(
         "--timeout",
         type=float,
         default=300.0,
@@ -298,7 +332,12 @@ async def run(args: argparse.Namespace) -> int:
         )
         return 2
     async with new_api_client(kube_config, user_agent=user_agent("gha-controller")) as api:
-        planner = Planner(Objects(api), timeout=args.timeout)
+        planner = Planner(
+            Objects(api),
+            timeout=args.timeout,
+            keep_helm_release=args.keep_helm_release,
+            controller_namespace=args.controller_namespace,
+        )
         try:
             steps = await planner.plan()
             for step in steps:

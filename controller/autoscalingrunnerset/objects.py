@@ -179,7 +179,12 @@ def listener_name(ars: JSONDict) -> str:
 
 
 def listener_spec(
-    ars: JSONDict, *, scale_set_id: int, image: str, image_pull_secrets: Sequence[str]
+    ars: JSONDict,
+    *,
+    scale_set_id: int,
+    runner_set: str,
+    image: str,
+    image_pull_secrets: Sequence[str],
 ) -> JSONDict:
     meta = metadata_of(ars)
     spec = ars.get("spec") or {}
@@ -191,7 +196,7 @@ def listener_spec(
             "runnerScaleSetId": scale_set_id,
             "autoscalingRunnerSetNamespace": meta["namespace"],
             "autoscalingRunnerSetName": meta["name"],
-            "ephemeralRunnerSetName": meta["name"],
+            "ephemeralRunnerSetName": runner_set,
             "minRunners": spec.get("minRunners") or 0,
             "maxRunners": MAX_RUNNERS_UNBOUNDED if max_runners is None else max_runners,
             "image": image,
@@ -238,12 +243,14 @@ def new_listener(
     *,
     namespace: str,
     scale_set_id: int,
+    runner_set: str,
     image: str,
     image_pull_secrets: Sequence[str],
     excluded_prefixes: Sequence[str],
 ) -> JSONDict:
     """The AutoscalingListener, in the controller's namespace: no owner reference can cross
-    namespaces, so the reconciler deletes it itself."""
+    namespaces, so the reconciler deletes it itself. It drives `runner_set`, the set that holds
+    the scale set's runners (ARC's generated name on a set adopted from ARC)."""
     _, annotations = resource_meta(ars.get("spec") or {}, "autoscalingListener")
     return {
         "apiVersion": API_VERSION,
@@ -255,7 +262,11 @@ def new_listener(
             "annotations": annotations,
         },
         "spec": listener_spec(
-            ars, scale_set_id=scale_set_id, image=image, image_pull_secrets=image_pull_secrets
+            ars,
+            scale_set_id=scale_set_id,
+            runner_set=runner_set,
+            image=image,
+            image_pull_secrets=image_pull_secrets,
         ),
     }
 

@@ -45,7 +45,7 @@ from controller.autoscalingrunnerset.objects import (
 )
 from controller.autoscalingrunnerset.predicates import ERS_TO_ARS
 from controller.runners.actions import ActionsClients, GitHubConfigError
-from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, json_digest
+from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
 from controller.runtime import (
     Controller,
     EventRecorder,
@@ -74,12 +74,13 @@ from shared.api.names import (
     ANNOTATION_RUNNER_GROUP_NAME,
     ANNOTATION_RUNNER_SCALE_SET_ID,
     ANNOTATION_RUNNER_SCALE_SET_NAME,
+    ANNOTATION_RUNNER_SET_NAME,
     FINALIZER_AUTOSCALING_RUNNER_SET,
     FINALIZER_CLEANUP_PROTECTION,
 )
 from shared.kube.errors import AlreadyExists, Forbidden, KubeError, NotFound
 from shared.kube.objects import Kind, Objects
-from shared.kube.views import annotation_int, is_deleting, metadata_of, status_of
+from shared.kube.views import annotation_int, created_at, is_deleting, metadata_of, status_of
 from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ PHASE_PENDING, PHASE_RUNNING, PHASE_OUTDATED = "Pending", "Running", "Outdated"
 CONDITION_SCALE_SET = "ScaleSetRegistered"
 CONDITION_RUNNERS = "RunnersUpToDate"
 CONDITION_POLICY = "ScalingPolicyValid"
+CONDITION_LISTENER = "SingleListener"
 WAIT = 1.0
 """Seconds between looks at a child being deleted (its delete event usually comes first)."""
 DEFAULT_GROUP_ID = 1
@@ -164,8 +166,13 @@ class AutoscalingRunnerSetReconciler:
         if scale_set_id is None:
             return Result()
 
-        runner_set = self._runner_sets.get(request.namespace, request.name)
+        owned = self._runner_sets.owned_by(str(metadata_of(cached)["uid"]))
+        runner_set = self._current_runner_set(cached, owned)
         if runner_set is None:
+            if owned:
+                # The last one is being deleted (busy runners finish under its finalizer):
+                # never two sets holding replicas for one scale set.
+                return Result(requeue_after=WAIT)
             await self._objects.create(
                 EPHEMERAL_RUNNER_SET,
                 request.namespace,
@@ -176,21 +183,22 @@ class AutoscalingRunnerSetReconciler:
                 ),
             )
             return Result()
-        if is_deleting(runner_set):
-            return Result(requeue_after=WAIT)
+        await self._drain_others(ars.object, owned, keep=runner_set)
+        self._record_runner_set(ars, runner_set)
         spec_changed = await self._update_runner_set(ars.object, runner_set, scale_set_id)
         if spec_changed:
             return Result()
 
         if self._outdated(runner_set):
-            return await self._hold_outdated(ars, runner_set)
+            return await self._hold_outdated(ars, runner_set, owned)
 
+        await self._report_foreign_listeners(ars)
         if await self._policy_refused(ars):
             # The listener it has keeps running on its config; none is made with this one.
-            await self._write_status(ars, runner_set, phase=PHASE_RUNNING)
+            await self._write_status(ars, owned, phase=PHASE_RUNNING)
             return Result()
-        await self._ensure_listener(ars.object, scale_set_id)
-        await self._write_status(ars, runner_set, phase=PHASE_RUNNING)
+        await self._ensure_listener(ars.object, scale_set_id, metadata_of(runner_set)["name"])
+        await self._write_status(ars, owned, phase=PHASE_RUNNING)
         return Result()
 
     # --- scale set on GitHub -------------------------------------------------------------------
@@ -302,6 +310,61 @@ class AutoscalingRunnerSetReconciler:
 
     # --- runner set ----------------------------------------------------------------------------
 
+    @staticmethod
+    def _current_runner_set(ars: JSONDict, owned: Sequence[JSONDict]) -> JSONDict | None:
+        """The set that holds the scale set's runners: the one recorded on the set, else the
+        newest this set controls (ARC's rule: a released ARC names its sets `<set>-xxxxx`, and
+        after a spec change the newest is the one in use). Found by owner, never by name."""
+        live = [s for s in owned if not is_deleting(s)]
+        recorded = (metadata_of(ars).get("annotations") or {}).get(ANNOTATION_RUNNER_SET_NAME)
+        for runner_set in live:
+            if metadata_of(runner_set)["name"] == recorded:
+                return runner_set
+        if not live:
+            return None
+        return max(live, key=lambda s: (created_at(s), metadata_of(s)["name"]))
+
+    async def _drain_others(
+        self, ars: JSONDict, owned: Sequence[JSONDict], *, keep: JSONDict
+    ) -> None:
+        """Delete every other set this one controls (an older ARC set, left by a spec change):
+        its idle runners go at once, its busy ones finish their jobs under the set's finalizer,
+        as ARC's `eventual` update drains them."""
+        for runner_set in owned:
+            meta = metadata_of(runner_set)
+            if runner_set is keep or is_deleting(runner_set):
+                continue
+            log.info(
+                "%s/%s: deleting EphemeralRunnerSet %s, older than %s (busy runners finish first)",
+                metadata_of(ars)["namespace"],
+                metadata_of(ars)["name"],
+                meta["name"],
+                metadata_of(keep)["name"],
+            )
+            await self._events.normal(
+                ars,
+                reason="RunnerSetDrained",
+                message=f"EphemeralRunnerSet {meta['name']} is older than "
+                f"{metadata_of(keep)['name']}: deleted, its busy runners finish first",
+            )
+            await self._delete(EPHEMERAL_RUNNER_SET, meta["namespace"], meta["name"])
+
+    @staticmethod
+    def _record_runner_set(ars: LazyObject, runner_set: JSONDict) -> None:
+        """Record a set not named like this one (adopted from ARC) on it, with the pass's next
+        write, so that the choice stays put and a person sees which set is in use."""
+        name = metadata_of(runner_set)["name"]
+        annotations = metadata_of(ars.object).get("annotations") or {}
+        if (
+            name == metadata_of(ars.object)["name"]
+            and ANNOTATION_RUNNER_SET_NAME not in annotations
+        ):
+            return
+        if annotations.get(ANNOTATION_RUNNER_SET_NAME) != name:
+            ars.mutate()["metadata"].setdefault("annotations", {})[ANNOTATION_RUNNER_SET_NAME] = (
+                name
+            )
+
     async def _update_runner_set(
         self, ars: JSONDict, runner_set: JSONDict, scale_set_id: int
     ) -> bool:
@@ -317,7 +380,25 @@ class AutoscalingRunnerSetReconciler:
         annotations = drifted(meta.get("annotations"), runner_set_annotations(ars))
         desired_runner_spec = runner_spec(ars, scale_set_id=scale_set_id)
         digest = json_digest(desired_runner_spec)
-        spec_changed = (meta.get("annotations") or {}).get(ANNOTATION_RUNNER_SPEC_HASH) != digest
+        recorded = (meta.get("annotations") or {}).get(ANNOTATION_RUNNER_SPEC_HASH)
+        if recorded != digest and not is_own_digest(recorded):
+            # Released ARC's digest (a set adopted from ARC): it says nothing about the spec this
+            # controller builds, so it is replaced without taking it as a change; the runners,
+            # idle ones included, stay (docs/install.md#keeping-arcs-helm-release).
+            log.info(
+                "%s/%s: adopting EphemeralRunnerSet %s with its runners (runner-spec-hash %r "
+                "was not written by this controller)",
+                meta["namespace"],
+                metadata_of(ars)["name"],
+                meta["name"],
+                recorded,
+            )
+            edit = lazy.mutate()
+            edit["metadata"].setdefault("annotations", {})[ANNOTATION_RUNNER_SPEC_HASH] = digest
+            edit["spec"]["ephemeralRunnerSpec"] = desired_runner_spec
+            await lazy.write(self._objects, optimistic=True)
+            return True
+        spec_changed = recorded != digest
         runner_metadata = (ars.get("spec") or {}).get("ephemeralRunnerMetadata")
         metadata_changed = spec.get("ephemeralRunnerMetadata") != runner_metadata
         if not (labels or annotations or spec_changed or metadata_changed):
@@ -342,7 +423,9 @@ class AutoscalingRunnerSetReconciler:
         revision = int((runner_set.get("spec") or {}).get("actionableRevision") or 0)
         return status.get("phase") == PHASE_OUTDATED and applied == revision
 
-    async def _hold_outdated(self, ars: LazyObject, runner_set: JSONDict) -> Result:
+    async def _hold_outdated(
+        self, ars: LazyObject, runner_set: JSONDict, owned: Sequence[JSONDict]
+    ) -> Result:
         """Upstream's later rule: stop, hold the runner set at 0, stay until the spec changes."""
         await self._delete_listeners(ars.object, keep=None)
         spec = runner_set.get("spec") or {}
@@ -359,7 +442,7 @@ class AutoscalingRunnerSetReconciler:
         )
         if self._condition(ars, CONDITION_RUNNERS, "False", "RunnerOutdated", message):
             await self._events.warning(ars.object, reason="RunnerOutdated", message=message)
-        await self._write_status(ars, runner_set, phase=PHASE_OUTDATED)
+        await self._write_status(ars, owned, phase=PHASE_OUTDATED)
         return Result()
 
     # --- listener ------------------------------------------------------------------------------
@@ -382,7 +465,35 @@ class AutoscalingRunnerSetReconciler:
             self._condition(ars, CONDITION_POLICY, "True", "Valid", "")
         return False
 
-    async def _ensure_listener(self, ars: JSONDict, scale_set_id: int) -> None:
+    async def _report_foreign_listeners(self, ars: LazyObject) -> None:
+        """ARC's AutoscalingListener for this set, left in ARC's namespace (`arc-systems`), keeps
+        a pod holding the scale set's message session. This controller may not delete in that
+        namespace, so it says so: condition `SingleListener=False` and a Warning Event naming
+        it (docs/install.md#keeping-arcs-helm-release); the condition turns True once it is gone."""
+        meta = metadata_of(ars.object)
+        foreign = sorted(
+            f"{metadata_of(listener)['namespace']}/{metadata_of(listener)['name']}"
+            for listener in self._listeners.list()
+            if metadata_of(listener)["namespace"] != self._settings.controller_namespace
+            and (listener.get("spec") or {}).get("autoscalingRunnerSetNamespace")
+            == meta["namespace"]
+            and (listener.get("spec") or {}).get("autoscalingRunnerSetName") == meta["name"]
+        )
+        if foreign:
+            message = (
+                f"AutoscalingListener {', '.join(foreign)} (ARC's) names this set and its pod may "
+                "hold the scale set's message session: stop ARC's controller and run "
+                "`gha-controller migrate-from-arc --keep-helm-release --apply`"
+            )
+            if self._condition(ars, CONDITION_LISTENER, "False", "ForeignListener", message):
+                log.warning("%s/%s: %s", meta["namespace"], meta["name"], message)
+                await self._events.warning(ars.object, reason="ForeignListener", message=message)
+            return
+        conditions = status_of(ars.object).get("conditions") or []
+        if any(condition.get("type") == CONDITION_LISTENER for condition in conditions):
+            self._condition(ars, CONDITION_LISTENER, "True", "Single", "")
+
+    async def _ensure_listener(self, ars: JSONDict, scale_set_id: int, runner_set: str) -> None:
         if not self._wants_listener(ars):
             await self._delete_listeners(ars, keep=None)
             return
@@ -390,6 +501,7 @@ class AutoscalingRunnerSetReconciler:
             ars,
             namespace=self._settings.controller_namespace,
             scale_set_id=scale_set_id,
+            runner_set=runner_set,
             image=self._settings.listener_image,
             image_pull_secrets=self._settings.image_pull_secrets,
             excluded_prefixes=self._settings.excluded_label_prefixes,
@@ -452,14 +564,21 @@ class AutoscalingRunnerSetReconciler:
 
     # --- status --------------------------------------------------------------------------------
 
-    async def _write_status(self, ars: LazyObject, runner_set: JSONDict, *, phase: str) -> None:
-        counts = status_of(runner_set)
+    async def _write_status(
+        self, ars: LazyObject, owned: Sequence[JSONDict], *, phase: str
+    ) -> None:
+        """Phase and the counts of every runner of the scale set: those of each set this one
+        controls, a set being drained included (ARC counts only its newest)."""
+
+        def total(field: str) -> int:
+            return sum(int(status_of(s).get(field) or 0) for s in owned)
+
         desired = {
             "phase": phase,
-            "currentRunners": int(counts.get("currentReplicas") or 0),
-            "pendingEphemeralRunners": int(counts.get("pendingEphemeralRunners") or 0),
-            "runningEphemeralRunners": int(counts.get("runningEphemeralRunners") or 0),
-            "failedEphemeralRunners": int(counts.get("failedEphemeralRunners") or 0),
+            "currentRunners": total("currentReplicas"),
+            "pendingEphemeralRunners": total("pendingEphemeralRunners"),
+            "runningEphemeralRunners": total("runningEphemeralRunners"),
+            "failedEphemeralRunners": total("failedEphemeralRunners"),
         }
         if phase == PHASE_RUNNING:
             self._condition(ars, CONDITION_RUNNERS, "True", "UpToDate", "")
@@ -513,10 +632,16 @@ class AutoscalingRunnerSetReconciler:
         meta = metadata_of(obj)
         if await self._delete_listeners(obj, keep=None):
             return Result(requeue_after=WAIT)
-        runner_set = self._runner_sets.get(meta["namespace"], meta["name"])
-        if runner_set is not None:
-            if not is_deleting(runner_set):
-                await self._delete(EPHEMERAL_RUNNER_SET, meta["namespace"], meta["name"])
+        owned = self._runner_sets.owned_by(str(meta["uid"]))
+        if owned:
+            # Every set it controls, an adopted or drained one of ARC's included; the scale set
+            # on GitHub goes only once no runner of it is left.
+            for runner_set in owned:
+                if not is_deleting(runner_set):
+                    runner_meta = metadata_of(runner_set)
+                    await self._delete(
+                        EPHEMERAL_RUNNER_SET, runner_meta["namespace"], runner_meta["name"]
+                    )
             return Result(requeue_after=WAIT)
         await self._delete_scale_set(ars)
         for annotation, kind in CLEANUP_TARGETS:

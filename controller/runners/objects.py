@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 
 from shared.typedefs import JSONDict
@@ -80,3 +81,14 @@ def json_digest(value: object) -> str:
     """A stable digest of a JSON value (key order does not matter), for integrity annotations."""
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+DIGEST = re.compile(r"[0-9a-f]{16}")
+
+
+def is_own_digest(value: str | None) -> bool:
+    """Whether `value` is a `json_digest` (16 hex digits), as this controller writes
+    `ANNOTATION_RUNNER_SPEC_HASH`. Released ARC writes its own digest there, at most ten letters
+    and digits of its own alphabet (docs/install.md#keeping-arcs-helm-release), which tells
+    nothing about the spec this controller would build."""
+    return value is not None and DIGEST.fullmatch(value) is not None

@@ -34,6 +34,9 @@ class EventRecorder:
     async def warning(self, obj: JSONDict, *, reason: str, message: str) -> None:
         await self._record(obj, kind="Warning", reason=reason, message=message)
 
+    async def normal(self, obj: JSONDict, *, reason: str, message: str) -> None:
+        await self._record(obj, kind="Normal", reason=reason, message=message)
+
     async def _record(self, obj: JSONDict, *, kind: str, reason: str, message: str) -> None:
         meta = obj.get("metadata") or {}
         namespace = str(meta.get("namespace", ""))

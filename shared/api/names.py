@@ -77,6 +77,9 @@ ANNOTATION_RUNNER_SCALE_SET_ID: Final = "runner-scale-set-id"  # unprefixed, as 
 ANNOTATION_RUNNER_SCALE_SET_NAME: Final = "actions.github.com/runner-scale-set-name"
 ANNOTATION_RUNNER_GROUP_NAME: Final = "actions.github.com/runner-group-name"
 ANNOTATION_PATCH_ID: Final = "actions.github.com/patch-id"
+# This project's, on an AutoscalingRunnerSet: the EphemeralRunnerSet that holds its runners when
+# that set is not named like it (one adopted from a released ARC, which generates the name).
+ANNOTATION_RUNNER_SET_NAME: Final = "gha-runner-scaler/runner-set-name"
 ANNOTATION_VALUES_HASH: Final = "actions.github.com/values-hash"
 ANNOTATION_CLEANUP_MANAGER_ROLE_BINDING: Final = "actions.github.com/cleanup-manager-role-binding"
 ANNOTATION_CLEANUP_MANAGER_ROLE_NAME: Final = "actions.github.com/cleanup-manager-role-name"

@@ -408,8 +408,20 @@ def install_rbac(kube: KubeEmulator, namespace: str, *, cluster_role: bool) -> N
 
 @contextlib.asynccontextmanager
 async def open_rig(
-    rig_options: RigOptions, *, namespace: str, actions: ActionsEmulator
+    rig_options: RigOptions,
+    *,
+    namespace: str,
+    actions: ActionsEmulator,
+    kube: KubeEmulator | None = None,
+    scale_set_id: int | None = None,
 ) -> AsyncIterator[Rig]:
+    """A controller over a new emulator, or over `kube` as an earlier rig left it (a controller
+    stopped and another started on the same cluster: `scale_set_id` is that rig's)."""
+    if kube is not None:
+        assert scale_set_id is not None
+        async with _running(rig_options, kube, namespace, actions, scale_set_id) as rig:
+            yield rig
+        return
     runtime = rig_options.runtime
     if rig_options.simulated_runners:
         runtime = actions.runtime
@@ -420,7 +432,6 @@ async def open_rig(
         tls=rig_options.tls,
     ) as kube:
         kube.apply_crds(project_crds())
-        system = CONTROLLER_NAMESPACE
         install_rbac(kube, namespace, cluster_role=rig_options.cluster_role)
         token = actions.add_pat()
         kube.apply(
@@ -434,71 +445,85 @@ async def open_rig(
         scale_set = actions.state.create_scale_set(
             name="arc", runner_group_id=1, labels=[], runner_setting={}
         )
-        # The controller runs as manifests/ install it (its ServiceAccount, its RBAC), with the
-        # client gha-controller makes (its User-Agent included).
-        api = new_api_client(
-            await kube.configuration(
-                token=kube.service_account_token(CONTROLLER_NAMESPACE, "gha-controller")
-            ),
-            user_agent=user_agent(COMPONENT),
-        )
-        # The test's own writes (the listener's part) go out as another user, so the
-        # controller's requests can be counted apart.
-        test_api = client.ApiClient(
-            await kube.configuration(token=kube.user_token(TEST_USER, ["system:masters"]))
-        )
-        manager = Manager(
-            api=api,
-            settings=RuntimeSettings(
-                namespaces=None if rig_options.cluster_role else frozenset({namespace, system}),
-                backoff=Backoff(base=0.01, maximum=0.5),
-                drain_timeout=2.0,
-            ),
-        )
-        deps = runner_deps(
+        async with _running(rig_options, kube, namespace, actions, scale_set.id) as rig:
+            yield rig
+
+
+@contextlib.asynccontextmanager
+async def _running(
+    rig_options: RigOptions,
+    kube: KubeEmulator,
+    namespace: str,
+    actions: ActionsEmulator,
+    scale_set_id: int,
+) -> AsyncIterator[Rig]:
+    """The controller's manager, running over `kube` until the block ends."""
+    system = CONTROLLER_NAMESPACE
+    # The controller runs as manifests/ install it (its ServiceAccount, its RBAC), with the
+    # client gha-controller makes (its User-Agent included).
+    api = new_api_client(
+        await kube.configuration(
+            token=kube.service_account_token(CONTROLLER_NAMESPACE, "gha-controller")
+        ),
+        user_agent=user_agent(COMPONENT),
+    )
+    # The test's own writes (the listener's part) go out as another user, so the
+    # controller's requests can be counted apart.
+    test_api = client.ApiClient(
+        await kube.configuration(token=kube.user_token(TEST_USER, ["system:masters"]))
+    )
+    manager = Manager(
+        api=api,
+        settings=RuntimeSettings(
+            namespaces=None if rig_options.cluster_role else frozenset({namespace, system}),
+            backoff=Backoff(base=0.01, maximum=0.5),
+            drain_timeout=2.0,
+        ),
+    )
+    deps = runner_deps(
+        manager,
+        rig_options.settings,
+        clients=ActionsClients(
+            objects=manager.objects,
+            factory=test_factory,
+            credentials_ttl=rig_options.settings.credentials_ttl_seconds,
+        ),
+    )
+    # As the composition root (controller/app.py) does, whatever else runs.
+    runnernamespace.setup(manager, events=deps.events)
+    if "ephemeralrunner" in rig_options.controllers:
+        ephemeralrunner.setup(manager, deps)
+    if "ephemeralrunnerset" in rig_options.controllers:
+        ephemeralrunnerset.setup(manager, deps)
+    if "autoscalingrunnerset" in rig_options.controllers:
+        autoscalingrunnerset.setup(
             manager,
-            rig_options.settings,
-            clients=ActionsClients(
-                objects=manager.objects,
-                factory=test_factory,
-                credentials_ttl=rig_options.settings.credentials_ttl_seconds,
+            clients=deps.clients,
+            events=deps.events,
+            expectations=deps.expectations,
+            settings=AutoscalingSettings(
+                controller_namespace=system, listener_image=LISTENER_IMAGE
             ),
         )
-        # As the composition root (controller/app.py) does, whatever else runs.
-        runnernamespace.setup(manager, events=deps.events)
-        if "ephemeralrunner" in rig_options.controllers:
-            ephemeralrunner.setup(manager, deps)
-        if "ephemeralrunnerset" in rig_options.controllers:
-            ephemeralrunnerset.setup(manager, deps)
-        if "autoscalingrunnerset" in rig_options.controllers:
-            autoscalingrunnerset.setup(
-                manager,
-                clients=deps.clients,
-                events=deps.events,
-                expectations=deps.expectations,
-                settings=AutoscalingSettings(
-                    controller_namespace=system, listener_image=LISTENER_IMAGE
-                ),
-            )
-        if "autoscalinglistener" in rig_options.controllers:
-            autoscalinglistener.setup(manager, events=deps.events, settings=rig_options.listener)
-        task = asyncio.create_task(manager.run())
-        try:
-            await asyncio.wait_for(manager.wait_synced(), DEADLINE)
-            yield Rig(
-                kube=kube,
-                gh=actions,
-                objects=Objects(test_api),
-                namespace=namespace,
-                scale_set_id=scale_set.id,
-                config_url=actions.config_url("owner", "repo"),
-                manager=manager,
-                deps=deps,
-                system_namespace=system,
-            )
-        finally:
-            manager.stop()
-            await asyncio.wait_for(task, DEADLINE)
-            await deps.clients.aclose()
-            await api.close()
-            await test_api.close()
+    if "autoscalinglistener" in rig_options.controllers:
+        autoscalinglistener.setup(manager, events=deps.events, settings=rig_options.listener)
+    task = asyncio.create_task(manager.run())
+    try:
+        await asyncio.wait_for(manager.wait_synced(), DEADLINE)
+        yield Rig(
+            kube=kube,
+            gh=actions,
+            objects=Objects(test_api),
+            namespace=namespace,
+            scale_set_id=scale_set_id,
+            config_url=actions.config_url("owner", "repo"),
+            manager=manager,
+            deps=deps,
+            system_namespace=system,
+        )
+    finally:
+        manager.stop()
+        await asyncio.wait_for(task, DEADLINE)
+        await deps.clients.aclose()
+        await api.close()
+        await test_api.close()
