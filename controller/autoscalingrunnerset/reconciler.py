@@ -4,20 +4,22 @@ listener (docs/autoscaling.md).
 Order of a pass (ARC's, with the decisions of docs/autoscaling.md#where-this-differs-from-arc):
 
 1. Read the set from the cache; gone ends the pass.
-2. Deletion branch: delete the listener and wait, delete the runner set and wait (busy runners
-   finish under its finalizer), delete the scale set on GitHub, strip ARC's `cleanup-protection`
-   finalizer from the Helm-made objects the `cleanup-*` annotations name, drop the finalizer.
+2. Deletion branch: delete the listener and wait, delete every runner set it controls and wait
+   (busy runners finish under their finalizers), delete the scale set on GitHub, strip ARC's
+   `cleanup-protection` finalizer from the Helm-made objects the `cleanup-*` annotations name,
+   drop the finalizer.
 3. Finalizer.
 4. Scale set: find or register it (persisting `runnerScaleSetName`), then follow a change of
    runner group or name on GitHub in place.
-5. Runner set: create it at 0 replicas, or bring it up to date in place; a new runner spec
+5. Runner set, found by owner (a released ARC's `<set>-xxxxx` is adopted in place, older ones
+   drained): create it at 0 replicas, or bring it up to date in place; a new runner spec
    advances `actionableRevision` (the runner set replaces idle runners, busy ones finish).
 6. Outdated: the runner set reports its applied revision outdated; the set goes `Outdated`, the
    listener stops and the runner set is held at 0 until the runner spec changes.
 7. Listener: create it, re-create it when what it runs with changed (a new `listenerReplicas`
    alone is patched in place), delete listeners an earlier runner group or URL named; none when
    the listener runs under `docker run`.
-8. Status: the runner set's counts, phase `Running`.
+8. Status: the counts of every runner set it controls, phase `Running`.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, json_digest
+from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
 from controller.runners.policies import ReplacementPolicy
 from controller.runtime.cache import controller_owner
 from shared.api import EphemeralRunnerPhase, EphemeralRunnerSetPhase
@@ -257,11 +257,13 @@ def track_runner_spec(runner_set: JSONDict, children: Children) -> SpecRevision 
 
     An AutoscalingRunnerSet advances the revision of the sets it controls, so those are left
     alone. The first hash seen is recorded without a revision (the runners present were built
-    from some spec this process never saw), and so is a change that comes with a revision not
-    applied yet (whoever wrote both has said it). A change advances the revision only when it has
-    something to replace, an idle runner, or an `Outdated` phase to leave; otherwise recording
-    the hash is enough, so that a spec written before any runner exists (the listener writing
-    the scale set id it found) costs no cleanup pass.
+    from some spec this process never saw), and so is one replacing a digest this controller did
+    not write (a released ARC's, on a set kept after `migrate-from-arc`), and so is a change
+    that comes with a revision not applied yet (whoever wrote both has said it). A change
+    advances the revision only when it has something to replace, an idle runner, or an
+    `Outdated` phase to leave; otherwise recording the hash is enough, so that a spec written
+    before any runner exists (the listener writing the scale set id it found) costs no cleanup
+    pass.
     """
     owner = controller_owner(runner_set)
     if owner is not None and owner.get("kind") == KIND_AUTOSCALING_RUNNER_SET:
@@ -274,7 +276,7 @@ def track_runner_spec(runner_set: JSONDict, children: Children) -> SpecRevision 
     applied = status_int(runner_set, "appliedActionableRevision")
     outdated = runner_set_status(runner_set).get("phase") == EphemeralRunnerSetPhase.OUTDATED
     replaces = cleanup_candidates(children) or children.outdated or outdated
-    if recorded is None or revision > applied or not replaces:
+    if recorded is None or not is_own_digest(recorded) or revision > applied or not replaces:
         return SpecRevision(current)
     return SpecRevision(current, max(revision, applied) + 1)
 

@@ -27,6 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 GHA_CONTROLLER = ROOT / ".venv" / "bin" / "gha-controller"
 FIXTURE = Path(__file__).parent / "arc_helm" / "objects.yaml"
 LISTENER = "arc-runner-set-754b578d-listener"
+RUNNER_SET = "arc-runner-set-m8qrz"
+"""Released ARC's generated name (`<set>-xxxxx`)."""
+RUNNER = f"{RUNNER_SET}-runner-x7k2p"
 HELM_OBJECTS = [
     (ROLE_BINDING, "arc-runner-set-gha-rs-kube-mode"),
     (ROLE, "arc-runner-set-gha-rs-kube-mode"),
@@ -57,7 +60,7 @@ PLAN = [
         for kind, name in HELM_OBJECTS
     ),
     "remove the owner reference to autoscalingrunnerset arc-runners/arc-runner-set from "
-    "ephemeralrunnerset arc-runners/arc-runner-set",
+    f"ephemeralrunnerset arc-runners/{RUNNER_SET}",
     "remove finalizer autoscalingrunnerset.actions.github.com/finalizer from "
     "autoscalingrunnerset arc-runners/arc-runner-set",
 ]
@@ -172,13 +175,11 @@ async def test_apply_releases_arcs_objects_and_keeps_the_runners(
         assert kept == ((kind, name) in RUNNERS_NEED), (kind, name)
 
     # The runner set and its runner are untouched but for the owner reference to the scale set.
-    runner_set = await objects.get(EPHEMERAL_RUNNER_SET, "arc-runners", "arc-runner-set")
-    assert runner_set["metadata"]["finalizers"] == [
-        "ephemeralrunnerset.actions.github.com/finalizer"
-    ]
+    runner_set = await objects.get(EPHEMERAL_RUNNER_SET, "arc-runners", RUNNER_SET)
+    assert runner_set["metadata"]["finalizers"] == ["ephemeralrunner.actions.github.com/finalizer"]
     assert not runner_set["metadata"].get("ownerReferences")
     assert runner_set["spec"]["replicas"] == 1
-    runner = await objects.get(EPHEMERAL_RUNNER, "arc-runners", "arc-runner-set-runner-x7k2p")
+    runner = await objects.get(EPHEMERAL_RUNNER, "arc-runners", RUNNER)
     assert runner["metadata"]["finalizers"] == [
         "ephemeralrunner.actions.github.com/finalizer",
         "ephemeralrunner.actions.github.com/runner-registration-finalizer",
@@ -194,8 +195,8 @@ async def test_apply_releases_arcs_objects_and_keeps_the_runners(
         assert await _get(objects, kind, "arc-runners", name) is None, (kind, name)
     code, out, _ = await _migrate(kubeconfig, "--apply")
     assert (code, out) == (0, ["nothing of ARC's to migrate"])
-    assert await _get(objects, EPHEMERAL_RUNNER_SET, "arc-runners", "arc-runner-set")
-    assert await _get(objects, EPHEMERAL_RUNNER, "arc-runners", "arc-runner-set-runner-x7k2p")
+    assert await _get(objects, EPHEMERAL_RUNNER_SET, "arc-runners", RUNNER_SET)
+    assert await _get(objects, EPHEMERAL_RUNNER, "arc-runners", RUNNER)
     for kind, name in RUNNERS_NEED:
         assert await _get(objects, kind, "arc-runners", name), (kind, name)
 
@@ -216,3 +217,30 @@ async def test_a_bad_argument_exits_2_with_one_line(
     assert err.startswith("gha-controller migrate-from-arc: ")
     assert err.count("\n") == 1
     assert says in err
+
+
+async def test_keep_helm_release_removes_only_arcs_listeners(
+    kube: KubeEmulator, kubeconfig: Path, objects: Objects
+) -> None:
+    """The way over that keeps ARC's Helm release (docs/install.md#keeping-arcs-helm-release):
+    ARC's listener goes with its pod, Role and RoleBinding, so its session is released; the set,
+    its finalizer, its runner set (owner reference kept: this controller adopts it) and the Helm
+    objects stay; a listener in this controller's namespace is its own and stays."""
+    kube.apply({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "gha-runner-scaler-system"}})  # fmt: skip
+    ours = copy.deepcopy(await objects.get(AUTOSCALING_LISTENER, "arc-systems", LISTENER))
+    ours["metadata"] = {"name": LISTENER, "namespace": "gha-runner-scaler-system"}
+    kube.apply(ours)
+    before = await _versions(objects)
+    code, out, err = await _migrate(kubeconfig, "--keep-helm-release", "--apply")
+    assert (code, err) == (0, "")
+    assert out == PLAN[:6]
+    assert await _get(objects, AUTOSCALING_LISTENER, "arc-systems", LISTENER) is None
+    assert await _get(objects, POD, "arc-systems", LISTENER) is None
+    assert await _get(objects, AUTOSCALING_LISTENER, "gha-runner-scaler-system", LISTENER)
+    after = await _versions(objects)
+    for key in (("AutoscalingRunnerSet", "arc-runners/arc-runner-set"),
+                ("EphemeralRunnerSet", f"arc-runners/{RUNNER_SET}"),
+                ("EphemeralRunner", f"arc-runners/{RUNNER}"),
+                *((kind.kind, f"arc-runners/{name}") for kind, name in HELM_OBJECTS)):  # fmt: skip
+        assert after[key] == before[key], key

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import yaml
 
 from controller.autoscalinglistener.objects import role_rules
 from shared.api import parse_resource
+from tests.manifests.conftest import kustomize
 from tests.shared.api.conftest import prune_object
 
 ROOT = Path(__file__).parents[2]
@@ -19,23 +19,6 @@ MANIFESTS = ROOT / "manifests"
 NAMESPACE = "gha-runner-scaler-system"
 
 Rules = set[tuple[str, str, frozenset[str], tuple[str, ...]]]
-
-
-def _kustomize(path: Path) -> list[dict[str, Any]]:
-    rendered = subprocess.run(
-        ["kubectl", "kustomize", str(path)], capture_output=True, text=True, check=True, timeout=60
-    ).stdout
-    return [doc for doc in yaml.safe_load_all(rendered) if doc]
-
-
-@pytest.fixture(scope="module")
-def install() -> list[dict[str, Any]]:
-    return _kustomize(MANIFESTS)
-
-
-@pytest.fixture(scope="module")
-def docker_run() -> list[dict[str, Any]]:
-    return _kustomize(MANIFESTS / "examples" / "docker-run")
 
 
 def _one(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
@@ -216,7 +199,7 @@ CONTROLLER_NAMESPACE_RULES: Rules = {
 
 @pytest.fixture(scope="module")
 def runner_namespace() -> list[dict[str, Any]]:
-    return _kustomize(MANIFESTS / "examples" / "runner-namespace")
+    return kustomize(MANIFESTS / "examples" / "runner-namespace")
 
 
 def test_controller_cluster_role_is_exact(install: list[dict[str, Any]]) -> None:

@@ -300,6 +300,14 @@ def runner_set(
 
 
 IDLE = classify([er("idle", "Pending")], applied_revision=0)
+
+
+def arc_digest(obj: JSONDict) -> JSONDict:
+    """`obj` with a released ARC's digest recorded (its own alphabet, at most ten characters)."""
+    obj["metadata"]["annotations"] = {"actions.github.com/runner-spec-hash": "5d7c9f8bc4"}
+    return obj
+
+
 BUSY = classify([er("busy", "Running", job="j")], applied_revision=0)
 
 
@@ -312,8 +320,18 @@ BUSY = classify([er("busy", "Running", job="j")], applied_revision=0)
         (runner_set(recorded="v0", revision=4, applied=3), IDLE, "record"),
         (runner_set(recorded="v0"), BUSY, "record"),
         (runner_set(recorded="v0"), Children(), "record"),
+        # A set kept from ARC (`migrate-from-arc`): ARC's idle runners are not recycled.
+        (arc_digest(runner_set(revision=3, applied=4)), IDLE, "record"),
     ],
-    ids=["unchanged", "first-seen", "changed", "revision-given", "only-busy", "no-runners"],
+    ids=[
+        "unchanged",
+        "first-seen",
+        "changed",
+        "revision-given",
+        "only-busy",
+        "no-runners",
+        "arc-digest",
+    ],
 )
 def test_track_runner_spec(obj: JSONDict, children: Children, expected: int | str | None) -> None:
     tracked = track_runner_spec(obj, children)
