@@ -12,6 +12,8 @@ the runners' finalizers were refused with 403 for ever and the namespace stayed 
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from controller.runnernamespace import PROTECTION_FINALIZER
@@ -117,3 +119,31 @@ async def test_namespace_deletion_finishes(
     # (docs/reconcilers.md#deleting-a-runner).
     left = ids & set(rig.gh.state.runners)
     assert len(left) <= busy
+
+
+@pytest.mark.parametrize("rig_options", [DOCKER_RUN], ids=["docker-run"])
+async def test_a_namespace_without_the_component_is_named_in_the_log(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A runner set in a namespace the runner-namespace component was never applied to: the
+    controller may write nothing there (no condition, no Event can land), so a warning names
+    the missing RoleBinding and what to do, and it looks again later (issue: a set there must
+    not fail silently)."""
+    rig.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bare"}})
+    body = {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "EphemeralRunnerSet",
+        "metadata": {"name": "lonely", "namespace": "bare"},
+        "spec": {"replicas": 0, "patchID": 0, "ephemeralRunnerSpec": rig.runner_spec()},
+    }
+    rig.kube.apply(body)
+
+    def warned() -> bool:
+        return any(
+            r.levelname == "WARNING"
+            and "RoleBinding gha-controller in namespace bare" in r.getMessage()
+            and "runner-namespace component" in r.getMessage()
+            for r in caplog.records
+        )
+
+    await rig.until(lambda: asyncio.sleep(0, warned()), what="the warning")
