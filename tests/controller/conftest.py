@@ -32,17 +32,18 @@ from controller.runners.deps import RunnerDeps
 from controller.runners.settings import RunnerSettings
 from controller.runtime import Backoff, Manager, RuntimeSettings
 from sandbox.actions.emulator import ActionsEmulator
-from sandbox.demo.cluster import CONTROLLER_RBAC, RUNNER_NAMESPACE_RBAC
+from sandbox.demo.cluster import CONTROLLER_RBAC, LISTENER_RBAC, RUNNER_NAMESPACE_RBAC
 from sandbox.kube.emulator import KubeEmulator
 from sandbox.kube.kubelet import ContainerRuntime
+from sandbox.kube.status import ApiError
 from sandbox.kube.testing import project_crds
 from shared.actions.client import ActionsClient
 from shared.actions.credentials import Credentials
 from shared.actions.transport import ProxySettings, RetryPolicy
-from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from shared.api.kinds import AUTOSCALING_LISTENER, EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from shared.kube.client import new_api_client, user_agent
 from shared.kube.errors import NotFound
-from shared.kube.objects import POD, SECRET, Objects
+from shared.kube.objects import POD, ROLE_BINDING, SECRET, Objects
 from shared.typedefs import JSONDict
 
 FAST = RunnerSettings(
@@ -117,6 +118,47 @@ class Rig:
     system_namespace: str
     """The controller's namespace: listeners, their pods, ServiceAccounts and Secrets."""
     _patch_ids: list[int] = field(default_factory=lambda: [0])
+    _apis: list[client.ApiClient] = field(default_factory=list)
+
+    async def as_listener(self, runner_set: str) -> Objects:
+        """A client with the listener's identity and RBAC for `runner_set`: in-cluster, the
+        ServiceAccount the controller made for the AutoscalingListener that drives the set (with
+        the Role the controller made); docker-run, `gha-listener` of manifests/listener/ with
+        its Role's `resourceNames` set to `runner_set`, as docs/listener.md says to."""
+
+        async def listener() -> JSONDict | None:
+            items = (await self.objects.list(AUTOSCALING_LISTENER, self.system_namespace))["items"]
+            for item in items:
+                if (item.get("spec") or {}).get("ephemeralRunnerSetName") == runner_set:
+                    return item
+            return None
+
+        if "autoscalinglistener" in {c.name for c in self.manager.controllers}:
+            name = (await self.until(listener, what="the listener"))["metadata"]["name"]
+
+            async def role() -> bool:
+                try:
+                    await self.objects.get(ROLE_BINDING, self.namespace, name)
+                except NotFound:
+                    return False
+                return True
+
+            await self.until(role, what="the listener's RoleBinding")
+            token = self.kube.service_account_token(self.system_namespace, name)
+        else:
+            for doc in yaml.safe_load_all(LISTENER_RBAC.read_text()):
+                doc["metadata"]["namespace"] = self.namespace
+                for rule in doc.get("rules") or []:
+                    if "resourceNames" in rule:
+                        rule["resourceNames"] = [runner_set]
+                for subject in doc.get("subjects") or []:
+                    subject["namespace"] = self.namespace
+                with contextlib.suppress(ApiError):  # one per namespace
+                    self.kube.apply(doc)
+            token = self.kube.service_account_token(self.namespace, "gha-listener")
+        api = client.ApiClient(await self.kube.configuration(token=token))
+        self._apis.append(api)
+        return Objects(api)
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -467,8 +509,11 @@ async def _running(
         ),
         user_agent=user_agent(COMPONENT),
     )
-    # The test's own writes (the listener's part) go out as another user, so the
-    # controller's requests can be counted apart.
+    # The test's own writes go out as another user, so the controller's requests can be
+    # counted apart. It is an admin because it plays several parts at once: the user's kubectl,
+    # the kubelet (pod status) and, in the tests of the reconcilers' own rules, the listener;
+    # the tests of deletion paths, where a permission lost on the way must show, write the
+    # listener's part with the listener's identity and Role (`Rig.as_listener`).
     test_api = client.ApiClient(
         await kube.configuration(token=kube.user_token(TEST_USER, ["system:masters"]))
     )
@@ -508,22 +553,25 @@ async def _running(
     if "autoscalinglistener" in rig_options.controllers:
         autoscalinglistener.setup(manager, events=deps.events, settings=rig_options.listener)
     task = asyncio.create_task(manager.run())
+    rig = Rig(
+        kube=kube,
+        gh=actions,
+        objects=Objects(test_api),
+        namespace=namespace,
+        scale_set_id=scale_set_id,
+        config_url=actions.config_url("owner", "repo"),
+        manager=manager,
+        deps=deps,
+        system_namespace=system,
+    )
     try:
         await asyncio.wait_for(manager.wait_synced(), DEADLINE)
-        yield Rig(
-            kube=kube,
-            gh=actions,
-            objects=Objects(test_api),
-            namespace=namespace,
-            scale_set_id=scale_set_id,
-            config_url=actions.config_url("owner", "repo"),
-            manager=manager,
-            deps=deps,
-            system_namespace=system,
-        )
+        yield rig
     finally:
         manager.stop()
         await asyncio.wait_for(task, DEADLINE)
+        for listener_api in rig._apis:
+            await listener_api.close()
         await deps.clients.aclose()
         await api.close()
         await test_api.close()

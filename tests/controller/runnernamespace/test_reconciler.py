@@ -4,8 +4,9 @@ doing, for a docker-run set and for an AutoscalingRunnerSet, with the default in
 manifests/without-cluster-role/.
 
 The controller runs as its ServiceAccount with exactly the RBAC of manifests/ (the rig's
-default): its only writes in a runner namespace come from the RoleBinding `gha-controller` there,
-which the emulator's namespace controller deletes first, as a real one may. Before the
+default), and the test's listener writes go out as the listener's ServiceAccount with its Role.
+The controller's only writes in a runner namespace come from the RoleBinding `gha-controller`
+there, which the emulator's namespace controller deletes first, as a real one may. Before the
 controller protected that binding (and bound a ClusterRole rather than a Role of the namespace),
 the runners' finalizers were refused with 403 for ever and the namespace stayed Terminating.
 """
@@ -17,7 +18,7 @@ import asyncio
 import pytest
 
 from controller.runnernamespace import PROTECTION_FINALIZER
-from shared.api.kinds import EPHEMERAL_RUNNER_SET
+from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from shared.kube.errors import NotFound
 from shared.kube.objects import ROLE_BINDING, Kind
 from tests.controller.autoscaling import ALL, converged, create_ars
@@ -54,15 +55,20 @@ async def protected(rig: Rig) -> bool:
 async def runners_for(rig: Rig, *, in_cluster: bool, busy: int, idle: int) -> set[int]:
     """`busy + idle` registered runners, `busy` of them running a job; their runner ids."""
     replicas = busy + idle
-    # The test plays the listener: jobs go to runners without being acquired first.
+    # The test plays the listener, with the listener's identity and RBAC (its Role goes with
+    # the namespace too); jobs go to runners without being acquired first.
     rig.gh.state.require_acquire = False
     if in_cluster:
         await create_ars(rig)
         await converged(rig)
         [runner_set] = (await rig.objects.list(EPHEMERAL_RUNNER_SET, rig.namespace))["items"]
-        await rig.scale(replicas, 1, name=runner_set["metadata"]["name"])
+        name = runner_set["metadata"]["name"]
     else:
-        await rig.create_runner_set(replicas=replicas, patch_id=1)
+        name = (await rig.create_runner_set(replicas=0, patch_id=0))["metadata"]["name"]
+    listener = await rig.as_listener(name)
+    await listener.patch(
+        EPHEMERAL_RUNNER_SET, rig.namespace, name, {"spec": {"replicas": replicas, "patchID": 1}}
+    )
     ids: set[int] = set()
     if replicas:
         found = await rig.registered(replicas)
@@ -74,8 +80,15 @@ async def runners_for(rig: Rig, *, in_cluster: bool, busy: int, idle: int) -> se
             await rig.until(lambda: assigned_to(rig, jobs), what="jobs assigned") if busy else {}
         )
         for runner_id, job in assigned.items():
-            name = by_id[runner_id]["metadata"]["name"]
-            await rig.set_status(name, phase="Running", jobId=str(job), jobRequestId=job)
+            runner = by_id[runner_id]["metadata"]["name"]
+            await listener.get(EPHEMERAL_RUNNER, rig.namespace, runner)
+            await listener.patch(
+                EPHEMERAL_RUNNER,
+                rig.namespace,
+                runner,
+                {"status": {"phase": "Running", "jobId": str(job), "jobRequestId": job}},
+                status=True,
+            )
     await rig.until(lambda: protected(rig), what="the controller's RoleBinding protected")
     return ids
 
