@@ -3,6 +3,9 @@ asks, on its clock, then re-lists on the 410 and converges."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 from controller.runtime import FakeClock, Informer
 from sandbox.kube.emulator import KubeEmulator
 from shared.api.kinds import EPHEMERAL_RUNNER
@@ -64,3 +67,27 @@ async def test_an_informer_waits_out_a_restart_as_the_server_asks_and_converges(
     assert refused() == 2
     # The informer's own (cluster-wide) list: one, on the 410 once the window ended.
     assert kube.requests.count(verb="list", resource="ephemeralrunners", namespace="") == 1
+
+
+async def test_a_refused_list_is_retried_after_the_delay_the_server_asks(
+    kube: KubeEmulator, objects: Objects, seeded: str
+) -> None:
+    clock = RecordingClock()
+    informer = Informer(objects=objects, kind=EPHEMERAL_RUNNER, settings=FAST, clock=clock)
+    kube.faults.inject(verb="list", resource="ephemeralrunners", status=429, count=1)
+    task = asyncio.create_task(informer.run())
+    try:
+
+        async def refused() -> bool:
+            return kube.requests.count(verb="list", code=429) == 1
+
+        await eventually(refused)
+        assert clock.slept == [1.0]
+        assert not informer.synced.is_set()
+        await clock.advance(1.0)
+        await asyncio.wait_for(informer.synced.wait(), 10)
+        assert len(informer.store) == 5
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
