@@ -12,8 +12,9 @@ small object's bytes (docs/controller-runtime.md#what-the-cache-keeps).
 The loop (why this one: docs/controller-runtime.md#informers): list, then watch from the list's
 resourceVersion with bookmarks; a stream that ends normally is resumed from the last
 resourceVersion seen; a 410 means the history is gone, so re-list and emit the difference as
-events; a stream silent for longer than the inactivity timeout is abandoned and resumed; other
-errors back off and retry.
+events; a stream silent for longer than the inactivity timeout is abandoned and resumed; a
+refusal that says when to come back (a 429 with `Retry-After`, as while the API server's watch
+cache initialises after a restart) waits that long; other errors back off and retry.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from controller.runtime.reconcile import Request
+from shared.clock import Clock, MonotonicClock
 from shared.kube.errors import Gone, KubeError
 from shared.kube.objects import Kind, Objects
 from shared.typedefs import JSONDict
@@ -177,10 +179,12 @@ class Informer:
         kind: Kind,
         namespaces: Iterable[str] | None = None,
         settings: WatchSettings | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.kind = kind
         self.store = Store(kind)
         self.settings = settings or WatchSettings()
+        self._clock = clock or MonotonicClock()
         self.namespaces: tuple[str | None, ...] = (
             tuple(sorted(set(namespaces))) if namespaces is not None else (None,)
         )
@@ -342,10 +346,14 @@ class Informer:
                     # a few cuts make every reconnect wait retry_max with a stale cache).
                     resource_version, failures = seen, 0
                 delay = min(self.settings.retry_base * 2**failures, self.settings.retry_max)
+                if isinstance(exc, KubeError) and exc.retry_after:
+                    # The server said when to come back (a 429 while its watch cache
+                    # initialises after a restart): sooner is refused again, later is stale.
+                    delay = exc.retry_after
                 failures += 1
                 self.failures += 1
                 log.warning(
                     "list or watch failed, retrying",
                     extra={"kind": self.kind.kind, "error": str(exc), "delay": delay},
                 )
-                await asyncio.sleep(delay)
+                await self._clock.sleep(delay)

@@ -104,6 +104,7 @@ class Manager:
                 kind=kind,
                 namespaces=self.settings.namespaces,
                 settings=self.settings.watch,
+                clock=self._clock,
             )
             self.metrics.observe_informer(self._informers[kind])
         return self._informers[kind]

@@ -121,7 +121,7 @@ class KubeEmulator:
             User(ADMIN_USER, (*ADMIN_GROUPS, "system:authenticated"))
         )
         self.authorizer = Authorizer(self.store)
-        self.faults = Faults(seed=fault_seed)
+        self.faults = Faults(seed=fault_seed, clock=clock)
         self.requests = Requests()
         self._certificate = generate_certificate() if tls else None
         self._ca_pem = self._certificate.ca_pem if self._certificate else b""

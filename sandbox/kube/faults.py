@@ -2,19 +2,23 @@
 
 Rules match a request by verb, resource and subresource (empty or "*" matches anything) and
 inject an error with a probability (or for the next N matches) and/or latency. Watches can be
-dropped, every history forced to 410, and the whole server paused; requests held by a pause
-resume when it ends.
+dropped, every history forced to 410, the whole server paused (requests held by a pause
+resume when it ends), and the control plane restarted (watches refused with 429 until the watch
+caches are initialised again, then 410 for anything older).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import random
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from sandbox.kube.clock import Clock, utcnow
 
 Obj = dict[str, Any]
 
@@ -45,8 +49,9 @@ class FaultRule:
 class Faults:
     """In-process fault injection; the admin endpoint drives the same object."""
 
-    def __init__(self, *, seed: int | None = None) -> None:
+    def __init__(self, *, seed: int | None = None, clock: Clock = utcnow) -> None:
         self.rules: list[FaultRule] = []
+        self._clock = clock
         self._random = random.Random(seed)
         self._resumed = asyncio.Event()
         self._resumed.set()
@@ -54,6 +59,11 @@ class Faults:
         self.held = 0
         self.on_drop_watches: list[Any] = []
         self.on_force_gone: list[Any] = []
+        self.on_restart: list[Any] = []
+        self.on_initialized: list[Any] = []
+        # While restarted: None until `initialized()`, else when the window ends.
+        self._restarting = False
+        self._ready_at: dt.datetime | None = None
 
     def inject(
         self,
@@ -103,6 +113,8 @@ class Faults:
     def clear(self) -> None:
         self.rules.clear()
         self.resume()
+        if self._restarting:
+            self.initialized()
 
     def pause(self) -> None:
         """Hold every API request (not the admin endpoint) until resume()."""
@@ -139,6 +151,35 @@ class Faults:
         """Compact history: open watches get ERROR 410, older RVs and continue tokens 410."""
         for hook in self.on_force_gone:
             hook()
+
+    def restart(self, seconds: float | None = None) -> None:
+        """Restart the control plane: open watches end as the old API server shuts down, and
+        until `seconds` have passed on the emulator's clock (until `initialized()` when None)
+        every watch, and every list the watch cache serves (one with a resourceVersion and no
+        continue token), answers 429 `storage is (re)initializing` with `Retry-After: 1`. The
+        new caches start from the current revision: older resourceVersions and continue tokens
+        are 410 Expired. Writes, gets and plain lists go on meanwhile (etcd is up)."""
+        self._restarting = True
+        self._ready_at = None if seconds is None else self._clock() + dt.timedelta(seconds=seconds)
+        for hook in self.on_restart:
+            hook()
+
+    def initialized(self) -> None:
+        """End a `restart` window now: the watch caches are initialised at the current revision."""
+        self._restarting = False
+        self._ready_at = None
+        for hook in self.on_initialized:
+            hook()
+
+    def initializing(self) -> bool:
+        """Whether the watch caches are still initialising after `restart`; the first call once
+        the window has passed ends it (`initialized()`)."""
+        if not self._restarting:
+            return False
+        if self._ready_at is not None and self._clock() >= self._ready_at:
+            self.initialized()
+            return False
+        return True
 
     async def wait_resumed(self) -> None:
         if self._resumed.is_set():

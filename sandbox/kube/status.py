@@ -193,14 +193,24 @@ def too_old(rv: int, current: int) -> ApiError:
     return expired(f"too old resource version: {rv} ({current})")
 
 
-def too_many_requests(retry_after: int) -> ApiError:
+def too_many_requests(
+    retry_after: int,
+    *,
+    message: str = "the server has received too many requests and has asked us to try again later",
+) -> ApiError:
     return ApiError(
         429,
         "TooManyRequests",
-        message="the server has received too many requests and has asked us to try again later",
+        message=message,
         details={"retryAfterSeconds": retry_after},
         headers={"Retry-After": str(retry_after)},
     )
+
+
+def storage_initializing() -> ApiError:
+    """What a watch (or a list the watch cache serves) gets while that cache is not initialised
+    yet: after the API server (re)starts, or re-initialises it after etcd trouble."""
+    return too_many_requests(1, message="storage is (re)initializing")
 
 
 def internal(message: str) -> ApiError:

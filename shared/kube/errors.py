@@ -31,12 +31,20 @@ class KubeError(Exception):
     retryable = False
 
     def __init__(
-        self, message: str, *, code: int = 0, reason: str = "", status_message: str = ""
+        self,
+        message: str,
+        *,
+        code: int = 0,
+        reason: str = "",
+        status_message: str = "",
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
         self.reason = reason
+        # Seconds the server asked us to wait before trying again (a 429's `Retry-After`).
+        self.retry_after = retry_after
         # The server's own words without the code and reason that start `message`: ARC quotes
         # them so in a runner's status.
         self.status_message = status_message or message
@@ -92,22 +100,38 @@ _BY_CODE: dict[int, type[KubeError]] = {
 }
 
 
-def _status_fields(body: Any) -> tuple[str, str]:
+def _status(body: Any) -> dict[str, Any]:
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
     if isinstance(body, str):
         try:
             body = json.loads(body)
         except ValueError:
-            return "", ""
-    if isinstance(body, dict):
-        return str(body.get("message", "")), str(body.get("reason", ""))
-    return "", ""
+            return {}
+    return body if isinstance(body, dict) else {}
 
 
-def from_status(code: int, reason: str, body: Any) -> KubeError:
-    """The error class for an HTTP status, with the server's Status message from `body`."""
-    message, status_reason = _status_fields(body)
+def _seconds(value: Any) -> float | None:
+    """A delay in seconds, from a header or a Status detail; None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return None
+    return seconds if 0 <= seconds < float("inf") else None
+
+
+def from_status(code: int, reason: str, body: Any, *, retry_after: str | None = None) -> KubeError:
+    """The error class for an HTTP status, with the server's Status message from `body`, and
+    the delay the server asked for: the `retry_after` header, else the Status's
+    `details.retryAfterSeconds`."""
+    status = _status(body)
+    message, status_reason = str(status.get("message", "")), str(status.get("reason", ""))
+    details = status.get("details")
+    delay = _seconds(retry_after)
+    if delay is None and isinstance(details, dict):
+        delay = _seconds(details.get("retryAfterSeconds"))
     reason = status_reason or reason
     text = message or reason or f"HTTP {code}"
     cls: type[KubeError]
@@ -122,6 +146,7 @@ def from_status(code: int, reason: str, body: Any) -> KubeError:
         code=code,
         reason=reason,
         status_message=text,
+        retry_after=delay,
     )
 
 

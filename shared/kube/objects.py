@@ -68,7 +68,12 @@ def _query(params: Mapping[str, object]) -> list[tuple[str, str]]:
 
 
 async def _error(resp: aiohttp.ClientResponse) -> KubeError:
-    return from_status(resp.status, resp.reason or "", await resp.text())
+    return from_status(
+        resp.status,
+        resp.reason or "",
+        await resp.text(),
+        retry_after=resp.headers.get("Retry-After"),
+    )
 
 
 class Api(Protocol):

@@ -40,6 +40,7 @@ class Admin:
             "faults/resume": self.faults.resume,
             "faults/drop-watches": self.faults.drop_watches,
             "faults/force-gone": self.faults.force_gone,
+            "faults/initialized": self.faults.initialized,
             "requests/reset": self.requests.reset,
         }
         result: Obj = {}
@@ -50,6 +51,13 @@ class Admin:
                 "rules": [r.to_dict() for r in self.faults.rules],
                 "paused": self.faults.paused,
             }
+        elif action == "faults/restart":
+            seconds = body.get("seconds")
+            if seconds is not None and (
+                isinstance(seconds, bool) or not isinstance(seconds, int | float)
+            ):
+                return error_response(bad_request("seconds must be a number"))
+            self.faults.restart(seconds)
         elif action == "faults/inject":
             try:
                 result = self.faults.inject(**body).to_dict()

@@ -46,6 +46,7 @@ from sandbox.kube.status import (
     for_code,
     internal,
     method_not_allowed,
+    storage_initializing,
     unknown_path,
 )
 from sandbox.kube.store import ACTOR, Store
@@ -93,6 +94,8 @@ class ApiServer:
         self.admin = Admin(tokens=tokens, faults=faults, requests=requests)
         faults.on_drop_watches.append(self.watches.drop_all)
         faults.on_force_gone.append(self.watches.force_gone)
+        faults.on_restart.append(self.watches.restart)
+        faults.on_initialized.append(store.compact)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -344,12 +347,16 @@ class ApiServer:
     ) -> web.StreamResponse:
         labels, fields = self._selectors(request, rt)
         q = request.query
+        cont = q.get("continue", "")
+        rv = q.get("resourceVersion", "")
+        # The watch cache serves every watch and the lists that name a resourceVersion; a
+        # consistent list and a continued one go to etcd.
+        if (info.verb == "watch" or (rv and not cont)) and self.faults.initializing():
+            raise storage_initializing()
         if info.verb == "watch":
             return await self.watches.serve(
                 request, rt, ns=info.namespace or None, labels=labels, fields=fields
             )
-        cont = q.get("continue", "")
-        rv = q.get("resourceVersion", "")
         if cont and rv not in ("", "0"):
             raise bad_request("specifying resource version is not allowed when using continue")
         try:

@@ -55,6 +55,13 @@ class Watches:
         for sub in list(self.open):
             sub.queue.put_nowait(too_old(0, self.store.rv))
 
+    def restart(self) -> None:
+        """The API server shuts down: every open watch ends (its stream closes cleanly) and the
+        history is gone."""
+        self.store.compact()
+        for sub in list(self.open):
+            sub.queue.put_nowait(None)
+
     # --- the stream --------------------------------------------------------------------------
 
     async def serve(

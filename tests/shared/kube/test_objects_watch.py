@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
 from shared.kube.client import configuration_from_dict
-from shared.kube.errors import Gone, Timeout
+from shared.kube.errors import Gone, ServerError, Timeout
 from shared.kube.objects import CONFIG_MAP, Objects
 
 ServerFactory = Callable[[web.Application], Coroutine[Any, Any, TestServer]]
@@ -34,11 +34,14 @@ async def stream(
     *,
     stall: asyncio.Event | None = None,
     inactivity: float = 5.0,
+    refusal: web.Response | None = None,
 ) -> list[dict[str, Any]]:
     """The events a watch yields from a server writing `lines`, then (with `stall`) nothing
-    at all until `stall` is set, as a half-open connection would."""
+    at all until `stall` is set, as a half-open connection would; or its `refusal`."""
 
     async def watch(request: web.Request) -> web.StreamResponse:
+        if refusal is not None:
+            return refusal
         resp = web.StreamResponse()
         await resp.prepare(request)
         for line in lines:
@@ -91,3 +94,37 @@ async def test_a_stalled_stream_raises_timeout_after_the_inactivity_limit(
         await stream(
             [event("ADDED", "a", "2")], aiohttp_server, stall=asyncio.Event(), inactivity=0.3
         )
+
+
+def too_many_requests(retry_after_seconds: int) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "status": "Failure",
+        "message": "storage is (re)initializing",
+        "reason": "TooManyRequests",
+        "details": {"retryAfterSeconds": retry_after_seconds},
+        "code": 429,
+    }
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [({"Retry-After": "2"}, 2.0), ({}, 5.0), ({"Retry-After": "soon"}, 5.0)],
+    ids=["header", "details", "bad-header"],
+)
+async def test_a_refused_watch_carries_the_delay_the_server_asked_for(
+    aiohttp_server: ServerFactory, headers: dict[str, str], expected: float
+) -> None:
+    refusal = web.json_response(too_many_requests(5), status=429, headers=headers)
+    with pytest.raises(ServerError) as exc:
+        await stream([], aiohttp_server, refusal=refusal)
+    assert (exc.value.code, exc.value.retry_after) == (429, expected)
+
+
+async def test_an_error_event_carries_the_delay_its_status_asks_for(
+    aiohttp_server: ServerFactory,
+) -> None:
+    refused = {"type": "ERROR", "object": too_many_requests(3)}
+    with pytest.raises(ServerError) as exc:
+        await stream([json.dumps(refused).encode() + b"\n"], aiohttp_server)
+    assert exc.value.retry_after == 3.0
