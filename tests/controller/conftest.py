@@ -127,7 +127,9 @@ class Rig:
         its Role's `resourceNames` set to `runner_set`, as docs/listener.md says to."""
 
         async def listener() -> JSONDict | None:
-            items = (await self.objects.list(AUTOSCALING_LISTENER, self.system_namespace))["items"]
+            items: list[JSONDict] = (
+                await self.objects.list(AUTOSCALING_LISTENER, self.system_namespace)
+            )["items"]
             for item in items:
                 if (item.get("spec") or {}).get("ephemeralRunnerSetName") == runner_set:
                     return item
