@@ -169,6 +169,8 @@ class WatchSettings:
     retry_base: float = 0.2
     """First delay after a failed list or watch; doubles per consecutive failure."""
     retry_max: float = 30.0
+    retry_after_max: float = 300.0
+    """The longest `Retry-After` honoured: a proxy asking for hours cannot stall the cache."""
 
 
 class Informer:
@@ -349,7 +351,7 @@ class Informer:
                 if isinstance(exc, KubeError) and exc.retry_after:
                     # The server said when to come back (a 429 while its watch cache
                     # initialises after a restart): sooner is refused again, later is stale.
-                    delay = exc.retry_after
+                    delay = min(exc.retry_after, self.settings.retry_after_max)
                 failures += 1
                 self.failures += 1
                 log.warning(

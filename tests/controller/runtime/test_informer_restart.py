@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 
 from controller.runtime import FakeClock, Informer
 from sandbox.kube.emulator import KubeEmulator
@@ -87,6 +88,31 @@ async def test_a_refused_list_is_retried_after_the_delay_the_server_asks(
         await clock.advance(1.0)
         await asyncio.wait_for(informer.synced.wait(), 10)
         assert len(informer.store) == 5
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_retry_after_beyond_the_cap_waits_only_the_cap(
+    kube: KubeEmulator, objects: Objects, seeded: str
+) -> None:
+    """A server (or a proxy) asking for longer than `retry_after_max` is waited on for the cap
+    only, then asked again."""
+    clock = RecordingClock()
+    settings = dataclasses.replace(FAST, retry_after_max=0.25)
+    informer = Informer(objects=objects, kind=EPHEMERAL_RUNNER, settings=settings, clock=clock)
+    kube.faults.inject(verb="list", resource="ephemeralrunners", status=429, count=1)
+    task = asyncio.create_task(informer.run())
+    try:
+
+        async def refused() -> bool:
+            return kube.requests.count(verb="list", code=429) == 1
+
+        await eventually(refused)
+        assert clock.slept == [0.25]
+        await clock.advance(0.25)
+        await asyncio.wait_for(informer.synced.wait(), 10)
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
