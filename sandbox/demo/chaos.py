@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from sandbox import leash
 from sandbox.demo.cluster import (
     CONTROLLER_LABEL,
     CONTROLLER_NAMESPACE,
@@ -564,9 +565,7 @@ class Chaos:
         log = self.workdir / f"{name}.log"
         with log.open("ab") as out:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                module,
+                *leash.command(sys.executable, "-m", module),
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=out,

@@ -30,6 +30,7 @@ import aiohttp
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from sandbox import leash
 from sandbox.actions import ActionsEmulator
 from sandbox.actions.runtime import RUNNER_CONTAINER, RunnerRuntime
 from sandbox.kube import KubeEmulator
@@ -405,9 +406,7 @@ class System:
         log = workdir / f"{name}.log"
         with log.open("wb") as out:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                module,
+                *leash.command(sys.executable, "-m", module),
                 env={**os.environ, **env},
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=out,

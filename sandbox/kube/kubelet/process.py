@@ -19,7 +19,9 @@ The process gets a per-pod directory standing in for the container's filesystem:
   processes get it through their own bind-address settings, and readiness probes go there.
 
 Cancelling `run` (pod deletion or emulator stop) sends SIGTERM, then SIGKILL once the pod's grace
-period is over; the process's exit code is returned either way.
+period is over; the process's exit code is returned either way. Each process is started through
+`sandbox.leash`, so it dies with the emulator even when the emulator is killed without stopping
+it (docs/sandbox.md#processes).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import Any
 
 import yaml
 
+from sandbox import leash
 from sandbox.kube.kubelet.runtime import ContainerRuntime
 from sandbox.kube.store import Store
 
@@ -49,6 +52,8 @@ Obj = dict[str, Any]
 log = logging.getLogger("sandbox.kube.kubelet")
 
 PROJECT_IMAGE = "gha-runner-scaler"
+ROOT_PREFIX = "sandbox-kubelet-"
+"""Each runtime's pod directories live in `<tmp>/sandbox-kubelet-<pid>-xxxx`."""
 # The image's CMD (Dockerfile), used when a container gives no command.
 DEFAULT_COMMAND = ("gha-listener",)
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -76,6 +81,29 @@ def image_repository(image: str) -> str:
     """`registry/path/name:tag@digest` -> `name`."""
     name = image.split("@", 1)[0].rsplit("/", 1)[-1]
     return name.split(":", 1)[0]
+
+
+def sweep_stale_roots(tmp: Path) -> list[Path]:
+    """Remove the pod directories of runtimes whose process is gone (an emulator killed before
+    it could remove its own: its processes died with it, by `sandbox.leash`); what it removed."""
+    removed = []
+    for path in tmp.glob(f"{ROOT_PREFIX}*-*"):
+        pid = path.name.removeprefix(ROOT_PREFIX).split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 @dataclass
@@ -106,7 +134,8 @@ class ProcessRuntime:
         self.image = image
         self.bin_dir = bin_dir or Path(sys.executable).parent
         self.stop_grace = stop_grace
-        self._root = Path(tempfile.mkdtemp(prefix="sandbox-kubelet-"))
+        sweep_stale_roots(Path(tempfile.gettempdir()))
+        self._root = Path(tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-"))
         self._network = f"127.{random.randint(64, 254)}.{random.randint(0, 255)}"
 
     def close(self) -> None:
@@ -165,8 +194,7 @@ class ProcessRuntime:
             process_env.update(listen(self.loopback_address(pod), process_env))
         with self.log_path(pod, container["name"]).open("ab") as output:
             proc = await asyncio.create_subprocess_exec(
-                executable,
-                *argv[1:],
+                *leash.command(executable, *argv[1:]),
                 env=process_env,
                 cwd=str(pod_dir),
                 stdin=asyncio.subprocess.DEVNULL,

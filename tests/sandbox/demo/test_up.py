@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from sandbox.demo.cluster import CONTROLLER_NAMESPACE, CONTROLLER_USER, NAMESPACE, SCALE_SET
+from tests.sandbox.test_leash import exits_within
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="needs kubectl")
@@ -276,3 +277,37 @@ def test_deleting_the_runner_namespace_with_busy_runners_finishes_while_up_keeps
     # The listener's exit is still a component failure in the report and the exit code.
     assert "listener stopped with exit code 1" in out
     assert code == 1, out
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux's /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc; the leash is Linux's")
+@pytest.mark.parametrize("listener", ["in-cluster", "docker-run"])
+def test_sigkill_of_up_leaves_no_process_behind(
+    start_up: Callable[..., tuple[subprocess.Popen[str], Path]], listener: str
+) -> None:
+    """An emulator killed without running its shutdown (SIGKILL, a crash, the OOM killer): the
+    controller and listener processes it started die with it (docs/sandbox.md#processes), so
+    they hold no port and no CPU and the next run starts. Before, they kept running."""
+    proc, workdir = start_up("--listener", listener)
+    state: dict[str, Any] = json.loads((workdir / "sandbox.json").read_text())
+    children = children_of(proc.pid)
+    # In-cluster the kubelet's two controller replicas and the listener pod; docker-run the
+    # controller and the listener the sandbox started.
+    assert len(children) == (3 if listener == "in-cluster" else 2)
+    proc.kill()
+    proc.communicate()
+    for child in children:
+        assert exits_within(child, 15), child
+    assert not port_open(state["kubernetes_url"])
