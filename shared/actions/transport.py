@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 import ssl
@@ -25,6 +24,7 @@ from shared.actions.errors import (
     UnexpectedResponse,
     scrub,
 )
+from shared.proxy import no_proxy_covers, proxy_variable
 
 log = logging.getLogger("shared.actions")
 
@@ -58,9 +58,7 @@ class RetryPolicy:
 class ProxySettings:
     """HTTP(S)_PROXY / NO_PROXY, chosen per request URL.
 
-    NO_PROXY entries are `*`, host names (also matching subdomains, with or without a leading
-    dot), `host:port`, IP addresses and CIDR ranges. Unlike Go, loopback addresses are proxied
-    unless listed: a proxy is only ever used when configured.
+    NO_PROXY as `shared.proxy` reads it, for the Kubernetes client too.
     """
 
     http_proxy: str = ""
@@ -71,13 +69,10 @@ class ProxySettings:
     def from_env(cls, env: Mapping[str, str]) -> ProxySettings:
         """Upper-case names first, then lower-case, as Go's httpproxy does."""
 
-        def pick(name: str) -> str:
-            return env.get(name.upper()) or env.get(name.lower()) or ""
-
         return cls(
-            http_proxy=pick("http_proxy"),
-            https_proxy=pick("https_proxy"),
-            no_proxy=pick("no_proxy"),
+            http_proxy=proxy_variable(env, "http_proxy"),
+            https_proxy=proxy_variable(env, "https_proxy"),
+            no_proxy=proxy_variable(env, "no_proxy"),
         )
 
     @property
@@ -98,44 +93,9 @@ class ProxySettings:
         """The proxy URL to use for `url`, or None to connect directly."""
         parts = urlsplit(url)
         proxy = self.https_proxy if parts.scheme == "https" else self.http_proxy
-        if not proxy or self._bypassed(parts.hostname or "", parts.port):
+        if not proxy or no_proxy_covers(parts.hostname or "", parts.port, self.no_proxy):
             return None
         return proxy if "://" in proxy else f"http://{proxy}"
-
-    def _bypassed(self, host: str, port: int | None) -> bool:
-        host = host.lower()
-        try:
-            address = ipaddress.ip_address(host)
-        except ValueError:
-            address = None
-        for raw in self.no_proxy.split(","):
-            entry = raw.strip().lower()
-            if not entry:
-                continue
-            if entry == "*":
-                return True
-            if address is not None and "/" in entry:
-                try:
-                    if address in ipaddress.ip_network(entry, strict=False):
-                        return True
-                except ValueError:
-                    continue
-                continue
-            entry_host, _, entry_port = (
-                entry.rpartition(":") if _has_port(entry) else (entry, "", "")
-            )
-            if entry_port and port is not None and entry_port != str(port):
-                continue
-            entry_host = entry_host.strip("[]").lstrip(".")
-            if host == entry_host or host.endswith("." + entry_host):
-                return True
-        return False
-
-
-def _has_port(entry: str) -> bool:
-    head, sep, tail = entry.rpartition(":")
-    return bool(sep) and tail.isdigit() and (head.count(":") == 0 or head.endswith("]"))
-
 
 def ssl_context(root_ca_pem: str | bytes | None) -> ssl.SSLContext | bool:
     """The system trust store, plus `root_ca_pem` (one or more PEM certificates) when given.

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import ipaddress
 import json
 import os
 import ssl
@@ -35,6 +34,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from shared.proxy import no_proxy_covers, proxy_variable
 from shared.telemetry.logs import mask
 from shared.version import package_version
 
@@ -67,39 +67,15 @@ class ConnectionConfigError(Exception):
     """The kubeconfig or the pod's ServiceAccount files cannot be used; the message says why."""
 
 
-def _exempt(hostname: str, port: int | None, no_proxy: str) -> bool:
-    """Whether NO_PROXY (hosts, .domains, host:port, IPs, CIDRs, or *) covers the server."""
-    for entry in (e.strip().lower() for e in no_proxy.split(",")):
-        if not entry:
-            continue
-        if entry == "*":
-            return True
-        if "/" in entry:
-            try:
-                if ipaddress.ip_address(hostname) in ipaddress.ip_network(entry, strict=False):
-                    return True
-            except ValueError:
-                pass
-            continue
-        name, _, entry_port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
-        if entry_port and port is not None and entry_port != str(port):
-            continue
-        name = name.lstrip(".")
-        if hostname == name or hostname.endswith("." + name):
-            return True
-    return False
-
-
 def environment_proxy(host: str, environ: Mapping[str, str]) -> str | None:
     """The proxy HTTPS_PROXY/HTTP_PROXY name for the API server at `host`, unless NO_PROXY
     exempts it (the variables client-go honours)."""
     url = urlsplit(host)
-    scheme = url.scheme or "https"
-    proxy = environ.get(f"{scheme}_proxy") or environ.get(f"{scheme.upper()}_PROXY")
+    proxy = proxy_variable(environ, f"{url.scheme or 'https'}_proxy")
     if not proxy:
         return None
-    no_proxy = environ.get("no_proxy") or environ.get("NO_PROXY") or ""
-    if url.hostname and _exempt(url.hostname.lower(), url.port, no_proxy):
+    no_proxy = proxy_variable(environ, "no_proxy")
+    if url.hostname and no_proxy_covers(url.hostname, url.port, no_proxy):
         return None
     return proxy
 
