@@ -30,7 +30,7 @@ from shared.api.names import (
     ANNOTATION_PATCH_ID,
     KIND_AUTOSCALING_RUNNER_SET,
 )
-from shared.api.views import has_job, last_failure, runner_id, runner_set_status
+from shared.api.views import is_busy, last_failure, runner_id, runner_set_status
 from shared.kube.views import (
     annotation_int,
     created_at,
@@ -203,12 +203,6 @@ def _oldest_first(runners: Iterable[JSONDict]) -> list[JSONDict]:
     return sorted(runners, key=created_at)
 
 
-def has_any_job(runner: JSONDict) -> bool:
-    """Whether the listener recorded a job on the runner: a `jobId` or, as the service may leave
-    the job id out of a JobStarted message, a `jobRequestId` alone."""
-    return has_job(runner) or bool(status_of(runner).get("jobRequestId"))
-
-
 def scale_down_candidates(children: Children) -> list[JSONDict]:
     """Victims in order: starting runners, idle ready ones, then `Running` ones without a job,
     each oldest first (upstream takes the pending ones, then the running ones).
@@ -218,16 +212,16 @@ def scale_down_candidates(children: Children) -> list[JSONDict]:
     registration behind. This project's listener writes `Running` together with the job, but a
     runner ARC made is `Running` as soon as its pod runs, busy or not: without a job it is idle.
     """
-    pending = [r for r in children.pending if runner_id(r) and not has_any_job(r)]
+    pending = [r for r in children.pending if runner_id(r) and not is_busy(r)]
     starting = [r for r in pending if not status_of(r).get("ready")]
     ready = [r for r in pending if status_of(r).get("ready")]
-    idle_running = [r for r in children.running if runner_id(r) and not has_any_job(r)]
+    idle_running = [r for r in children.running if runner_id(r) and not is_busy(r)]
     return _oldest_first(starting) + _oldest_first(ready) + _oldest_first(idle_running)
 
 
 def cleanup_candidates(children: Children) -> list[JSONDict]:
     """Live runners a cleanup (revision change, Outdated, deletion) removes: all but the busy."""
-    return [r for r in children.pending + children.running if not has_any_job(r)]
+    return [r for r in children.pending + children.running if not is_busy(r)]
 
 
 def desired_phase(*, current: str, children: Children, revision_advanced: bool) -> str:

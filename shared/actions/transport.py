@@ -97,6 +97,7 @@ class ProxySettings:
             return None
         return proxy if "://" in proxy else f"http://{proxy}"
 
+
 def ssl_context(root_ca_pem: str | bytes | None) -> ssl.SSLContext | bool:
     """The system trust store, plus `root_ca_pem` (one or more PEM certificates) when given.
 

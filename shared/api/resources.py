@@ -341,8 +341,8 @@ class EphemeralRunner(KubeObject):
         return self.phase is not None and self.phase.is_terminal
 
     def has_job(self) -> bool:
-        """A job was assigned (the listener wrote `status.jobId`): the runner is busy."""
-        return bool(self.status and self.status.job_id)
+        """`shared.api.views.has_job` on the model: a `jobId` or a `jobRequestId`."""
+        return bool(self.status and (self.status.job_id or self.status.job_request_id))
 
     def has_container_hook_configured(self) -> bool:
         return self.spec.pod_template.has_container_hook_configured()

@@ -35,8 +35,18 @@ def runner_id(runner: JSONDict) -> int:
 
 
 def has_job(runner: JSONDict) -> bool:
-    """Whether the listener recorded a job on the runner (it is or was busy)."""
-    return bool(runner_status(runner).get("jobId"))
+    """Whether the listener recorded a job on the runner (it is or was busy): a `jobId` or, as
+    the service may leave the job id out of a JobStarted message, a `jobRequestId` alone. The one
+    definition every reconciler uses (docs/reconcilers.md#busy-runners)."""
+    status = runner_status(runner)
+    return bool(status.get("jobId") or status.get("jobRequestId"))
+
+
+def is_busy(runner: JSONDict) -> bool:
+    """Whether the runner is running a job now: it has one and has not finished (a runner being
+    deleted is still busy until its job ends). Never deleted, never scaled down, its pod kept
+    from node autoscalers."""
+    return has_job(runner) and not is_terminal(runner)
 
 
 def is_terminal(runner: JSONDict) -> bool:

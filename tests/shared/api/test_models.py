@@ -221,7 +221,14 @@ def test_runner_is_done_only_in_a_terminal_phase(status: dict[str, Any] | None, 
 
 @pytest.mark.parametrize(
     ("status", "busy"),
-    [(None, False), ({}, False), ({"jobId": ""}, False), ({"jobId": "6d5c"}, True)],
+    [
+        (None, False),
+        ({}, False),
+        ({"jobId": ""}, False),
+        ({"jobId": "6d5c"}, True),
+        # The same rule as shared.api.views.has_job: a job request id alone counts.
+        ({"jobRequestId": 42}, True),
+    ],
 )
 def test_runner_has_a_job_when_the_job_id_is_set(status: dict[str, Any] | None, busy: bool) -> None:
     raw = load_fixture(ER)
