@@ -226,6 +226,8 @@ class InClusterSettings(BaseSettings):
         ),
     )
     """The image listener pods run: this project's, whose `gha-listener` is the listener."""
+    listener_entrypoint: str = Field(default="gha-listener", validation_alias="LISTENER_ENTRYPOINT")
+    """The listener container's command (ARC's variable; ARC's default is its `/ghalistener`)."""
     listener_image_pull_secrets: list[str] = Field(
         default_factory=list, validation_alias="GHA_CONTROLLER_LISTENER_IMAGE_PULL_SECRETS"
     )
