@@ -425,11 +425,8 @@ def listener_image(listener: JSONDict) -> str:
 
 
 def runs_arc_listener(listener: JSONDict) -> bool:
-    """Whether the listener container runs ARC's listener: ARC's controller image (whose
-    listener is `/ghalistener`, without /healthz or /readyz) and no `command` of the
-    template's to say otherwise."""
-    if _template_listener(listener).get("command"):
-        return False
+    """Whether the listener container runs ARC's image, whose listener is `/ghalistener` (the
+    command unless the template sets one) and serves neither /healthz nor /readyz."""
     repository = listener_image(listener).partition("@")[0].rsplit("/", 1)[-1]
     return repository.partition(":")[0] == ARC_IMAGE_REPOSITORY
 
