@@ -4,17 +4,22 @@ replicas, docs/autoscaling.md#listener-standby), with exactly the permissions it
 
 Order of a pass:
 
-1. Read the listener from the cache; gone ends the pass.
+1. Read the listener from the cache; gone, or outside the controller's namespace, ends the
+   pass.
 2. Deletion branch: delete the pods, the config and proxy Secrets, the standby Lease, the
    RoleBinding, the Role and the ServiceAccount; once all are gone, drop the finalizer.
 3. Finalizer. A listener whose AutoscalingRunnerSet is gone deletes itself.
-4. ServiceAccount, Role and RoleBinding (the Role's rules brought back when they drift), the
-   proxy Secret, the standby Lease with `listenerReplicas` above 1, the config Secret (its data
-   rebuilt from the GitHub Secret and the CA each pass, so a rotation reaches the listener).
+4. ServiceAccount, Role and RoleBinding (the Role's rules and the binding's subjects and
+   roleRef brought back when edited), the proxy Secret, the standby Lease with
+   `listenerReplicas` above 1, the config Secret (its data rebuilt from the GitHub Secret and
+   the CA each pass, so a rotation reaches the listener; a config the listener would refuse is
+   not written, and looked at again after `resync_seconds`). A template running ARC's listener
+   with features it lacks is refused.
 5. The pods, one per replica, each on its own: created, or deleted to be made again when its
    integrity hash changed, when it was evicted or its listener exited, with an exponential
    backoff between re-creations (ARC re-creates a crashing listener at once, hammering GitHub).
-   Replicas beyond `listenerReplicas` are deleted.
+   Replicas beyond `listenerReplicas` are deleted. A container that cannot start is named in
+   an Event on the listener.
 
 ServiceAccount, Role, RoleBinding, Secrets and the Lease are read through the API, not a cache:
 a listener is reconciled on its own and its pods' events only, a few times in its life, and the
