@@ -194,6 +194,10 @@ class AutoscalingListenerReconciler:
         self._gauge = _Listeners()
         meter.create_observable_gauge(METRIC_RUNNING_LISTENERS, callbacks=[self._gauge.observe])
 
+    @property
+    def settings(self) -> ListenerSettings:
+        return self._settings
+
     async def reconcile(self, request: Request) -> Result:
         home = self._settings.controller_namespace
         if home and request.namespace != home:
