@@ -117,6 +117,8 @@ def install_reconcilers(manager: Manager) -> RunnerDeps:
             metrics_endpoint=in_cluster.listener_metrics_endpoint,
             log_level=in_cluster.listener_log_level,
             log_format=in_cluster.listener_log_format,
+            entrypoint=in_cluster.listener_entrypoint,
+            controller_namespace=in_cluster.controller_namespace,
             standby=StandbyTimings(
                 lease_duration_seconds=in_cluster.listener_standby_lease_duration_seconds,
                 renew_deadline_seconds=in_cluster.listener_standby_renew_deadline_seconds,

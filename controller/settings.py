@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from controller.runners.settings import RunnerSettings
 from controller.runtime import Backoff, LeaseSettings, RuntimeSettings, WatchSettings
+from shared.api.names import ENV_LISTENER_ENTRYPOINT
 
 ENV_PREFIX = "GHA_CONTROLLER_"
 DISTRIBUTION = "gha-runner-scaler"
@@ -226,6 +227,10 @@ class InClusterSettings(BaseSettings):
         ),
     )
     """The image listener pods run: this project's, whose `gha-listener` is the listener."""
+    listener_entrypoint: str = Field(
+        default="gha-listener", validation_alias=ENV_LISTENER_ENTRYPOINT
+    )
+    """The listener container's command (ARC's variable; ARC's default is its `/ghalistener`)."""
     listener_image_pull_secrets: list[str] = Field(
         default_factory=list, validation_alias="GHA_CONTROLLER_LISTENER_IMAGE_PULL_SECRETS"
     )

@@ -12,8 +12,11 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 
 from controller.runners.objects import json_digest, resource_meta
 from shared.api.names import (
@@ -42,6 +45,10 @@ from shared.kube.views import metadata_of
 from shared.typedefs import JSONDict, RawOwnerReference
 
 LISTENER_COMMAND = "gha-listener"
+ARC_IMAGE_REPOSITORY = "gha-runner-scale-set-controller"
+"""The last path element of ARC's controller image, which is also its listener image."""
+ARC_ENTRYPOINT = "/ghalistener"
+"""ARC's listener in its image (ARC's default `LISTENER_ENTRYPOINT`)."""
 GRACE_PERIOD_SECONDS = 60
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
@@ -278,7 +285,7 @@ def listener_config(
         "log_format": log_format,
         "metrics_addr": metrics_addr,
         "metrics_endpoint": metrics_endpoint,
-        "metrics": spec.get("metrics"),
+        "metrics": go_metrics(spec.get("metrics")),
     }
     # Not an ARC key: written only when the set has a policy (docs/policies.md), so the config
     # of a set without one is ARC's.
@@ -293,9 +300,71 @@ def listener_config(
     return config
 
 
+_GO_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+
+
+def _go_float(value: float) -> str:
+    """A float64 as Go's encoding/json writes it: the shortest digits, in plain notation from
+    1e-6 to 1e21 and else as 1e+21 or 1e-7 (Python writes `1.0`, `1e+16` and `1e-07`)."""
+    if value.is_integer() and abs(value) < 1e21:
+        return ("-" if math.copysign(1.0, value) < 0 else "") + str(abs(int(value)))
+    if 1e-6 <= abs(value) < 1e21:
+        return format(Decimal(repr(value)), "f")
+    mantissa, _, exponent = repr(value).partition("e")
+    return f"{mantissa}e{exponent[0]}{exponent[1:].lstrip('0')}"
+
+
+def go_json(value: object) -> str:
+    """`value` as Go's `json.Encoder.Encode` writes it (docs/listener.md#configuration): compact,
+    keys in the order given (a struct's field order; a Go map's are sorted by the caller), UTF-8
+    unescaped but `<`, `>`, `&`, U+2028 and U+2029 escaped, a newline at the end."""
+
+    def encode(item: object) -> str:
+        if isinstance(item, float):
+            return _go_float(item)
+        if isinstance(item, dict):
+            return "{" + ",".join(f"{encode(str(k))}:{encode(v)}" for k, v in item.items()) + "}"
+        if isinstance(item, list):
+            return "[" + ",".join(encode(v) for v in item) + "]"
+        text = json.dumps(item, ensure_ascii=False)
+        return re.sub("[<>&\u2028\u2029]", lambda m: _GO_ESCAPES[m.group()], text)
+
+    return encode(value) + "\n"
+
+
+def go_metrics(metrics: JSONDict | None) -> JSONDict | None:
+    """`spec.metrics` as ARC's MetricsConfig struct marshals: counters, gauges, histograms in
+    that order, each left out when empty, their metrics sorted by name (a Go map), `labels`
+    always written (null when unset), `buckets` only when set."""
+    if metrics is None:
+        return None
+    out: JSONDict = {}
+    for kind in ("counters", "gauges", "histograms"):
+        entries = metrics.get(kind) or {}
+        if not entries:
+            continue
+        out[kind] = {}
+        for name in sorted(entries):
+            entry = entries[name]
+            if entry is None:
+                out[kind][name] = None
+                continue
+            struct: JSONDict = {"labels": entry.get("labels")}
+            if kind == "histograms" and entry.get("buckets"):
+                struct["buckets"] = [float(b) for b in entry["buckets"]]
+            out[kind][name] = struct
+    return out
+
+
 def config_secret(listener: JSONDict, config: JSONDict) -> JSONDict:
     meta = metadata_of(listener)
-    data = {SECRET_LISTENER_CONFIG: json.dumps(config) + "\n"}
+    data = {SECRET_LISTENER_CONFIG: go_json(config)}
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -339,7 +408,54 @@ def _metrics_port(metrics_addr: str) -> int | None:
     return int(port) if port.isdigit() and int(port) > 0 else None
 
 
-def _container(listener: JSONDict, *, metrics_addr: str) -> JSONDict:
+def _template_listener(listener: JSONDict) -> JSONDict:
+    """The container named `listener` in `spec.template`, {} when there is none."""
+    template = (listener.get("spec") or {}).get("template") or {}
+    for container in (template.get("spec") or {}).get("containers") or []:
+        if container.get("name") == LISTENER_CONTAINER:
+            return dict(container)
+    return {}
+
+
+def listener_image(listener: JSONDict) -> str:
+    """The image the listener container runs: the template's when it sets one."""
+    return str(
+        _template_listener(listener).get("image") or (listener.get("spec") or {}).get("image", "")
+    )
+
+
+def runs_arc_listener(listener: JSONDict) -> bool:
+    """Whether the listener container runs ARC's image, whose listener is `/ghalistener` (the
+    command unless the template sets one) and serves neither /healthz nor /readyz."""
+    repository = listener_image(listener).partition("@")[0].rsplit("/", 1)[-1]
+    return repository.partition(":")[0] == ARC_IMAGE_REPOSITORY
+
+
+def template_problem(listener: JSONDict) -> str | None:
+    """Why the listener's `spec.template` cannot run, in one line; None when it can. ARC's
+    listener knows neither standby replicas nor scaling policies: with either, it would run
+    two sessions at once or scale without the policy."""
+    if not runs_arc_listener(listener):
+        return None
+    spec = listener.get("spec") or {}
+    missing = [
+        feature
+        for feature, used in (
+            (f"listenerReplicas {listener_replicas(listener)}", listener_replicas(listener) > 1),
+            ("scalingPolicy", spec.get("scalingPolicy") is not None),
+        )
+        if used
+    ]
+    if not missing:
+        return None
+    return (
+        f"listenerTemplate runs ARC's listener ({listener_image(listener)}), which does not "
+        f"support {' or '.join(missing)}: remove the image from the listener container of "
+        "listenerTemplate, or set its command to a listener that supports them"
+    )
+
+
+def _container(listener: JSONDict, *, metrics_addr: str, entrypoint: str, arc: bool) -> JSONDict:
     spec = listener.get("spec") or {}
     env: list[JSONDict] = [{"name": ENV_LISTENER_CONFIG_PATH, "value": LISTENER_CONFIG_PATH}]
     proxy = spec.get("proxy") or {}
@@ -359,7 +475,7 @@ def _container(listener: JSONDict, *, metrics_addr: str) -> JSONDict:
     container: JSONDict = {
         "name": LISTENER_CONTAINER,
         "image": spec.get("image", ""),
-        "command": [LISTENER_COMMAND],
+        "command": [ARC_ENTRYPOINT if arc else entrypoint],
         "env": env,
         "volumeMounts": [
             {
@@ -378,37 +494,56 @@ def _container(listener: JSONDict, *, metrics_addr: str) -> JSONDict:
     port = _metrics_port(metrics_addr)
     if port is not None:
         container["ports"] = [{"name": METRICS_PORT_NAME, "containerPort": port, "protocol": "TCP"}]
-        container["livenessProbe"] = {
-            "httpGet": {"path": "/healthz", "port": METRICS_PORT_NAME},
-            "periodSeconds": 20,
-            "failureThreshold": 3,
-        }
-        container["readinessProbe"] = {
-            "httpGet": {"path": "/readyz", "port": METRICS_PORT_NAME},
-            "periodSeconds": 10,
-        }
+        if not arc:
+            container["livenessProbe"] = {
+                "httpGet": {"path": "/healthz", "port": METRICS_PORT_NAME},
+                "periodSeconds": 20,
+                "failureThreshold": 3,
+            }
+            container["readinessProbe"] = {
+                "httpGet": {"path": "/readyz", "port": METRICS_PORT_NAME},
+                "periodSeconds": 10,
+            }
     return container
 
 
 def listener_pod(
-    listener: JSONDict, *, config_digest: str, metrics_addr: str, replica: int = 0
+    listener: JSONDict,
+    *,
+    config_digest: str,
+    metrics_addr: str,
+    replica: int = 0,
+    entrypoint: str = LISTENER_COMMAND,
 ) -> JSONDict:
     """The listener pod of `replica`, with `spec.template` merged over it (`merge_template`).
-    Replicas differ in their name only."""
+    Replicas differ in their name only. The container runs `entrypoint` (ARC's
+    `LISTENER_ENTRYPOINT`), or `/ghalistener` when it runs ARC's image. `runAsNonRoot` and
+    the seccomp profile are the pod's, unless the template adds containers: theirs are the
+    template's to set, so ours are set on the listener container only."""
     meta = metadata_of(listener)
     spec = listener.get("spec") or {}
+    template_spec = (spec.get("template") or {}).get("spec") or {}
+    container = _container(
+        listener, metrics_addr=metrics_addr, entrypoint=entrypoint, arc=runs_arc_listener(listener)
+    )
+    restricted: JSONDict = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     pod_spec: JSONDict = {
         "serviceAccountName": meta["name"],
         "automountServiceAccountToken": True,
         "nodeSelector": {LABEL_OS: OS_LINUX},
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": GRACE_PERIOD_SECONDS,
-        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [_container(listener, metrics_addr=metrics_addr)],
+        "securityContext": restricted,
+        "containers": [container],
         "volumes": [
             {"name": LISTENER_CONFIG_VOLUME, "secret": {"secretName": f"{meta['name']}-config"}}
         ],
     }
+    if template_spec.get("initContainers") or any(
+        c.get("name") != LISTENER_CONTAINER for c in template_spec.get("containers") or []
+    ):
+        del pod_spec["securityContext"]
+        container["securityContext"]["seccompProfile"] = restricted["seccompProfile"]
     if spec.get("imagePullSecrets"):
         pod_spec["imagePullSecrets"] = spec["imagePullSecrets"]
     pod: JSONDict = {

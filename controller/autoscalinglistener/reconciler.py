@@ -4,17 +4,22 @@ replicas, docs/autoscaling.md#listener-standby), with exactly the permissions it
 
 Order of a pass:
 
-1. Read the listener from the cache; gone ends the pass.
+1. Read the listener from the cache; gone, or outside the controller's namespace, ends the
+   pass.
 2. Deletion branch: delete the pods, the config and proxy Secrets, the standby Lease, the
    RoleBinding, the Role and the ServiceAccount; once all are gone, drop the finalizer.
 3. Finalizer. A listener whose AutoscalingRunnerSet is gone deletes itself.
-4. ServiceAccount, Role and RoleBinding (the Role's rules brought back when they drift), the
-   proxy Secret, the standby Lease with `listenerReplicas` above 1, the config Secret (its data
-   rebuilt from the GitHub Secret and the CA each pass, so a rotation reaches the listener).
+4. ServiceAccount, Role and RoleBinding (the Role's rules and the binding's subjects and
+   roleRef brought back when edited), the proxy Secret, the standby Lease with
+   `listenerReplicas` above 1, the config Secret (its data rebuilt from the GitHub Secret and
+   the CA each pass, so a rotation reaches the listener; a config the listener would refuse is
+   not written, and looked at again after `resync_seconds`). A template running ARC's listener
+   with features it lacks is refused.
 5. The pods, one per replica, each on its own: created, or deleted to be made again when its
    integrity hash changed, when it was evicted or its listener exited, with an exponential
    backoff between re-creations (ARC re-creates a crashing listener at once, hammering GitHub).
-   Replicas beyond `listenerReplicas` are deleted.
+   Replicas beyond `listenerReplicas` are deleted. A container that cannot start is named in
+   an Event on the listener.
 
 ServiceAccount, Role, RoleBinding, Secrets and the Lease are read through the API, not a cache:
 a listener is reconciled on its own and its pods' events only, a few times in its life, and the
@@ -33,6 +38,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from pydantic import ValidationError
 
 from controller.autoscalinglistener.objects import (
+    LISTENER_COMMAND,
     StandbyTimings,
     config_secret,
     grants_lease,
@@ -47,6 +53,7 @@ from controller.autoscalinglistener.objects import (
     role_binding,
     service_account,
     standby_lease_name,
+    template_problem,
 )
 from controller.runners.network import proxy_data, root_ca
 from controller.runtime import (
@@ -111,8 +118,14 @@ class ListenerSettings:
     stable_seconds: float = 120.0
     """A listener ready this long is no longer crash-looping: its backoff starts again."""
     resync_seconds: float = 300.0
-    """How often a settled listener is looked at again: Secrets, ConfigMaps and Roles are not
-    watched, so a rotated credential or CA, or an edited Role, is picked up within this time."""
+    """How often a settled listener, or one whose config was refused, is looked at again:
+    Secrets, ConfigMaps and Roles are not watched, so a rotated or fixed credential or CA, or an
+    edited Role, is picked up within this time."""
+    entrypoint: str = LISTENER_COMMAND
+    """The listener container's command (ARC's `LISTENER_ENTRYPOINT`)."""
+    controller_namespace: str = ""
+    """Where this controller's listeners live; listeners elsewhere (ARC's, left in its own
+    namespace) are not reconciled. "" reconciles every namespace."""
     standby: StandbyTimings = field(default_factory=StandbyTimings)
     """The Lease timings given to listeners with standby replicas."""
 
@@ -175,10 +188,29 @@ class AutoscalingListenerReconciler:
         self._clock = clock
         self._restarts: dict[tuple[str, int], _Restarts] = {}
         self._refused: dict[str, str] = {}
+        self._waiting: dict[tuple[str, int], str] = {}
+        """The last container waiting reason reported on each replica's pod."""
+        self._foreign: set[Request] = set()
         self._gauge = _Listeners()
         meter.create_observable_gauge(METRIC_RUNNING_LISTENERS, callbacks=[self._gauge.observe])
 
+    @property
+    def settings(self) -> ListenerSettings:
+        return self._settings
+
     async def reconcile(self, request: Request) -> Result:
+        home = self._settings.controller_namespace
+        if home and request.namespace != home:
+            # Its children would go to a namespace we may not write to: a loop of 403s.
+            if request not in self._foreign:
+                self._foreign.add(request)
+                log.info(
+                    "not reconciling AutoscalingListener %s/%s: listeners live in %s",
+                    request.namespace,
+                    request.name,
+                    home,
+                )
+            return Result()
         cached = self._listeners.get(request.namespace, request.name)
         if cached is None:
             self._gauge.series.pop(request, None)
@@ -211,7 +243,7 @@ class AutoscalingListenerReconciler:
 
         await self._ensure(service_account(cached), SERVICE_ACCOUNT)
         await self._ensure_role(cached)
-        await self._ensure(role_binding(cached), ROLE_BINDING)
+        await self._ensure_role_binding(cached)
         if spec.get("proxy"):
             data = await proxy_data(
                 self._objects, str(spec["autoscalingRunnerSetNamespace"]), spec["proxy"]
@@ -220,10 +252,14 @@ class AutoscalingListenerReconciler:
         config = await self._config(cached)
         refused = config_problem(config)
         if refused is not None:
-            # Never write a config the listener would refuse at start: it would crash-loop.
-            if self._refused.get(uid) != refused:
-                self._refused[uid] = refused
-                await self._events.warning(cached, reason="ListenerConfigInvalid", message=refused)
+            # Never write a config the listener would refuse at start: it would crash-loop. The
+            # Secret and ConfigMap it came from are not watched: looked at again in a resync.
+            await self._refuse(cached, uid, "ListenerConfigInvalid", refused)
+            return Result(requeue_after=self._settings.resync_seconds)
+        refused = template_problem(cached)
+        if refused is not None:
+            # The template is the listener's spec: its edit brings the listener back.
+            await self._refuse(cached, uid, "ListenerTemplateInvalid", refused)
             return Result()
         self._refused.pop(uid, None)
         if standby_lease_name(cached):
@@ -231,6 +267,12 @@ class AutoscalingListenerReconciler:
         secret = config_secret(cached, config)
         await self._ensure(secret, SECRET)
         return await self._ensure_pods(cached, uid, config_digest=_digest(secret))
+
+    async def _refuse(self, listener: JSONDict, uid: str, reason: str, message: str) -> None:
+        """A warning Event, once for each reason the listener cannot run."""
+        if self._refused.get(uid) != message:
+            self._refused[uid] = message
+            await self._events.warning(listener, reason=reason, message=message)
 
     # --- children ------------------------------------------------------------------------------
 
@@ -275,9 +317,11 @@ class AutoscalingListenerReconciler:
         except NotFound:
             return None
 
-    async def _write(self, desired: JSONDict, kind: Kind, current: JSONDict | None) -> None:
+    async def _write(
+        self, desired: JSONDict, kind: Kind, current: JSONDict | None, *, fields: Iterable[str] = ()
+    ) -> None:
         """Create the object, or replace what we compute of it when its integrity hash differs
-        (a key someone else added stays)."""
+        or one of `fields` was edited (a key someone else added stays)."""
         meta = desired["metadata"]
         if current is None:
             with contextlib.suppress(AlreadyExists):
@@ -285,7 +329,16 @@ class AutoscalingListenerReconciler:
             return
         have = (metadata_of(current).get("annotations") or {}).get(ANNOTATION_INTEGRITY_HASH)
         labels = metadata_of(current).get("labels") or {}
-        if have == meta["annotations"][ANNOTATION_INTEGRITY_HASH] and all(
+        drifted = [f for f in fields if _normalized(current.get(f)) != desired[f]]
+        if drifted:
+            log.info(
+                "repairing %s %s/%s: %s edited",
+                kind.kind,
+                meta["namespace"],
+                meta["name"],
+                ", ".join(drifted),
+            )
+        elif have == meta["annotations"][ANNOTATION_INTEGRITY_HASH] and all(
             labels.get(k) == v for k, v in meta["labels"].items()
         ):
             return
@@ -303,7 +356,21 @@ class AutoscalingListenerReconciler:
         if current is not None and not standby_lease_name(listener) and grants_lease(current):
             await self._delete_extra_pods(listener, keep=1)
             await self._delete(LEASE, meta["namespace"], lease_name(listener))
-        await self._write(desired, ROLE, current)
+        await self._write(desired, ROLE, current, fields=("rules",))
+
+    async def _ensure_role_binding(self, listener: JSONDict) -> None:
+        """The RoleBinding, its subjects brought back when edited; its roleRef cannot be
+        changed in place, so a binding to another role is deleted and made again."""
+        desired = role_binding(listener)
+        meta = desired["metadata"]
+        current = await self._read(ROLE_BINDING, meta["namespace"], meta["name"])
+        if current is not None and _normalized(current.get("roleRef")) != desired["roleRef"]:
+            log.info(
+                "re-creating RoleBinding %s/%s: roleRef edited", meta["namespace"], meta["name"]
+            )
+            await self._delete(ROLE_BINDING, meta["namespace"], meta["name"])
+            current = None
+        await self._write(desired, ROLE_BINDING, current, fields=("subjects",))
 
     async def _ensure_lease(self, listener: JSONDict) -> None:
         """Made before the pods, so that none of them needs `create` on Leases. Never updated:
@@ -357,6 +424,7 @@ class AutoscalingListenerReconciler:
             config_digest=config_digest,
             metrics_addr=self._settings.metrics_addr,
             replica=replica,
+            entrypoint=self._settings.entrypoint,
         )
         name = desired["metadata"]["name"]
         restarts = self._restarts.setdefault((uid, replica), _Restarts())
@@ -378,6 +446,7 @@ class AutoscalingListenerReconciler:
         stopped = self._stopped(pod)
         if stopped is not None:
             return await self._restart(listener, name, restarts, stopped), False
+        await self._report_waiting(listener, uid, replica, pod)
         running = self._container_state(pod, "running")
         if pod_ready(pod):
             restarts.ready_since = restarts.ready_since or now
@@ -410,6 +479,36 @@ class AutoscalingListenerReconciler:
         log.warning("listener %s stopped (%s); restarting in %.1fs", name, why, delay)
         await self._delete(POD, metadata_of(listener)["namespace"], name)
         return Result(requeue_after=delay)
+
+    async def _report_waiting(
+        self, listener: JSONDict, uid: str, replica: int, pod: JSONDict
+    ) -> None:
+        """A warning Event on the listener when a container of its pod cannot start (a
+        template's sidecar that must run as root, a missing Secret, an image that cannot be
+        pulled), once for each reason; the pod's own events are in the controller namespace,
+        where users of the set may not look."""
+        status = pod.get("status") or {}
+        stuck = [
+            (str(container.get("name")), waiting)
+            for container in [
+                *(status.get("initContainerStatuses") or []),
+                *(status.get("containerStatuses") or []),
+            ]
+            if (waiting := (container.get("state") or {}).get("waiting") or {}).get("reason")
+            not in (None, "ContainerCreating", "PodInitializing")
+        ]
+        if not stuck:
+            self._waiting.pop((uid, replica), None)
+            return
+        name, waiting = stuck[0]
+        message = f"container {name} of pod {metadata_of(pod)['name']} cannot start: " + (
+            f"{waiting['reason']}: {waiting['message']}"
+            if waiting.get("message")
+            else str(waiting["reason"])
+        )
+        if self._waiting.get((uid, replica)) != message:
+            self._waiting[(uid, replica)] = message
+            await self._events.warning(listener, reason="ListenerContainerWaiting", message=message)
 
     @staticmethod
     def _stopped(pod: JSONDict) -> str | None:
@@ -486,6 +585,7 @@ class AutoscalingListenerReconciler:
         await remove_finalizers(listener, self._objects, [FINALIZER_AUTOSCALING_LISTENER])
         for replica in range(MAX_LISTENER_REPLICAS):
             self._restarts.pop((uid, replica), None)
+            self._waiting.pop((uid, replica), None)
         self._lease_owed.discard(uid)
         self._gauge.series.pop(Request.of(obj), None)
         return Result()
@@ -502,6 +602,16 @@ def config_problem(config: JSONDict) -> str | None:
         message = first["msg"].removeprefix("Value error, ")
         return f"{where}: {message}" if where else message
     return None
+
+
+def _normalized(value: object) -> object:
+    """A stored RBAC field as we write it: the API server may add empty fields (a subject's
+    `apiGroup: ""`)."""
+    if isinstance(value, list):
+        return [_normalized(item) for item in value]
+    if isinstance(value, dict):
+        return {k: _normalized(v) for k, v in value.items() if v not in ("", None, [])}
+    return value
 
 
 def _digest(secret: JSONDict) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -553,7 +554,11 @@ async def _running(
             ),
         )
     if "autoscalinglistener" in rig_options.controllers:
-        autoscalinglistener.setup(manager, events=deps.events, settings=rig_options.listener)
+        autoscalinglistener.setup(
+            manager,
+            events=deps.events,
+            settings=dataclasses.replace(rig_options.listener, controller_namespace=system),
+        )
     task = asyncio.create_task(manager.run())
     rig = Rig(
         kube=kube,

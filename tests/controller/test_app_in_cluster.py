@@ -7,6 +7,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from controller.app import install_reconcilers
+from controller.autoscalinglistener.reconciler import AutoscalingListenerReconciler
 from controller.runtime import Manager, RuntimeSettings
 from controller.settings import ConfigError
 
@@ -58,3 +59,19 @@ async def test_watched_namespaces_must_include_the_controller_namespace(
     manager = Manager(api=kube_api, settings=RuntimeSettings(namespaces=frozenset({"runners"})))
     with pytest.raises(ConfigError, match="gha-system"):
         install_reconcilers(manager)
+
+
+async def test_listeners_get_the_entrypoint_and_the_controller_namespace(
+    kube_api: client.ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ARC's `LISTENER_ENTRYPOINT` is the listener container's command; listeners outside the
+    controller's namespace are left alone (docs/autoscaling.md#autoscalinglistener)."""
+    for name, value in IN_CLUSTER.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LISTENER_ENTRYPOINT", "/ghalistener")
+    manager = Manager(api=kube_api)
+    install_reconcilers(manager)
+    [listeners] = [c for c in manager.controllers if c.name == "autoscalinglistener"]
+    assert isinstance(listeners.reconciler, AutoscalingListenerReconciler)
+    settings = listeners.reconciler.settings
+    assert (settings.entrypoint, settings.controller_namespace) == ("/ghalistener", "gha-system")
