@@ -26,4 +26,3 @@ def test_a_script_using_the_venv_bootstraps_it_first(script: Path) -> None:
     sourced = [i for i, line in enumerate(lines) if line.strip() == ". scripts/venv"]
     assert sourced, f"{script.name} uses .venv without `. scripts/venv`"
     assert sourced[0] < uses[0]
-

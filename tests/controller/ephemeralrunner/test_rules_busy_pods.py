@@ -16,7 +16,7 @@ def runner(phase: str | None, template: dict[str, str] | None = None) -> JSONDic
     """`Running` as the listener writes it, with the job: busy is having a job and not being
     done (shared.api.views.is_busy; the table of cases is tests/shared/api/test_busy.py)."""
     spec: JSONDict = {"metadata": {"annotations": template}} if template else {}
-    status = {"phase": phase} if phase else {}
+    status: JSONDict = {"phase": phase} if phase else {}
     if phase == "Running":
         status |= {"jobId": "6d5c", "jobRequestId": 42}
     return {"spec": spec, "status": status}

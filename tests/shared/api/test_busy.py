@@ -15,14 +15,14 @@ from shared.api.views import has_job, is_busy
 from shared.typedefs import JSONDict
 
 
-def runner(phase: str | None, deleting: bool = False, **status: Any) -> JSONDict:
+def runner(phase: str | None, *, deleting: bool = False, **status: Any) -> JSONDict:
     meta: JSONDict = {"name": "r", "namespace": "ns"}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     return {"metadata": meta, "status": {**({"phase": phase} if phase else {}), **status}}
 
 
-JOB = {"jobId": "6d5c", "jobRequestId": 42}
+JOB: dict[str, Any] = {"jobId": "6d5c", "jobRequestId": 42}
 
 
 @pytest.mark.parametrize(
