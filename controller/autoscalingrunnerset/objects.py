@@ -120,9 +120,8 @@ def runner_set_labels(ars: JSONDict, *, excluded_prefixes: Sequence[str]) -> dic
         LABEL_SCALE_SET_NAMESPACE: meta["namespace"],
         **github_url_labels(str((ars.get("spec") or {}).get("githubConfigUrl", ""))),
     }
-    version = (meta.get("labels") or {}).get(LABEL_VERSION)
-    if version:
-        computed[LABEL_VERSION] = version
+    # ARC writes the label always, `""` when the set has none.
+    computed[LABEL_VERSION] = str((meta.get("labels") or {}).get(LABEL_VERSION) or "")
     user_labels, _ = resource_meta(ars.get("spec") or {}, "ephemeralRunnerSetMetadata")
     return filter_and_merge_labels(
         {**user_labels, **(meta.get("labels") or {})},
@@ -227,9 +226,8 @@ def listener_labels(ars: JSONDict, *, excluded_prefixes: Sequence[str]) -> dict[
         LABEL_COMPONENT: COMPONENT_LISTENER,
         **github_url_labels(str((ars.get("spec") or {}).get("githubConfigUrl", ""))),
     }
-    version = (meta.get("labels") or {}).get(LABEL_VERSION)
-    if version:
-        computed[LABEL_VERSION] = version
+    # ARC writes the label always, `""` when the set has none.
+    computed[LABEL_VERSION] = str((meta.get("labels") or {}).get(LABEL_VERSION) or "")
     user_labels, _ = resource_meta(ars.get("spec") or {}, "autoscalingListener")
     return filter_and_merge_labels(
         {**user_labels, **(meta.get("labels") or {})},

@@ -1,5 +1,6 @@
 """The strategies of the built-in kinds that have no controller here (ReplicationControllers,
-Ingresses, NetworkPolicies, CertificateSigningRequests, APIServices, CSIStorageCapacities):
+Ingresses, NetworkPolicies, CertificateSigningRequests, APIServices, CSIStorageCapacities, and
+the immutable `roleRef` of RoleBindings and ClusterRoleBindings):
 they are stored and read back with the defaults and validation the real server applies
 (docs/sandbox-kube.md#built-in-kinds)."""
 
@@ -10,7 +11,7 @@ from typing import Any
 from sandbox.kube.clock import timestamp, utcnow
 from sandbox.kube.kinds import pods, shapes
 from sandbox.kube.resources import ResourceType
-from sandbox.kube.status import Cause
+from sandbox.kube.status import Cause, invalid
 from sandbox.kube.store import ACTOR
 
 Obj = dict[str, Any]
@@ -21,6 +22,10 @@ NETWORK_POLICIES = ("networking.k8s.io", "networkpolicies")
 CSRS = ("certificates.k8s.io", "certificatesigningrequests")
 APISERVICES = ("apiregistration.k8s.io", "apiservices")
 CAPACITIES = ("storage.k8s.io", "csistoragecapacities")
+BINDINGS = {
+    ("rbac.authorization.k8s.io", "rolebindings"),
+    ("rbac.authorization.k8s.io", "clusterrolebindings"),
+}
 PATH_TYPES = ("Exact", "ImplementationSpecific", "Prefix")
 
 
@@ -45,6 +50,14 @@ def prepare_create(rt: ResourceType, obj: Obj) -> None:
 
 
 def prepare_update(rt: ResourceType, *, new: Obj, cur: Obj) -> None:
+    if rt.key in BINDINGS and new.get("roleRef") != cur.get("roleRef"):
+        # The real server refuses it: a binding's role is fixed; delete and re-create it.
+        raise invalid(
+            rt.kind,
+            group=rt.group,
+            name=cur["metadata"]["name"],
+            causes=[Cause("FieldValueInvalid", field="roleRef", detail="cannot change roleRef")],
+        )
     if rt.key == RCS:
         shapes.check(rt.kind, shapes.TEMPLATED, new)
         _default_rc(new)

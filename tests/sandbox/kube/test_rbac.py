@@ -346,3 +346,29 @@ async def test_self_subject_rules_review_lists_each_bound_rule_once(
     assert "/apis/*" in non_resource[0]["nonResourceURLs"]
     assert "/version" in non_resource[1]["nonResourceURLs"]
     assert "/openid/v1/jwks" in non_resource[2]["nonResourceURLs"]
+
+
+@pytest.mark.usefixtures("listener_role")
+async def test_a_bindings_role_ref_cannot_change(ns: str, kube_api: client.ApiClient) -> None:
+    """As the real server: `roleRef` is immutable (a binding is deleted and made again to point
+    it elsewhere), while its subjects may change."""
+    rbac = client.RbacAuthorizationV1Api(kube_api)
+    with pytest.raises(client.ApiException) as refused:
+        await rbac.patch_namespaced_role_binding(
+            "reader-binding",
+            ns,
+            {
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": "other",
+                }
+            },
+        )
+    assert refused.value.status == 422
+    status = status_of(refused.value)
+    assert status["details"]["causes"][0]["field"] == "roleRef"
+    assert "cannot change roleRef" in status["message"]
+    subjects = [{"kind": "ServiceAccount", "name": "other", "namespace": ns}]
+    patched = await rbac.patch_namespaced_role_binding("reader-binding", ns, {"subjects": subjects})
+    assert patched.subjects[0].name == "other"
