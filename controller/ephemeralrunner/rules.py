@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from controller.runners.actions import GitHubConfigError
-from controller.runners.policies import FailurePolicy
+from controller.runners.backoff import FailurePolicy
 from shared.actions.errors import (
     ActionsError,
     AuthenticationFailed,

@@ -235,9 +235,34 @@ class EphemeralRunnerSetReconciler:
             for finished in children.finished:
                 await self._delete_runner(finished)
             return result
+        meta = metadata_of(obj)
+        if plan.suppressed_by_cleanup:
+            log.info(
+                "%s/%s: no scale-up to %d under patch id %d: the gap was made by cleaning up "
+                "finished runners, not by new demand",
+                meta["namespace"],
+                meta["name"],
+                replicas,
+                patch_id,
+            )
         if plan.create:
+            log.info(
+                "%s/%s: creating %d runner(s) for replicas=%d patchID=%d",
+                meta["namespace"],
+                meta["name"],
+                plan.create,
+                replicas,
+                patch_id,
+            )
             await self._create_runners(obj, count=plan.create, patch_id=patch_id)
         if plan.scale_down:
+            log.info(
+                "%s/%s: scaling down by %d idle runner(s) to replicas=%d",
+                meta["namespace"],
+                meta["name"],
+                plan.scale_down,
+                replicas,
+            )
             await self._scale_down(obj, children, count=plan.scale_down)
         return result
 

@@ -21,8 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from controller.runners.backoff import ReplacementPolicy
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
-from controller.runners.policies import ReplacementPolicy
 from controller.runtime.cache import controller_owner
 from shared.api import EphemeralRunnerPhase, EphemeralRunnerSetPhase
 from shared.api.names import (

@@ -8,7 +8,7 @@ from datetime import timedelta
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from controller.runners.policies import FailurePolicy, ReplacementPolicy
+from controller.runners.backoff import FailurePolicy, ReplacementPolicy
 
 
 class RunnerSettings(BaseSettings):

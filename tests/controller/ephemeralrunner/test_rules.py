@@ -18,7 +18,7 @@ from controller.ephemeralrunner.rules import (
     retry_delay,
 )
 from controller.runners.actions import GitHubConfigError
-from controller.runners.policies import FailurePolicy
+from controller.runners.backoff import FailurePolicy
 from shared.actions.errors import (
     ActionsConnectionError,
     ActionsError,

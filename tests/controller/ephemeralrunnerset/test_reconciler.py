@@ -10,6 +10,7 @@ controller would remove them).
 from __future__ import annotations
 
 import base64
+import logging
 from typing import Any
 
 import pytest
@@ -198,8 +199,12 @@ async def test_finished_runner_is_kept_while_the_patch_id_is_unchanged(rig: Rig)
     assert {phase_of(r) for r in runners} == {"Succeeded", ""}
 
 
-async def test_cleanup_gap_is_not_filled_until_the_next_patch(rig: Rig) -> None:
-    """Appendix B: the listener's count under patch 2 may not yet reflect the finished job."""
+async def test_cleanup_gap_is_not_filled_until_the_next_patch(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Appendix B: the listener's count under patch 2 may not yet reflect the finished job. The
+    set's log says why it does not scale up."""
+    caplog.set_level(logging.INFO, logger="controller.ephemeralrunnerset")
     await rig.create_runner_set(replicas=2, patch_id=1)
     done, busy = await converge(rig, 2)
     await set_phase(rig, done, "Succeeded")
@@ -208,6 +213,10 @@ async def test_cleanup_gap_is_not_filled_until_the_next_patch(rig: Rig) -> None:
     await rig.scale(3, 2)
     [left] = await converge(rig, 1)
     assert phase_of(left) == "Running"
+    await rig.settle()
+    assert any("no scale-up to 3 under patch id 2" in r.getMessage() for r in caplog.records), (
+        caplog.text
+    )
     await rig.scale(3, 3)
     runners = await converge(rig, 3)
     assert "Succeeded" not in {phase_of(r) for r in runners}

@@ -21,7 +21,7 @@ from controller.ephemeralrunnerset.rules import (
     scale_down_candidates,
     track_runner_spec,
 )
-from controller.runners.policies import ReplacementPolicy
+from controller.runners.backoff import ReplacementPolicy
 from shared.typedefs import JSONDict
 
 NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
