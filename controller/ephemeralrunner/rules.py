@@ -33,7 +33,7 @@ from shared.api.names import (
     RUNNER_CONTAINER,
     RUNNER_DEPRECATED_EXIT_CODE,
 )
-from shared.api.views import failure_count, has_job, is_busy, last_failure
+from shared.api.views import failure_count, has_job, is_busy, is_terminal, last_failure
 from shared.kube.views import format_time, is_deleting, metadata_of, parse_time, status_of
 from shared.typedefs import JSONDict
 
@@ -333,6 +333,10 @@ def busy_pod_annotations(runner: JSONDict, pod: JSONDict) -> dict[str, str | Non
     annotations exactly while its runner is busy (`shared.api.views.is_busy`); empty when it
     already does. A key the runner's pod template sets is the user's and left alone."""
     busy = is_busy(runner)
+    if not busy and is_terminal(runner):
+        # A finished runner's pod is deleted next: removing its annotations buys nothing and
+        # costs a patch per job.
+        return {}
     template = ((runner.get("spec") or {}).get("metadata") or {}).get("annotations") or {}
     current = metadata_of(pod).get("annotations") or {}
     changes: dict[str, str | None] = {}

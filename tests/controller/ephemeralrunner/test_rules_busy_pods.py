@@ -38,6 +38,9 @@ def pod(annotations: dict[str, str]) -> JSONDict:
         ("Running", {KARPENTER: "true"}, {KARPENTER: "true"}, {AUTOSCALER: "false"}),
         ("Pending", {KARPENTER: "true"}, {**BOTH}, {AUTOSCALER: None}),
         ("Pending", {AUTOSCALER: "true"}, {AUTOSCALER: "true"}, {}),
+        # Its pod is deleted next: no patch to take the annotations off.
+        ("Succeeded", None, {**BOTH}, {}),
+        ("Failed", None, {**BOTH}, {}),
     ],
     ids=[
         "busy-gets-both",
@@ -49,6 +52,8 @@ def pod(annotations: dict[str, str]) -> JSONDict:
         "template-key-is-the-users",
         "template-key-kept-when-idle",
         "template-value-never-changed",
+        "finished-keeps-them",
+        "failed-keeps-them",
     ],
 )
 def test_busy_pod_annotations(
