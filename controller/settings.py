@@ -56,8 +56,9 @@ class ControllerSettings(BaseModel):
     """Seconds between lease attempts."""
     identity: str = Field(default_factory=lambda: f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
     """This replica's name in the Lease; unique per process so a restart is a new holder."""
-    bind_address: str = "0.0.0.0"
-    """The address the metrics and probe servers listen on."""
+    bind_address: str = ""
+    """The address the metrics and probe servers listen on; empty (or 0.0.0.0, ::) is every
+    IPv4 and IPv6 address, as ARC's `:8080`."""
     metrics_port: int = Field(8080, ge=1, le=65535)
     """Port of /metrics. A listener's default (:8090) is another, so both can share a host
     network."""
@@ -65,8 +66,8 @@ class ControllerSettings(BaseModel):
     """Port of /healthz and /readyz; equal to the metrics port, one server answers all three."""
     log_format: Literal["text", "json"] = "text"
     """text, or json with one object per line."""
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    """debug, info, warning or error."""
+    log_level: Literal["debug", "info", "warn", "warning", "error"] = "info"
+    """debug, info, warn (or warning) or error."""
     kubeconfig: str | None = None
     """A kubeconfig file; without it (and without KUBECONFIG) the in-cluster identity is used."""
     context: str | None = None
