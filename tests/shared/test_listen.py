@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 
 import pytest
@@ -44,6 +45,6 @@ def test_an_ipv6_host_listens_on_ipv6_only() -> None:
 
 
 def test_a_taken_port_is_an_os_error() -> None:
-    with listen_socket("", 0) as sock:
-        with pytest.raises(OSError):
-            listen_socket("", sock.getsockname()[1])
+    with listen_socket("", 0) as sock, pytest.raises(OSError, match="already in use") as raised:
+        listen_socket("", sock.getsockname()[1])
+    assert raised.value.errno == errno.EADDRINUSE

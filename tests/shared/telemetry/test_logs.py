@@ -74,7 +74,13 @@ def test_filter_redacts_arguments_and_exceptions() -> None:
 
 def record_at(level: int, *, exc: bool = False) -> logging.LogRecord:
     record = logging.LogRecord(
-        "listener.scaler", level, "/app/listener/scaler.py", 42, "scaled to %d", (3,), None,
+        "listener.scaler",
+        level,
+        "/app/listener/scaler.py",
+        42,
+        "scaled to %d",
+        (3,),
+        None,
         func="scale",
     )
     record.created, record.msecs = 1767225600.25, 250.0  # 2026-01-01T00:00:00.250Z
