@@ -10,6 +10,7 @@ that host only.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import socket
 
@@ -22,7 +23,10 @@ def listen_socket(host: str, port: int) -> socket.socket:
     if _unspecified(host):
         try:
             sock = _bound(socket.AF_INET6, ("::", port), dual_stack=True)
-        except OSError:
+        except OSError as exc:
+            # A taken port is taken for IPv4 too; anything else means no IPv6 here.
+            if exc.errno == errno.EADDRINUSE:
+                raise
             sock = _bound(socket.AF_INET, ("0.0.0.0", port), dual_stack=False)
     else:
         family, _, _, _, address = socket.getaddrinfo(
