@@ -224,7 +224,5 @@ def test_uncaught_exceptions_are_logged_redacted(fmt: str) -> None:
     if fmt == "json":
         records = [json.loads(line) for line in done.stderr.splitlines()]
         assert [r["level"] for r in records] == ["ERROR", "ERROR", "ERROR"]
-        assert [r["msg"] for r in records][1:] == [
-            "uncaught exception in thread Thread-1 (<lambda>)",
-            "uncaught exception",
-        ]
+        assert records[1]["msg"].startswith("uncaught exception in thread ")
+        assert records[2]["msg"] == "uncaught exception"
