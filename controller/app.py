@@ -206,5 +206,5 @@ def main(argv: Sequence[str] | None = None, *, install: Install = install_reconc
     except ConfigError as exc:
         print(f"gha-controller: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    configure_logging(fmt=settings.log_format, level=settings.log_level)
+    configure_logging(fmt=settings.log_format, level=settings.log_level, json_shape="zap")
     return asyncio.run(run(settings, install=install))

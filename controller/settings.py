@@ -56,8 +56,9 @@ class ControllerSettings(BaseModel):
     """Seconds between lease attempts."""
     identity: str = Field(default_factory=lambda: f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
     """This replica's name in the Lease; unique per process so a restart is a new holder."""
-    bind_address: str = "0.0.0.0"
-    """The address the metrics and probe servers listen on."""
+    bind_address: str = ""
+    """The address the metrics and probe servers listen on; empty (the default), 0.0.0.0 or ::
+    is every IPv4 and IPv6 address, as ARC's `:8080`."""
     metrics_port: int = Field(8080, ge=1, le=65535)
     """Port of /metrics. A listener's default (:8090) is another, so both can share a host
     network."""
@@ -65,8 +66,8 @@ class ControllerSettings(BaseModel):
     """Port of /healthz and /readyz; equal to the metrics port, one server answers all three."""
     log_format: Literal["text", "json"] = "text"
     """text, or json with one object per line."""
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    """debug, info, warning or error."""
+    log_level: Literal["debug", "info", "warn", "warning", "error"] = "info"
+    """debug, info, warn (or warning) or error."""
     kubeconfig: str | None = None
     """A kubeconfig file; without it (and without KUBECONFIG) the in-cluster identity is used."""
     context: str | None = None
@@ -160,7 +161,7 @@ def _parser() -> _Parser:
 def _help(name: str, field: FieldInfo) -> str:
     """A flag's help: the field's docstring, its default and its environment variable, so the
     settings are described in one place (the docstrings above)."""
-    if field.default_factory is not None or field.default is None:
+    if field.default_factory is not None or field.default in (None, ""):
         default = ""
     else:
         default = f" Default: {field.default}."

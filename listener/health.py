@@ -18,6 +18,8 @@ from aiohttp.web_response import Response
 from aiohttp.web_server import Server
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from shared.listen import listen_socket
+
 
 class Progress:
     """What readiness is judged on, written by the message loop."""
@@ -96,9 +98,12 @@ class TelemetryServer:
         return route()
 
     async def start(self, *, host: str, port: int) -> int:
-        """Listen on `host`:`port` (0 picks a free port); returns the port bound."""
+        """Listen on `host`:`port` (0 picks a free port; an empty or unspecified host is every
+        IPv4 and IPv6 address, as in Go); returns the port bound."""
         self._server = Server(self._handle, access_log=None)
-        self._listening = await asyncio.get_running_loop().create_server(self._server, host, port)
+        self._listening = await asyncio.get_running_loop().create_server(
+            self._server, sock=listen_socket(host, port)
+        )
         return int(self._listening.sockets[0].getsockname()[1])
 
     async def close(self) -> None:

@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from itertools import accumulate, pairwise
 from typing import Any, Generic, TypeVar
 
@@ -326,7 +326,7 @@ class ListenerMetrics:
     def record_job_started(self, job: JobStarted) -> None:
         labels = self._job_labels(job)
         self._emit("gha_started_jobs_total", 1, labels=labels)
-        startup = _whole_seconds(job.scale_set_assign_time, job.runner_assign_time)
+        startup = _unix_seconds_between(job.scale_set_assign_time, job.runner_assign_time)
         if startup is not None:
             self._emit("gha_job_startup_duration_seconds", startup, labels=labels)
 
@@ -336,7 +336,7 @@ class ListenerMetrics:
             return
         labels = self._job_labels(job, job.result)
         self._emit("gha_completed_jobs_total", 1, labels=labels)
-        execution = _whole_seconds(job.runner_assign_time, job.finish_time)
+        execution = _unix_seconds_between(job.runner_assign_time, job.finish_time)
         if execution is not None:
             self._emit("gha_job_execution_duration_seconds", execution, labels=labels)
 
@@ -347,7 +347,21 @@ class ListenerMetrics:
         """Nothing to flush: the series live in this process until it exits."""
 
 
-def _whole_seconds(start: datetime | None, end: datetime | None) -> int | None:
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SECOND = timedelta(seconds=1)
+
+
+def _unix_seconds_between(start: datetime | None, end: datetime | None) -> int | None:
+    """`end.Unix() - start.Unix()`, as ARC computes job durations: the difference of the whole
+    Unix seconds, not the truncated difference (00.9 to 02.1 is 2 s, not 1 s)."""
     if start is None or end is None:
         return None
-    return int((end - start).total_seconds())
+    return _unix_seconds(end) - _unix_seconds(start)
+
+
+def _unix_seconds(moment: datetime) -> int:
+    """Go's `Time.Unix()`: whole seconds since the epoch, rounded down; a time without a zone
+    is UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // _SECOND

@@ -405,7 +405,7 @@ def leader_identity(logs: str) -> str | None:
     for line in logs.splitlines():
         if line.startswith("{"):
             record = json.loads(line)
-            if record.get("message") == "became leader":
+            if record.get("msg") == "became leader":
                 return str(record["identity"])
     return None
 

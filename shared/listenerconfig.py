@@ -264,7 +264,8 @@ class ListenerSettings(BaseModel):
 
 
 def _listen_address(value: str) -> tuple[str, int] | None:
-    """(host, port) of a Go listen address; an empty host is every IPv4 address."""
+    """(host, port) of a Go listen address; an empty host is every address, IPv4 and IPv6
+    (shared/listen.py)."""
     found = _ADDRESS.fullmatch(value)
     if found is None or int(found["port"]) > 65535:
         return None
@@ -274,4 +275,4 @@ def _listen_address(value: str) -> tuple[str, int] | None:
         except ValueError:
             return None
         return found["ipv6"], int(found["port"])
-    return found["host"] or "0.0.0.0", int(found["port"])
+    return found["host"], int(found["port"])

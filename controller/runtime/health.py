@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from controller.runtime.manager import Manager
+from shared.listen import listen_socket
 from shared.telemetry.metrics import PROMETHEUS_CONTENT_TYPE
 
 
@@ -31,9 +32,12 @@ def metrics_routes(manager: Manager) -> list[web.RouteDef]:
 
 
 async def serve(routes: list[web.RouteDef], *, host: str, port: int) -> web.AppRunner:
+    """Serve `routes` on `host`:`port`; an empty or unspecified host is every IPv4 and IPv6
+    address, as Go's `:8080` (shared/listen.py). Raises OSError when the address is taken."""
+    sock = listen_socket(host, port)
     app = web.Application()
     app.add_routes(routes)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
+    await web.SockSite(runner, sock).start()
     return runner

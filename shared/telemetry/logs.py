@@ -85,25 +85,60 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+JsonShape = Literal["slog", "zap"]
+"""Whose JSON lines `json` writes: ARC's listener's (Go's log/slog) or its controller's (zap, as
+controller-runtime configures it)."""
+
+
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, and any `extra` fields."""
+    """One JSON object per line with the keys of ARC's listener, Go's `slog.JSONHandler` with
+    `AddSource`: `time` (RFC 3339, milliseconds), `level` (`DEBUG`, `INFO`, `WARN`, `ERROR`),
+    `source`, `msg`, then `logger`, any `extra` fields, and for an exception `error` (its last
+    line) and `stacktrace`."""
 
     _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message"}
+    _LEVELS = {"DEBUG": "DEBUG", "INFO": "INFO", "WARNING": "WARN"}
 
-    def format(self, record: logging.LogRecord) -> str:
-        payload: dict[str, object] = {
+    def head(self, record: logging.LogRecord) -> dict[str, object]:
+        return {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
             + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
+            # slog has no level above ERROR: CRITICAL (an uncaught exception) is ERROR too.
+            "level": self._LEVELS.get(record.levelname, "ERROR"),
+            "source": {
+                "function": record.funcName,
+                "file": record.pathname,
+                "line": record.lineno,
+            },
+            "msg": record.getMessage(),
+            "logger": record.name,
+        }
+
+    def format(self, record: logging.LogRecord) -> str:
+        payload = self.head(record)
+        for key, value in record.__dict__.items():
+            if key not in self._STANDARD and not key.startswith("_") and key not in payload:
+                payload[key] = redact(str(value)) if isinstance(value, str) else value
+        if record.exc_text:
+            lines = record.exc_text.strip().splitlines()
+            payload["error"] = lines[-1] if lines else ""
+            payload["stacktrace"] = record.exc_text
+        return json.dumps(payload, default=str)
+
+
+class ZapJsonFormatter(JsonFormatter):
+    """The keys of ARC's controller, zap's production encoder as ARC configures it:
+    `severity` (`debug`, `info`, `warn`, `error`), `ts` (RFC 3339, seconds), `logger`,
+    `message`, then the fields as above."""
+
+    def head(self, record: logging.LogRecord) -> dict[str, object]:
+        level = self._LEVELS.get(record.levelname, "ERROR").lower()
+        return {
+            "severity": level,
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created)),
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for key, value in record.__dict__.items():
-            if key not in self._STANDARD and not key.startswith("_"):
-                payload[key] = redact(str(value)) if isinstance(value, str) else value
-        if record.exc_text:
-            payload["exception"] = record.exc_text
-        return json.dumps(payload, default=str)
 
 
 def _log_uncaught(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
@@ -121,16 +156,21 @@ def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
 
 
 def configure_logging(
-    *, fmt: LogFormat = "text", level: str = "INFO", library_level: str = "INFO"
+    *,
+    fmt: LogFormat = "text",
+    level: str = "INFO",
+    library_level: str = "INFO",
+    json_shape: JsonShape = "slog",
 ) -> None:
     """Route every logger to stderr in the chosen format, redacting secrets: this project's
     loggers at `level`, the libraries' at `library_level`, uncaught exceptions (of the main
     thread and of any other) as one CRITICAL record. An asyncio loop's default exception
-    handler logs through the `asyncio` logger, so it is covered too."""
+    handler logs through the `asyncio` logger, so it is covered too. `json` writes the keys of
+    the ARC process named by `json_shape`."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(RedactingFilter())
     if fmt == "json":
-        handler.setFormatter(JsonFormatter())
+        handler.setFormatter(ZapJsonFormatter() if json_shape == "zap" else JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()

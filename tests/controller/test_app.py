@@ -4,7 +4,9 @@ and metrics, leads, and on SIGTERM exits 0 having released the lease."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -44,6 +46,12 @@ def test_a_bad_setting_exits_2_with_one_line(
     assert err.count("\n") == 1
     assert err.startswith("gha-controller: ")
     assert says in err
+
+
+@pytest.mark.parametrize("value", ["debug", "info", "warn", "warning", "error"])
+def test_log_levels_are_arcs_and_warning(value: str) -> None:
+    """ARC's controller takes debug, info, warn and error. Before: `warn` exited 2."""
+    assert parse_settings(["--log-level", value], {}).log_level == value
 
 
 async def test_a_setup_that_rejects_its_settings_exits_2_with_one_line(
@@ -94,6 +102,8 @@ async def test_the_process_serves_leads_and_releases_on_sigterm(
     kubeconfig = tmp_path / "kubeconfig"
     kube.write_kubeconfig(kubeconfig)
     health, metrics = free_port(), free_port()
+    log_path = tmp_path / "stderr"
+    log_file = log_path.open("wb")
     proc = await asyncio.create_subprocess_exec(
         str(GHA_CONTROLLER),
         "--watch-namespace",
@@ -110,7 +120,7 @@ async def test_the_process_serves_leads_and_releases_on_sigterm(
         "json",
         env={**os.environ, "KUBECONFIG": str(kubeconfig)},
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=log_file,
     )
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
@@ -139,7 +149,14 @@ async def test_the_process_serves_leads_and_releases_on_sigterm(
         assert lease["spec"].get("holderIdentity") is None
         # Its requests carry its User-Agent, which the API server names its writes after.
         assert {e["manager"] for e in lease["metadata"]["managedFields"]} == {"gha-controller"}
+        # ARC's controller's JSON lines (zap): severity, ts, logger, message, then the fields.
+        records = [json.loads(line) for line in log_path.read_text().splitlines()]
+        [started] = [r for r in records if r["message"] == "controller started"]
+        assert list(started)[:4] == ["severity", "ts", "logger", "message"]
+        assert (started["severity"], started["logger"]) == ("info", "controller")
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", started["ts"])
     finally:
+        log_file.close()
         if proc.returncode is None:
             proc.kill()
             await proc.wait()

@@ -417,4 +417,4 @@ async def wait_ready(process: Process) -> None:
 
 def messages(process: Process) -> list[str]:
     """The messages of the process's JSON log lines."""
-    return [str(json.loads(line)["message"]) for line in process.lines]
+    return [str(json.loads(line)["msg"]) for line in process.lines]

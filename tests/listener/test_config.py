@@ -69,7 +69,7 @@ def test_arc_config_file_loads(write_config: Any) -> None:
     assert settings.runner_scale_set_id == 7
     assert settings.github_token.get_secret_value() == TOKEN
     assert settings.metrics is None
-    assert settings.metrics_listen == ("0.0.0.0", 8080)
+    assert settings.metrics_listen == ("", 8080)
     assert loaded.ignored_keys == []
 
 
@@ -251,10 +251,10 @@ class ArcCase:
 
 
 ARC_CASES = [
-    ArcCase("pat-metrics-on.json", "pat", ("0.0.0.0", 8080), "/metrics"),
+    ArcCase("pat-metrics-on.json", "pat", ("", 8080), "/metrics"),
     ArcCase("app-metrics-off.json", "app", None, ""),
     ArcCase("pat-metrics-ipv6.json", "pat", ("::", 8080), "/metrics"),
-    ArcCase("pat-server-root-ca.json", "pat", ("0.0.0.0", 8080), "/metrics", root_ca=True),
+    ArcCase("pat-server-root-ca.json", "pat", ("", 8080), "/metrics", root_ca=True),
 ]
 
 

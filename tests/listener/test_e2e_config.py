@@ -215,7 +215,7 @@ def environment_of(process: Process) -> bytes:
 def level_and_logger(line: str, log_format: str) -> tuple[str, str]:
     if log_format == "json":
         record = json.loads(line)
-        return str(record["level"]), str(record["logger"])
+        return str(record["level"]).lower(), str(record["logger"])
     _date, _time, level, logger = line.split(" ", 4)[:4]
     return level.lower(), logger.rstrip(":")
 

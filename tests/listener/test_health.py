@@ -6,6 +6,7 @@ import aiohttp
 import pytest
 
 from listener.health import Progress, TelemetryServer
+from tests.ipv6 import ipv6_loopback
 
 
 class Clock:
@@ -88,3 +89,22 @@ async def test_closing_the_server_frees_its_port_with_a_connection_still_open() 
         with pytest.raises(aiohttp.ClientConnectionError):
             async with http.get(f"http://127.0.0.1:{port}/healthz"):
                 pass
+
+
+@pytest.mark.parametrize("host", ["", "::"])
+async def test_an_unspecified_host_answers_probes_over_ipv4_and_ipv6(host: str) -> None:
+    """metrics_addr ":8080" (and "[::]:8080"), as ARC's, on a single-stack IPv6 cluster: the
+    kubelet probes the pod's IPv6 address. Before, ":8080" bound 0.0.0.0 only and the
+    liveness probe restarted the listener every minute."""
+    server = TelemetryServer(
+        progress=Progress(poll_timeout=60), render_metrics=bytes, metrics_path="/m"
+    )
+    port = await server.start(host=host, port=0)
+    loopbacks = ["127.0.0.1", "[::1]"] if ipv6_loopback() else ["127.0.0.1"]
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+            for loopback in loopbacks:
+                async with http.get(f"http://{loopback}:{port}/healthz") as response:
+                    assert (loopback, response.status) == (loopback, 200)
+    finally:
+        await server.close()

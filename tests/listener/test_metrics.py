@@ -108,6 +108,43 @@ def test_job_completed_carries_the_result(metrics: ListenerMetrics) -> None:
     assert got["gha_job_execution_duration_seconds_sum"] == [(labels, 90.0)]
 
 
+@pytest.mark.parametrize(
+    ("start", "end", "seconds"),
+    [
+        # The truncated difference (1.2 s) would be 1; ARC's Unix() difference is 2.
+        (T0 + timedelta(seconds=0.9), T0 + timedelta(seconds=2.1), 2.0),
+        # 0.2 s across a second boundary: 1, where truncating gives 0.
+        (T0 + timedelta(seconds=0.9), T0 + timedelta(seconds=1.1), 1.0),
+    ],
+)
+def test_job_durations_are_differences_of_unix_seconds_as_arcs(
+    metrics: ListenerMetrics, start: datetime, end: datetime, seconds: float
+) -> None:
+    """ARC records `RunnerAssignTime.Unix() - ScaleSetAssignTime.Unix()` (and FinishTime's):
+    dashboards that compare the two projects see the same sums."""
+    metrics.record_job_started(
+        JobStarted(
+            owner_name="o",
+            repository_name="r",
+            scale_set_assign_time=start,
+            runner_assign_time=end,
+        )
+    )
+    metrics.record_job_completed(
+        JobCompleted(
+            owner_name="o",
+            repository_name="r",
+            result="succeeded",
+            runner_assign_time=start,
+            finish_time=end,
+        )
+    )
+    got = samples(metrics)
+    [(_, startup)] = got["gha_job_startup_duration_seconds_sum"]
+    [(_, execution)] = got["gha_job_execution_duration_seconds_sum"]
+    assert (startup, execution) == (seconds, seconds)
+
+
 def test_job_completed_without_runner_is_not_counted(metrics: ListenerMetrics) -> None:
     metrics.record_job_completed(JobCompleted(result="canceled"))
     assert "gha_completed_jobs_total" not in samples(metrics)

@@ -22,6 +22,7 @@ from shared.telemetry.logs import (
     REDACTED,
     JsonFormatter,
     RedactingFilter,
+    ZapJsonFormatter,
     configure_logging,
     mask,
     redact,
@@ -68,7 +69,72 @@ def test_filter_redacts_arguments_and_exceptions() -> None:
     line = JsonFormatter().format(record)
     assert SECRETS[0] not in line
     assert SECRETS[2] not in line
-    assert json.loads(line)["message"] == "token [REDACTED]"
+    assert json.loads(line)["msg"] == "token [REDACTED]"
+
+
+def record_at(level: int, *, exc: bool = False) -> logging.LogRecord:
+    record = logging.LogRecord(
+        "listener.scaler",
+        level,
+        "/app/listener/scaler.py",
+        42,
+        "scaled to %d",
+        (3,),
+        None,
+        func="scale",
+    )
+    record.created, record.msecs = 1767225600.25, 250.0  # 2026-01-01T00:00:00.250Z
+    record.scale_set = "arc"
+    if exc:
+        try:
+            raise RuntimeError(f"patch failed {SECRETS[0]}")
+        except RuntimeError as error:
+            record.exc_info = (type(error), error, error.__traceback__)
+    assert RedactingFilter().filter(record)
+    return record
+
+
+LEVELS = [logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL]
+
+
+def test_json_has_the_keys_and_levels_of_arcs_listener() -> None:
+    """ARC's listener logs with Go's slog.JSONHandler (AddSource): time, level, source, msg.
+    Before: time, level (lower case), logger, message, exception."""
+    lines = [json.loads(JsonFormatter().format(record_at(level))) for level in LEVELS]
+    assert [line["level"] for line in lines] == ["DEBUG", "INFO", "WARN", "ERROR", "ERROR"]
+    assert lines[1] == {
+        "time": "2026-01-01T00:00:00.250Z",
+        "level": "INFO",
+        "source": {"function": "scale", "file": "/app/listener/scaler.py", "line": 42},
+        "msg": "scaled to 3",
+        "logger": "listener.scaler",
+        "scale_set": "arc",
+    }
+    assert list(lines[1])[:4] == ["time", "level", "source", "msg"]
+
+
+def test_json_has_the_keys_and_levels_of_arcs_controller() -> None:
+    """ARC's controller logs with zap as controller-runtime configures it, with ARC's key
+    names: severity, ts (RFC 3339 seconds), logger, message."""
+    lines = [json.loads(ZapJsonFormatter().format(record_at(level))) for level in LEVELS]
+    assert [line["severity"] for line in lines] == ["debug", "info", "warn", "error", "error"]
+    assert lines[1] == {
+        "severity": "info",
+        "ts": "2026-01-01T00:00:00Z",
+        "logger": "listener.scaler",
+        "message": "scaled to 3",
+        "scale_set": "arc",
+    }
+    assert list(lines[1])[:4] == ["severity", "ts", "logger", "message"]
+
+
+@pytest.mark.parametrize("formatter", [JsonFormatter(), ZapJsonFormatter()])
+def test_an_exception_is_its_error_and_a_redacted_stacktrace(formatter: JsonFormatter) -> None:
+    line = formatter.format(record_at(logging.ERROR, exc=True))
+    assert SECRETS[0] not in line
+    record = json.loads(line)
+    assert record["error"] == f"RuntimeError: patch failed {REDACTED}"
+    assert record["stacktrace"].startswith("Traceback (most recent call last):")
 
 
 @pytest.fixture
@@ -157,4 +223,6 @@ def test_uncaught_exceptions_are_logged_redacted(fmt: str) -> None:
     assert shaped not in done.stderr
     if fmt == "json":
         records = [json.loads(line) for line in done.stderr.splitlines()]
-        assert [r["level"] for r in records] == ["error", "critical", "critical"]
+        assert [r["level"] for r in records] == ["ERROR", "ERROR", "ERROR"]
+        assert records[1]["msg"].startswith("uncaught exception in thread ")
+        assert records[2]["msg"] == "uncaught exception"
