@@ -80,8 +80,11 @@ class RunnerNamespaceReconciler:
                     return Result(requeue_after=MISSING_RETRY_SECONDS)
                 continue
             obj = LazyObject(current, kind=kind)
+            protected = PROTECTION_FINALIZER in (current["metadata"].get("finalizers") or [])
             if not needed:
                 await remove_finalizers(obj, self._objects, [PROTECTION_FINALIZER])
+            elif protected:
+                pass  # a process before this one protected it (a restart, a new leader)
             elif (current.get("metadata") or {}).get("deletionTimestamp"):
                 # Too late to protect (no finalizer can be added to an object being deleted):
                 # cleanup in this namespace may be refused from now on.

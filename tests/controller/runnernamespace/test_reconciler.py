@@ -14,6 +14,7 @@ the runners' finalizers were refused with 403 for ever and the namespace stayed 
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -160,3 +161,35 @@ async def test_a_namespace_without_the_component_is_named_in_the_log(
         )
 
     await rig.until(lambda: asyncio.sleep(0, warned()), what="the warning")
+
+
+@pytest.mark.parametrize("rig_options", [DOCKER_RUN], ids=["docker-run"])
+async def test_a_binding_protected_by_an_earlier_process_is_not_reported_unprotected(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A controller restarted (or a new leader) while the namespace is being deleted finds the
+    binding terminating with the protection an earlier process added: that is the design
+    working, not a warning. Seen on a real cluster: the warning came first."""
+    caplog.set_level(logging.INFO, logger="controller.runnernamespace")
+    await rig.objects.patch(
+        ROLE_BINDING,
+        rig.namespace,
+        ROLE_NAME,
+        {"metadata": {"finalizers": [PROTECTION_FINALIZER]}},
+    )
+    await rig.objects.delete(ROLE_BINDING, rig.namespace, ROLE_NAME)
+    await rig.create_runner_set(replicas=0)
+    await rig.settle()
+    assert "without protection" not in caplog.text
+    assert await protected(rig)
+    # Its runners gone, the binding is released and goes.
+    await rig.objects.delete(EPHEMERAL_RUNNER_SET, rig.namespace, "arc")
+
+    async def binding_gone() -> bool:
+        try:
+            await rig.objects.get(ROLE_BINDING, rig.namespace, ROLE_NAME)
+        except NotFound:
+            return True
+        return False
+
+    await rig.until(binding_gone, what="the binding released")
