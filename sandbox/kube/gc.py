@@ -237,7 +237,8 @@ class Controllers:
             for (ns, _), obj in bucket.objects.items():
                 if ns != name:
                     continue
-                resource = f"{plural}.{group}" if group else plural
+                # The real controller writes `<resource>.<group>`, a trailing dot for core kinds.
+                resource = f"{plural}.{group}"
                 remaining[resource] = remaining.get(resource, 0) + 1
                 for finalizer in obj["metadata"].get("finalizers") or []:
                     finalizers[finalizer] = finalizers.get(finalizer, 0) + 1

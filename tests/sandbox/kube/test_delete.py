@@ -241,3 +241,33 @@ async def test_deleting_a_crd_deletes_its_objects(
         await co.list_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS)
     assert exc.value.status == 404
     assert kube.store.get((GROUP, WIDGETS), ns, "w") is None
+
+
+async def test_a_namespace_held_by_finalizers_reports_what_remains(
+    kube: KubeEmulator, co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    """The conditions kube-controller-manager 1.32 writes (seen on a real cluster): resources
+    named `<resource>.<group>`, so a core kind ends in a dot."""
+    await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, with_finalizer("w"))
+    await core.create_namespaced_config_map(
+        ns, {"metadata": {"name": "c", "finalizers": ["example.com/hold"]}}
+    )
+    await core.delete_namespace(ns)
+
+    def conditions() -> dict[str, str] | None:
+        namespace = kube.store.get(("", "namespaces"), "", ns) or {}
+        found = (namespace.get("status") or {}).get("conditions") or []
+        return {c["type"]: c["message"] for c in found} or None
+
+    found = await wait_for(conditions)
+    # What a client reads is what the store holds.
+    read = (await core.read_namespace(ns)).status.conditions
+    assert {c.type: c.message for c in read} == found
+    assert found["NamespaceContentRemaining"] == (
+        f"Some resources are remaining: configmaps. has 1 resource instances, "
+        f"{WIDGETS}.{GROUP} has 1 resource instances"
+    )
+    assert found["NamespaceFinalizersRemaining"].startswith(
+        "Some content in the namespace has finalizers remaining: example.com/hold in 1 "
+        "resource instances"
+    )
