@@ -32,6 +32,7 @@ from controller.runtime.lazy import copy_observer
 from controller.runtime.metrics import RuntimeMetrics
 from controller.runtime.queue import Backoff, WorkQueue
 from controller.runtime.reconcile import Reconciler, Request, Result, TerminalError
+from shared.kube.errors import NamespaceTerminating
 from shared.kube.objects import Kind
 from shared.typedefs import JSONDict
 
@@ -161,6 +162,15 @@ async def worker(ctrl: Controller, metrics: RuntimeMetrics) -> None:
             metrics.errors.add(1, labels)
             metrics.reconciles.add(1, {**labels, "result": "terminal_error"})
             log.exception("reconcile failed for good", extra={**labels, "key": str(key)})
+        except NamespaceTerminating as exc:
+            # Not a permission problem: a create raced the namespace's deletion (the owner's
+            # deletion follows). Retried as any error, logged without a traceback.
+            delay = queue.add_rate_limited(key)
+            metrics.reconciles.add(1, {**labels, "result": "error"})
+            log.info(
+                "reconcile refused, the namespace is being deleted; requeued",
+                extra={**labels, "key": str(key), "delay": delay, "error": str(exc)},
+            )
         except Exception:
             delay = queue.add_rate_limited(key)
             metrics.errors.add(1, labels)

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from shared.kube.errors import KubeError
+from shared.kube.errors import KubeError, NamespaceTerminating
 from shared.kube.objects import EVENT, Objects
 from shared.typedefs import JSONDict
 
@@ -65,5 +65,7 @@ class EventRecorder:
         }
         try:
             await self._objects.create(EVENT, namespace, event)
+        except NamespaceTerminating:
+            log.debug("event not recorded: namespace %s is being deleted", namespace)
         except KubeError as exc:
             log.warning("event not recorded", extra={"reason": reason, "error": str(exc)})

@@ -38,8 +38,8 @@ from sandbox.kube.status import (
     bad_request,
     conflict,
     expired,
-    forbidden,
     invalid,
+    namespace_terminating,
     not_found,
     unsupported_media,
 )
@@ -298,14 +298,9 @@ class Registry:
         nsobj = self.store.get(("", "namespaces"), "", ns)
         if nsobj is None:
             raise not_found("namespaces", group="", name=ns)
-        if nsobj["metadata"].get("deletionTimestamp") and rt.plural != "events":
-            raise forbidden(
-                rt.plural,
-                group=rt.group,
-                name=name,
-                why=f"unable to create new content in namespace {ns} because it is being "
-                "terminated",
-            )
+        if nsobj["metadata"].get("deletionTimestamp"):
+            # The NamespaceLifecycle admission refuses every create, Events included.
+            raise namespace_terminating(rt.plural, group=rt.group, name=name, namespace=ns)
 
     def _validate_name(self, rt: ResourceType, name: str) -> None:
         if rt.group == "rbac.authorization.k8s.io":

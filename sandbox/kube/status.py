@@ -155,6 +155,26 @@ def forbidden(plural: str, *, group: str, name: str, why: str) -> ApiError:
     )
 
 
+def namespace_terminating(plural: str, *, group: str, name: str, namespace: str) -> ApiError:
+    """A create in a namespace being deleted, refused by the NamespaceLifecycle admission (not
+    RBAC): 403 with the cause `NamespaceTerminating` on `metadata.namespace`."""
+    error = forbidden(
+        plural,
+        group=group,
+        name=name,
+        why=f"unable to create new content in namespace {namespace} because it is being terminated",
+    )
+    assert error.details is not None
+    error.details["causes"] = [
+        {
+            "reason": "NamespaceTerminating",
+            "message": f"namespace {namespace} is being terminated",
+            "field": "metadata.namespace",
+        }
+    ]
+    return error
+
+
 def forbidden_path(why: str) -> ApiError:
     return ApiError(403, "Forbidden", message=f"forbidden: {why}", details={})
 

@@ -70,6 +70,12 @@ class Forbidden(KubeError):
     """403: RBAC denies the request."""
 
 
+class NamespaceTerminating(Forbidden):
+    """403 from the namespace lifecycle admission, not RBAC: a create in a namespace being
+    deleted (cause `NamespaceTerminating`). Expected while a namespace goes; the owner's
+    deletion follows."""
+
+
 class Unauthorized(KubeError):
     """401: the credentials were not accepted."""
 
@@ -122,6 +128,14 @@ def _seconds(value: Any) -> float | None:
     return seconds if 0 <= seconds < float("inf") else None
 
 
+def _namespace_terminating(details: Any) -> bool:
+    causes = details.get("causes") if isinstance(details, dict) else None
+    return any(
+        isinstance(cause, dict) and cause.get("reason", cause.get("type")) == "NamespaceTerminating"
+        for cause in causes or []
+    )
+
+
 def from_status(code: int, reason: str, body: Any, *, retry_after: str | None = None) -> KubeError:
     """The error class for an HTTP status, with the server's Status message from `body`, and
     the delay the server asked for: the `retry_after` header, else the Status's
@@ -137,6 +151,8 @@ def from_status(code: int, reason: str, body: Any, *, retry_after: str | None = 
     cls: type[KubeError]
     if code == 409:
         cls = AlreadyExists if reason == "AlreadyExists" else Conflict
+    elif code == 403 and _namespace_terminating(details):
+        cls = NamespaceTerminating
     elif code == 429 or code >= 500:
         cls = ServerError
     else:

@@ -4,6 +4,7 @@ watches, metrics of reconciles, drops and copies."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import AsyncIterator
 
@@ -26,7 +27,7 @@ from controller.runtime import (
 from sandbox.kube.emulator import KubeEmulator
 from sandbox.kube.testing import project_crds
 from shared.api.kinds import EPHEMERAL_RUNNER
-from shared.kube.objects import CONFIG_MAP, POD, Objects
+from shared.kube.objects import CONFIG_MAP, POD, Kind, Objects
 from shared.typedefs import JSONDict
 from tests.controller.runtime.conftest import (
     eventually,
@@ -34,6 +35,8 @@ from tests.controller.runtime.conftest import (
     runner_body,
     sample_value,
 )
+
+NAMESPACE = Kind("Namespace", "namespaces", namespaced=False)
 
 
 def metric(manager: Manager, sample: str, /, **labels: str) -> float:
@@ -60,6 +63,11 @@ class Recording:
         labels = obj["metadata"].get("labels") or {}
         if labels.get("fail-once") and self.calls[request.name] == 1:
             raise RuntimeError("first attempt fails")
+        if labels.get("create-in") and self.calls[request.name] == 1:
+            # A real create the API server refuses: its namespace is being deleted.
+            await self.objects.create(
+                CONFIG_MAP, labels["create-in"], {"metadata": {"name": request.name}}
+            )
         handle = LazyObject(obj, kind=EPHEMERAL_RUNNER)
         if labels.get("mutate") and (obj.get("status") or {}).get("phase") != "Pending":
             handle.mutate().setdefault("status", {})["phase"] = "Pending"
@@ -222,6 +230,28 @@ async def test_a_failed_reconcile_is_retried_and_counted(setup: Setup) -> None:
         metric(manager, "controller_runtime_reconcile_total", controller="runner", result="success")
         >= 1
     )
+
+
+async def test_a_create_refused_by_a_terminating_namespace_is_no_error(
+    setup: Setup, quiet_kube: KubeEmulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """403 `NamespaceTerminating` is the namespace lifecycle admission, not RBAC: retried, but
+    neither counted as an error nor logged with a traceback (on a real cluster operators read
+    these "403 Forbidden" tracebacks as a permission problem)."""
+    manager, rec, objects, ns = setup
+    going = f"{ns}-going"
+    quiet_kube.apply(namespace_body(going))
+    held = {"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}
+    await objects.create(CONFIG_MAP, going, held)
+    await objects.delete(NAMESPACE, None, going)
+    with caplog.at_level(logging.INFO, logger="controller.runtime"):
+        await objects.create(EPHEMERAL_RUNNER, ns, runner_body("late", labels={"create-in": going}))
+        await rec.wait("late", 2)
+    refused = [r for r in caplog.records if "namespace is being deleted" in r.getMessage()]
+    assert [(r.levelname, r.exc_info) for r in refused] == [("INFO", None)]
+    assert "being terminated" in str(getattr(refused[0], "error", ""))
+    assert metric(manager, "controller_runtime_reconcile_errors_total", controller="runner") == 0
+    await objects.patch(CONFIG_MAP, going, "held", {"metadata": {"finalizers": None}})
 
 
 async def test_stop_drains_an_in_flight_reconcile(quiet_kube: KubeEmulator, namespace: str) -> None:

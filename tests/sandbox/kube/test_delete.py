@@ -267,6 +267,18 @@ async def test_a_namespace_held_by_finalizers_reports_what_remains(
         f"Some resources are remaining: configmaps. has 1 resource instances, "
         f"{WIDGETS}.{GROUP} has 1 resource instances"
     )
+    # Nothing new gets in, Events included (the NamespaceLifecycle admission, not RBAC).
+    event = {"metadata": {"name": "e"}, "involvedObject": {"kind": "ConfigMap", "name": "c"}}
+    with pytest.raises(client.ApiException) as refused:
+        await core.create_namespaced_event(ns, event)
+    assert refused.value.status == 403
+    assert status_of(refused.value)["details"]["causes"] == [
+        {
+            "reason": "NamespaceTerminating",
+            "message": f"namespace {ns} is being terminated",
+            "field": "metadata.namespace",
+        }
+    ]
     assert found["NamespaceFinalizersRemaining"].startswith(
         "Some content in the namespace has finalizers remaining: example.com/hold in 1 "
         "resource instances"
