@@ -605,9 +605,14 @@ class Registry:
             and not cur_meta.get("deletionGracePeriodSeconds")
             and not _namespace_pending(rt, new)
         ):
-            final = self.store.remove(rt.key, new)
+            # The update is not written: the stored object is deleted, so the DELETED event
+            # carries its last stored state, finalizers included (etcd's previous value), as
+            # on a real server; the answer is the update's object at the deletion's version.
+            final = self.store.remove(rt.key, cur)
             self._after_remove(rt, final)
-            return self.render(rt, final)
+            answer = copy.deepcopy(new)
+            answer["metadata"]["resourceVersion"] = final["metadata"]["resourceVersion"]
+            return self.render(rt, answer)
         stored = self.store.put(rt.key, new, event="MODIFIED", old=cur)
         self._after_write(rt, stored)
         return self.render(rt, stored)
