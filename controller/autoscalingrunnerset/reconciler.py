@@ -264,6 +264,9 @@ class AutoscalingRunnerSetReconciler:
             await ars.write(self._objects)
             return None
         except (ActionsError, KubeError, GitHubConfigError) as exc:
+            # Credentials GitHub refused are read again on the next try (a Secret replaced,
+            # say with its namespace re-created, within the pool's trust period).
+            self._clients.rejected(namespace, spec, exc)
             text = _reason_text(exc)
             if self._condition(ars, CONDITION_SCALE_SET, "False", type(exc).__name__, text):
                 await self._events.warning(obj, reason="ScaleSetRegistrationFailed", message=text)

@@ -209,6 +209,38 @@ async def test_config_secret_rename_updates_runner_set_and_recreates_listener(ri
     assert current_listener["metadata"]["uid"] != listener["metadata"]["uid"]
 
 
+async def test_credentials_github_refused_are_read_again_at_once(rig: Rig) -> None:
+    """A GitHub Secret replaced after GitHub refused it (a rotated token, or a runner namespace
+    re-created with a new Secret) is used on the next try, not after the client pool's
+    five-minute trust in what it read (seen on a real cluster: the set stayed
+    `AuthenticationFailed` until the controller restarted)."""
+
+    def secret(token: str) -> JSONDict:
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "rotated", "namespace": rig.namespace},
+            "data": {"github_token": base64.b64encode(token.encode()).decode()},
+        }
+
+    rig.kube.apply(secret("ghp_revoked"))
+    await create_ars(rig, githubConfigSecret="rotated")
+
+    async def refused() -> bool:
+        ars = await get_ars(rig) or {}
+        conditions = (ars.get("status") or {}).get("conditions") or []
+        return any(
+            c["type"] == "ScaleSetRegistered" and c["reason"] == "AuthenticationFailed"
+            for c in conditions
+        )
+
+    await rig.until(refused, what="the refusal")
+    await rig.objects.patch(
+        SECRET, rig.namespace, "rotated", {"data": secret(rig.gh.add_pat())["data"]}
+    )
+    await converged(rig)
+
+
 async def test_runner_group_change_moves_the_scale_set_and_renames_the_listener(rig: Rig) -> None:
     group = rig.gh.state.add_runner_group("testgroup2")
     await create_ars(rig)
