@@ -305,7 +305,7 @@ def test_sigkill_of_up_leaves_no_process_behind(
     children = children_of(proc.pid)
     # In-cluster the kubelet's two controller replicas and the listener pod; docker-run the
     # controller and the listener the sandbox started.
-    assert len(children) == (3 if listener == "in-cluster" else 2)
+    assert len(children) >= (3 if listener == "in-cluster" else 2), children
     proc.kill()
     proc.communicate()
     for child in children:
