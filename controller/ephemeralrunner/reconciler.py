@@ -49,7 +49,7 @@ from controller.ephemeralrunner.rules import (
     too_many_failures,
 )
 from controller.runners.actions import GitHubConfigError
-from controller.runners.deps import Removal, RunnerDeps
+from controller.runners.deps import CREATED_WITHOUT_SECRET, Removal, RunnerDeps
 from controller.runtime import (
     Controller,
     LazyObject,
@@ -370,12 +370,17 @@ class EphemeralRunnerReconciler:
         """Record the runner id and name from the JIT Secret, creating both when missing."""
         obj = runner.object
         meta = obj["metadata"]
-        try:
-            secret = await self._objects.get(SECRET, meta["namespace"], meta["name"])
-        except NotFound:
+        uid = str(meta["uid"])
+        secret: JSONDict | None = None
+        # A runner this process made has no Secret until this process makes it: no GET.
+        if self._expected.noted(uid, CREATED_WITHOUT_SECRET) is None:
+            with contextlib.suppress(NotFound):
+                secret = await self._objects.get(SECRET, meta["namespace"], meta["name"])
+        if secret is None:
             created = await self._create_jit_secret(runner)
             if isinstance(created, Result):
                 return created
+            self._expected.clear(uid, CREATED_WITHOUT_SECRET)
             secret = created
         rid = secret_runner_id(secret)
         if rid == 0:

@@ -49,7 +49,7 @@ from controller.ephemeralrunnerset.rules import (
     scale_down_candidates,
     track_runner_spec,
 )
-from controller.runners.deps import RunnerDeps
+from controller.runners.deps import CREATED_WITHOUT_SECRET, RunnerDeps
 from controller.runners.network import proxy_data
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, proxy_secret_name
 from controller.runtime import (
@@ -294,6 +294,7 @@ class EphemeralRunnerSetReconciler:
             async with limit:
                 created = await self._objects.create(EPHEMERAL_RUNNER, namespace, body)
             self._expected.created(uid, created)
+            self._expected.note(str(created["metadata"]["uid"]), CREATED_WITHOUT_SECRET)
 
         await _gather_all(create() for _ in range(count))
 

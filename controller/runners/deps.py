@@ -22,6 +22,13 @@ object's uid, so two runners that share a runner id on different GitHub configur
 GitHub hosts number their runners independently) never stand in for each other."""
 
 
+CREATED_WITHOUT_SECRET = "created without a secret"
+"""The expectations step, per runner uid, saying this process created the runner and has not
+created its JIT Secret yet: the runner reconciler then creates the Secret without reading it
+first (no GET that can only answer 404). A process that lost the lease exits, so nothing else
+can have created that Secret meanwhile."""
+
+
 class Removal(enum.Enum):
     """What asking the Actions service to remove a runner came to."""
 

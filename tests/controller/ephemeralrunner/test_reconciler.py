@@ -13,7 +13,7 @@ import pytest
 from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.kube.objects import EVENT, POD
 from shared.typedefs import JSONDict
-from tests.controller.conftest import FAST, Rig, RigOptions
+from tests.controller.conftest import CONTROLLER_USER, FAST, Rig, RigOptions
 
 HOOKS_TEMPLATE: JSONDict = {
     "initContainers": [{"name": "setup", "image": "busybox"}],
@@ -439,3 +439,28 @@ async def test_name_taken_in_another_scale_set_deletes_the_runner(rig: Rig) -> N
     await gone(rig, "runner-y")
     events = (await rig.objects.list(EVENT, rig.namespace))["items"]
     assert {e["reason"] for e in events} == {"RunnerNameTaken"}
+
+
+@pytest.mark.parametrize("rig_options", [RigOptions(kubelet=False)], ids=["with-the-set"])
+async def test_a_runner_this_process_created_costs_no_secret_read(rig: Rig) -> None:
+    """Its JIT Secret cannot exist before this process makes it (issue: every runner started
+    with a Secret GET that answered 404). A runner found otherwise (made by another process, or
+    before a restart) is still read first: its Secret may exist."""
+
+    def runner_secret_reads() -> list[str]:
+        return [
+            r.path.rsplit("/", 1)[1]
+            for r in rig.kube.requests.log
+            if (r.verb, r.resource, r.user) == ("get", "secrets", CONTROLLER_USER)
+            and not r.path.endswith("/github-secret")  # the GitHub credentials
+        ]
+
+    rig.kube.requests.reset()
+    await rig.create_runner_set(replicas=2, patch_id=1)
+    await rig.registered(2)
+    assert runner_secret_reads() == []
+    assert rig.kube.requests.count(verb="create", resource="secrets", user=CONTROLLER_USER) == 2
+    # One made by someone else: read first.
+    await rig.create_runner(name="stranger")
+    await rig.registered(3)
+    assert runner_secret_reads() == ["stranger"]
