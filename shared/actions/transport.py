@@ -9,7 +9,6 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,6 +24,7 @@ from shared.actions.errors import (
     scrub,
 )
 from shared.proxy import no_proxy_covers, proxy_variable
+from shared.retryafter import retry_after_seconds
 
 log = logging.getLogger("shared.actions")
 
@@ -190,17 +190,6 @@ def _retryable_exception(exc: BaseException) -> bool:
     return isinstance(exc, aiohttp.ClientError | TimeoutError)
 
 
-def _retry_after(value: str, now: float) -> float | None:
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - now)
-    except (TypeError, ValueError, IndexError):
-        return None
-
-
 class Transport:
     """One aiohttp ClientSession (created on first use, in the running loop) and the retry loop."""
 
@@ -249,7 +238,7 @@ class Transport:
         header = response.headers.get("Retry-After")
         if header is None:
             return backoff
-        delay = _retry_after(header, self._clock())
+        delay = retry_after_seconds(header, now=self._clock())
         return backoff if delay is None else min(delay, self.retry.retry_after_max)
 
     async def request(

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
+from shared.retryafter import retry_after_seconds
+
 if TYPE_CHECKING:
     from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -117,17 +119,6 @@ def _status(body: Any) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-def _seconds(value: Any) -> float | None:
-    """A delay in seconds, from a header or a Status detail; None when it is not one."""
-    if isinstance(value, bool):
-        return None
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        return None
-    return seconds if 0 <= seconds < float("inf") else None
-
-
 def _namespace_terminating(details: Any) -> bool:
     causes = details.get("causes") if isinstance(details, dict) else None
     return any(
@@ -143,9 +134,9 @@ def from_status(code: int, reason: str, body: Any, *, retry_after: str | None = 
     status = _status(body)
     message, status_reason = str(status.get("message", "")), str(status.get("reason", ""))
     details = status.get("details")
-    delay = _seconds(retry_after)
+    delay = retry_after_seconds(retry_after)
     if delay is None and isinstance(details, dict):
-        delay = _seconds(details.get("retryAfterSeconds"))
+        delay = retry_after_seconds(details.get("retryAfterSeconds"))
     reason = status_reason or reason
     text = message or reason or f"HTTP {code}"
     cls: type[KubeError]
