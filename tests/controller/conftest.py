@@ -44,7 +44,7 @@ from shared.actions.transport import ProxySettings, RetryPolicy
 from shared.api.kinds import AUTOSCALING_LISTENER, EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from shared.kube.client import new_api_client, user_agent
 from shared.kube.errors import NotFound
-from shared.kube.objects import POD, ROLE_BINDING, SECRET, Objects
+from shared.kube.objects import POD, ROLE_BINDING, SECRET, Kind, Objects
 from shared.typedefs import JSONDict
 
 FAST = RunnerSettings(
@@ -139,14 +139,10 @@ class Rig:
         if "autoscalinglistener" in {c.name for c in self.manager.controllers}:
             name = (await self.until(listener, what="the listener"))["metadata"]["name"]
 
-            async def role() -> bool:
-                try:
-                    await self.objects.get(ROLE_BINDING, self.namespace, name)
-                except NotFound:
-                    return False
-                return True
-
-            await self.until(role, what="the listener's RoleBinding")
+            await self.until(
+                lambda: self.exists(ROLE_BINDING, self.namespace, name),
+                what="the listener's RoleBinding",
+            )
             token = self.kube.service_account_token(self.system_namespace, name)
         else:
             for doc in yaml.safe_load_all(LISTENER_RBAC.read_text()):
@@ -164,6 +160,13 @@ class Rig:
         return Objects(api)
 
     # --- reading ---------------------------------------------------------------------------
+
+    async def exists(self, kind: Kind, namespace: str | None, name: str) -> bool:
+        try:
+            await self.objects.get(kind, namespace, name)
+        except NotFound:
+            return False
+        return True
 
     async def runners(self) -> list[JSONDict]:
         listing = await self.objects.list(EPHEMERAL_RUNNER, self.namespace)

@@ -20,7 +20,6 @@ import pytest
 
 from controller.runnernamespace import PROTECTION_FINALIZER
 from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
-from shared.kube.errors import NotFound
 from shared.kube.objects import ROLE_BINDING, Kind
 from tests.controller.autoscaling import ALL, converged, create_ars
 from tests.controller.conftest import CONTROLLER_USER, Rig, RigOptions
@@ -41,11 +40,7 @@ OPTIONS = {
 
 
 async def namespace_gone(rig: Rig) -> bool:
-    try:
-        await rig.objects.get(NAMESPACE, None, rig.namespace)
-    except NotFound:
-        return True
-    return False
+    return not await rig.exists(NAMESPACE, None, rig.namespace)
 
 
 async def protected(rig: Rig) -> bool:
@@ -186,10 +181,6 @@ async def test_a_binding_protected_by_an_earlier_process_is_not_reported_unprote
     await rig.objects.delete(EPHEMERAL_RUNNER_SET, rig.namespace, "arc")
 
     async def binding_gone() -> bool:
-        try:
-            await rig.objects.get(ROLE_BINDING, rig.namespace, ROLE_NAME)
-        except NotFound:
-            return True
-        return False
+        return not await rig.exists(ROLE_BINDING, rig.namespace, ROLE_NAME)
 
     await rig.until(binding_gone, what="the binding released")
