@@ -45,7 +45,7 @@ from controller.autoscalingrunnerset.objects import (
     runner_spec,
     scaling_policy_problem,
 )
-from controller.autoscalingrunnerset.predicates import ERS_TO_ARS
+from controller.autoscalingrunnerset.predicates import ERS_COUNTS, ERS_TO_ARS
 from controller.runners.actions import ActionsClients, GitHubConfigError
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
 from controller.runtime import (
@@ -55,6 +55,7 @@ from controller.runtime import (
     LazyObject,
     Manager,
     Owns,
+    OwnWrite,
     Request,
     Result,
     Store,
@@ -729,7 +730,9 @@ def setup(
             name="autoscalingrunnerset",
             for_=AUTOSCALING_RUNNER_SET,
             reconciler=reconciler,
-            owns=[Owns(EPHEMERAL_RUNNER_SET, predicate=ERS_TO_ARS)],
+            owns=[Owns(EPHEMERAL_RUNNER_SET, predicate=ERS_TO_ARS, defer=ERS_COUNTS)],
+            # Its status write ends a pass; its other writes are continued by their echo.
+            own_writes=frozenset({OwnWrite.STATUS}),
             watches=[Watches(AUTOSCALING_LISTENER, map=_listener_key)],
         )
     )

@@ -55,6 +55,7 @@ from controller.runtime import (
     LazyObject,
     Manager,
     Owns,
+    OwnWrite,
     Request,
     Result,
     Store,
@@ -106,6 +107,7 @@ POD_EXPECTATION_SECONDS = 5.0
 SECRET_DELETED = "secret deleted"
 POD_CREATED = "pod created"
 LEFT_BEHIND = "left registered"
+FINALIZERS_REMOVED = "finalizers removed"
 QUOTA_MESSAGE = "exceeded quota:"
 PENDING = EphemeralRunnerPhase.PENDING.value
 REASON_REGISTRATION_LEFT_BEHIND = "RegistrationLeftBehind"
@@ -147,12 +149,25 @@ class EphemeralRunnerReconciler:
         self._metrics = metrics
         self._now = now
 
+    def forget(self, request: Request) -> None:
+        """The runner left the cache: forget what was noted about it. Only then: until it goes,
+        a pass may still read it, even after its last finalizer was removed."""
+        self._expected.forget(EPHEMERAL_RUNNER, request)
+
+    def pod_gone_matters(self, pod: JSONDict) -> bool:
+        """Whether a pod's deletion wakes its runner: not once the runner is finished or being
+        deleted, whose passes delete the pod and never wait for it to go."""
+        meta = metadata_of(pod)
+        runner = self._runners.get(str(meta.get("namespace")), str(meta.get("name")))
+        if runner is None or is_deleting(runner) or is_terminal(runner):
+            return False
+        written = self._expected.written_status(str(metadata_of(runner).get("uid")))
+        return not is_terminal_phase(written.get("phase"))
+
     async def reconcile(self, request: Request) -> Result:
         cached = self._runners.get(request.namespace, request.name)
         if cached is None:
-            # Forgotten only once the runner is gone from the cache: until then a pass may still
-            # read it, even after its last finalizer was removed.
-            self._expected.forget(EPHEMERAL_RUNNER, request)
+            self.forget(request)
             return Result()
         self._expected.track(EPHEMERAL_RUNNER, request, str(cached["metadata"]["uid"]))
         try:
@@ -239,7 +254,10 @@ class EphemeralRunnerReconciler:
 
     async def _finalize(self, runner: LazyObject) -> Result:
         obj = runner.object
-        if not has_any_finalizer(obj, EPHEMERAL_RUNNER_FINALIZERS):
+        if not has_any_finalizer(obj, EPHEMERAL_RUNNER_FINALIZERS) or self._did(
+            obj, FINALIZERS_REMOVED
+        ):
+            # Done, maybe behind a cache still showing the finalizers this process removed.
             return Result()
         if has_any_finalizer(obj, [FINALIZER_EPHEMERAL_RUNNER_REGISTRATION]) and not self._did(
             obj, LEFT_BEHIND
@@ -255,6 +273,7 @@ class EphemeralRunnerReconciler:
         if has_container_hooks(obj):
             await self._delete_hook_resources(obj)
         await remove_finalizers(runner, self._objects, EPHEMERAL_RUNNER_FINALIZERS)
+        self._mark(obj, FINALIZERS_REMOVED)
         return Result()
 
     async def _gave_up_waiting(self, runner: JSONDict) -> bool:
@@ -537,6 +556,8 @@ class EphemeralRunnerReconciler:
             str(runner.object["metadata"]["uid"]), current=current, desired=desired
         )
         await self._events.warning(runner.object, reason=reason, message=message)
+        # The pass goes on as one on the terminal runner would (its echo wakes nothing).
+        await self._delete_resources(runner.object)
 
     async def _apply(self, runner: LazyObject, pod: JSONDict, outcome: PodOutcome) -> None:
         obj = runner.object
@@ -555,11 +576,15 @@ class EphemeralRunnerReconciler:
             # it must not overwrite the listener's `Running` (a Conflict re-reads the runner).
             await runner.write(self._objects, optimistic=outcome.status.get("phase") == PENDING)
             self._expected.wrote_status(uid, current=current, desired=outcome.status)
-        if outcome.delete_pod:
+        terminal = is_terminal_phase(outcome.status.get("phase"))
+        if outcome.delete_pod and not terminal:
             await self._delete(POD, pod)
         if outcome.warning is not None:
             reason, message = outcome.warning
             await self._events.warning(runner.object, reason=reason, message=message)
+        if terminal:
+            # The pass goes on as one on the terminal runner would (its echo wakes nothing).
+            await self._delete_resources(runner.object)
 
 
 def setup(manager: Manager, deps: RunnerDeps) -> EphemeralRunnerReconciler:
@@ -577,7 +602,10 @@ def setup(manager: Manager, deps: RunnerDeps) -> EphemeralRunnerReconciler:
             name="ephemeralrunner",
             for_=EPHEMERAL_RUNNER,
             reconciler=reconciler,
-            owns=[Owns(POD, predicate=POD_TO_ER)],
+            owns=[Owns(POD, predicate=POD_TO_ER, wake_on_delete=reconciler.pod_gone_matters)],
+            deleted=reconciler.forget,
+            # Every write of a pass is followed by the rest of the pass on the server's answer.
+            own_writes=frozenset(OwnWrite),
         )
     )
     return reconciler

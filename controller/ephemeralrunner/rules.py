@@ -87,6 +87,15 @@ class PodState(enum.Enum):
     FAILED = "failed"
 
 
+# A runner container not (yet) ended: its pod decides nothing beyond readiness, unless stuck.
+LIVE_STATES = frozenset({PodState.NO_RUNNER_STATUS, PodState.STARTED})
+
+
+def stuck_reason(reason: str) -> bool:
+    """A waiting reason that starts the pod's start timeout, or fails it at once."""
+    return reason in STUCK_WAITING_REASONS or reason in PERMANENT_WAITING_REASONS
+
+
 @dataclass(frozen=True, slots=True)
 class PodReading:
     state: PodState

@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from controller.ephemeralrunnerset.children import ChildIndex
 from controller.ephemeralrunnerset.metrics import RunnerSetMetrics
 from controller.ephemeralrunnerset.objects import new_ephemeral_runner, proxy_secret
-from controller.ephemeralrunnerset.predicates import ER_TO_ERS
+from controller.ephemeralrunnerset.predicates import ER_COUNTS, ER_TO_ERS
 from controller.ephemeralrunnerset.rules import (
     Children,
     cleanup_candidates,
@@ -57,6 +57,7 @@ from controller.runtime import (
     LazyObject,
     Manager,
     Owns,
+    OwnWrite,
     Request,
     Result,
     Store,
@@ -155,8 +156,6 @@ class EphemeralRunnerSetReconciler:
             # own write the cache has not shown): the watch event of the newer copy comes back.
             return Result()
         cached = runner_set.object
-        if self._metrics is not None:
-            self._metrics.publish(cached, children)
 
         revision = spec_int(cached, "actionableRevision")
         if revision > applied:
@@ -172,7 +171,12 @@ class EphemeralRunnerSetReconciler:
                 ),
                 extra={"appliedActionableRevision": revision, "finishedRunnerCleanupPatchID": 0},
             )
-            return Result()
+            # The pass goes on as the one its echo woke used to, on the revision now applied.
+            cached, applied = runner_set.object, revision
+            unseen = self._expected.unseen(
+                uid, lambda name: self._runners.get(request.namespace, name)
+            )
+            children = self._children.children(uid, applied_revision=applied, unseen=unseen)
 
         phase = desired_phase(
             current=str(runner_set_status(cached).get("phase") or ""),
@@ -187,6 +191,9 @@ class EphemeralRunnerSetReconciler:
         for stale in children.stale_outdated:
             await self._delete_runner(stale)
         requeue = await self._scale(runner_set, children, phase=phase)
+        # The status counts what this pass created and deleted too: their echoes wake nothing.
+        unseen = self._expected.unseen(uid, lambda name: self._runners.get(request.namespace, name))
+        children = self._children.children(uid, applied_revision=applied, unseen=unseen)
         await self._write_status(runner_set, children, phase=phase)
         return requeue
 
@@ -415,6 +422,8 @@ class EphemeralRunnerSetReconciler:
         phase: str,
         extra: JSONDict | None = None,
     ) -> None:
+        if self._metrics is not None:
+            self._metrics.publish(runner_set.object, children)
         desired = {**counts_status(children), "phase": phase, **(extra or {})}
         current = status_of(runner_set.object)
         if all(current.get(k) == v for k, v in desired.items()):
@@ -445,7 +454,10 @@ def setup(manager: Manager, deps: RunnerDeps) -> EphemeralRunnerSetReconciler:
             name="ephemeralrunnerset",
             for_=EPHEMERAL_RUNNER_SET,
             reconciler=reconciler,
-            owns=[Owns(EPHEMERAL_RUNNER, predicate=ER_TO_ERS)],
+            owns=[Owns(EPHEMERAL_RUNNER, predicate=ER_TO_ERS, defer=ER_COUNTS)],
+            # Every write of a pass is followed by the rest of the pass on the server's answer
+            # (runners it creates are expected: `Expectations.unseen`).
+            own_writes=frozenset(OwnWrite),
         )
     )
     return reconciler

@@ -47,13 +47,14 @@ Manager (`manager.py`)
 from __future__ import annotations
 
 from controller.runtime.cache import Informer, Store, WatchSettings
-from controller.runtime.controller import Controller, Owns, UpdatePredicate, Watches
+from controller.runtime.controller import Controller, Deferral, Owns, UpdatePredicate, Watches
 from controller.runtime.controllerutil import (
     add_finalizers,
     controller_reference,
     has_any_finalizer,
     remove_finalizers,
 )
+from controller.runtime.echoes import OwnWrite
 from controller.runtime.events import EventRecorder
 from controller.runtime.expectations import Expectations
 from controller.runtime.lazy import LazyObject
@@ -69,6 +70,7 @@ __all__ = [
     "Backoff",
     "Clock",
     "Controller",
+    "Deferral",
     "EventRecorder",
     "Expectations",
     "FakeClock",
@@ -79,6 +81,7 @@ __all__ = [
     "LeaseSettings",
     "Manager",
     "MonotonicClock",
+    "OwnWrite",
     "Owns",
     "ProjectionPredicate",
     "Reconciler",

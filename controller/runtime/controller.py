@@ -28,8 +28,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from controller.runtime.cache import controller_owner
+from controller.runtime.echoes import Echoes, OwnWrite, current_echoes
 from controller.runtime.lazy import copy_observer
 from controller.runtime.metrics import RuntimeMetrics
+from controller.runtime.predicates import VOLATILE_METADATA
 from controller.runtime.queue import Backoff, WorkQueue
 from controller.runtime.reconcile import Reconciler, Request, Result, TerminalError
 from shared.kube.errors import NamespaceTerminating
@@ -49,9 +51,23 @@ class UpdatePredicate(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Deferral:
+    """Updates for which `test(old, new)` holds wake the reconciler `seconds` later, and every
+    such update of the window rides on that one pass (docs/controller-runtime.md#deferred-wakes):
+    for changes a reconciler only copies (counts into a status), never for ones it acts on."""
+
+    test: Callable[[JSONDict, JSONDict], bool]
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class Owns:
     kind: Kind
     predicate: UpdatePredicate | None = None
+    defer: Deferral | None = None
+    wake_on_delete: Callable[[JSONDict], bool] | None = None
+    """Whether a child's delete event wakes the owner (None: always); for owners that never
+    wait for a child to go in some states (a finished runner's pod)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +88,27 @@ class Controller:
     """Concurrent reconciles (distinct keys); None takes the manager's default."""
     backoff: Backoff | None = None
     """Per-key error backoff; None takes the manager's default."""
+    deleted: Callable[[Request], None] | None = None
+    """Called instead of a pass when the primary object leaves the cache, for a reconciler whose
+    pass on a gone object would only forget what it noted about it."""
+    own_writes: frozenset[OwnWrite] = frozenset()
+    """The writes of its own passes whose echo wakes nothing (docs/controller-runtime.md): the
+    reconciler promises that a pass making one carries on deciding on the server's answer."""
     queue: WorkQueue[Request] = field(init=False)
+    echoes: Echoes = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.echoes = Echoes(
+            primary=self.for_,
+            children=[owned.kind for owned in self.owns],
+            ignore=self.own_writes,
+        )
 
 
 class _Enqueue:
-    """Event handler mapping objects to keys, with an optional update predicate."""
+    """Event handler mapping objects to keys, with an optional update predicate. Each add that
+    wakes the reconciler (one not coalesced into a key already waiting) is counted by cause:
+    the watch, the event, and for an update the fields that changed."""
 
     def __init__(
         self,
@@ -85,29 +117,80 @@ class _Enqueue:
         map: Callable[[JSONDict], Iterable[Request]],
         predicate: UpdatePredicate | None,
         metrics: RuntimeMetrics,
+        controller: str,
+        watch: str,
+        kind: Kind,
+        echoes: Echoes,
+        defer: Deferral | None = None,
+        deleted: Callable[[JSONDict], bool] | None = None,
     ) -> None:
+        self._deleted = deleted
+        self._kind = kind
+        self._echoes = echoes
+        self._defer = defer
         self._queue = queue
         self._map = map
         self._predicate = predicate
         self._metrics = metrics
+        self._labels = {"controller": controller, "watch": watch}
 
-    def _add(self, obj: JSONDict) -> None:
+    def _add(self, obj: JSONDict, event: str, fields: str = "") -> None:
         for key in self._map(obj):
-            self._queue.add(key)
+            if self._queue.add(key):
+                self._metrics.wakes.add(1, {**self._labels, "event": event, "fields": fields})
+
+    def _echo(self, obj: JSONDict) -> bool:
+        if not self._echoes.is_echo(self._kind, obj):
+            return False
+        self._metrics.echoes.add(1, self._labels)
+        return True
 
     def on_add(self, obj: JSONDict) -> None:
-        self._add(obj)
+        if not self._echo(obj):
+            self._add(obj, "add")
 
     def on_delete(self, obj: JSONDict) -> None:
-        self._add(obj)
+        self._echoes.forget(self._kind, obj)
+        if self._deleted is None or self._deleted(obj):
+            self._add(obj, "delete")
 
     def on_update(self, old: JSONDict, new: JSONDict) -> None:
+        if self._echo(new):
+            return
         if self._predicate is not None and not self._predicate.update(old, new):
             self._metrics.dropped.add(1, {"watch": self._predicate.name})
             return
+        fields = changed_fields(old, new)
+        if self._defer is not None and self._defer.test(old, new):
+            for key in self._map(new):
+                if self._queue.add_deferred(key, self._defer.seconds):
+                    self._metrics.wakes.add(
+                        1, {**self._labels, "event": "deferred", "fields": fields}
+                    )
+            return
         # The owner may have changed between the two versions: both are told.
-        self._add(old)
-        self._add(new)
+        self._add(old, "update", fields)
+        self._add(new, "update", fields)
+
+
+def changed_fields(old: JSONDict, new: JSONDict) -> str:
+    """The fields an update changed, two levels deep (`status.phase,metadata.finalizers`),
+    sorted; the fields every write changes (resourceVersion, managedFields) are left out."""
+    paths: list[str] = []
+    for section in sorted(old.keys() | new.keys()):
+        before, after = old.get(section), new.get(section)
+        if before == after:
+            continue
+        if not (isinstance(before, dict) and isinstance(after, dict)):
+            paths.append(section)
+            continue
+        paths.extend(
+            f"{section}.{name}"
+            for name in sorted(before.keys() | after.keys())
+            if before.get(name) != after.get(name)
+            and not (section == "metadata" and name in VOLATILE_METADATA)
+        )
+    return ",".join(paths)
 
 
 def _own_key(obj: JSONDict) -> Iterable[Request]:
@@ -130,27 +213,80 @@ def _owner_key(owner: Kind) -> Callable[[JSONDict], Iterable[Request]]:
 
 def handlers(ctrl: Controller, metrics: RuntimeMetrics) -> list[tuple[Kind, _Enqueue]]:
     """The event handlers to register on each informer for this controller."""
-    sources: list[tuple[Kind, Callable[[JSONDict], Iterable[Request]], UpdatePredicate | None]] = [
-        *((watch.kind, watch.map, watch.predicate) for watch in ctrl.watches)
-    ]
+    sources: list[
+        tuple[
+            Kind,
+            Callable[[JSONDict], Iterable[Request]],
+            UpdatePredicate | None,
+            Deferral | None,
+            Callable[[JSONDict], bool] | None,
+        ]
+    ] = [*((watch.kind, watch.map, watch.predicate, None, None) for watch in ctrl.watches)]
     if ctrl.for_ is not None:
         primary = ctrl.for_
         sources[:0] = [
-            (primary, _own_key, None),
-            *((owned.kind, _owner_key(primary), owned.predicate) for owned in ctrl.owns),
+            (primary, _own_key, None, None, _primary_deleted(ctrl.deleted)),
+            *(
+                (
+                    owned.kind,
+                    _owner_key(primary),
+                    owned.predicate,
+                    owned.defer,
+                    owned.wake_on_delete,
+                )
+                for owned in ctrl.owns
+            ),
         ]
     elif ctrl.owns:
         raise ValueError(f"controller {ctrl.name}: `owns` needs `for_`, the owners' kind")
     return [
-        (kind, _Enqueue(queue=ctrl.queue, map=keys, predicate=predicate, metrics=metrics))
-        for kind, keys, predicate in sources
+        (
+            kind,
+            _Enqueue(
+                queue=ctrl.queue,
+                map=keys,
+                predicate=predicate,
+                metrics=metrics,
+                controller=ctrl.name,
+                watch=_watch_name(ctrl, kind, predicate),
+                kind=kind,
+                echoes=ctrl.echoes,
+                defer=defer,
+                deleted=deleted,
+            ),
+        )
+        for kind, keys, predicate, defer, deleted in sources
     ]
+
+
+def _primary_deleted(
+    deleted: Callable[[Request], None] | None,
+) -> Callable[[JSONDict], bool] | None:
+    if deleted is None:
+        return None
+
+    def wake(obj: JSONDict) -> bool:
+        deleted(Request.of(obj))
+        return False
+
+    return wake
+
+
+def _watch_name(ctrl: Controller, kind: Kind, predicate: UpdatePredicate | None) -> str:
+    """The wake metric's `watch`: the predicate's name, else `<kind>-to-<controller>`, and the
+    controller's own name for its primary kind."""
+    if predicate is not None:
+        return predicate.name
+    if kind == ctrl.for_:
+        return ctrl.name
+    return f"{kind.kind.lower()}-to-{ctrl.name}"
 
 
 async def worker(ctrl: Controller, metrics: RuntimeMetrics) -> None:
     """Take keys from the controller's queue and reconcile them until the queue shuts down."""
     labels = {"controller": ctrl.name}
     copy_observer.set(lambda: metrics.copies.add(1, labels))
+    current_echoes.set(ctrl.echoes)
     queue = ctrl.queue
     while (key := await queue.get()) is not None:
         metrics.active.add(1, labels)
@@ -191,4 +327,14 @@ async def worker(ctrl: Controller, metrics: RuntimeMetrics) -> None:
             metrics.duration.record(time.perf_counter() - started, labels)
 
 
-__all__ = ["Controller", "Owns", "Result", "UpdatePredicate", "Watches", "handlers", "worker"]
+__all__ = [
+    "Controller",
+    "Deferral",
+    "OwnWrite",
+    "Owns",
+    "Result",
+    "UpdatePredicate",
+    "Watches",
+    "handlers",
+    "worker",
+]

@@ -22,6 +22,7 @@ from kubernetes_asyncio import client
 
 from controller.runtime.cache import Informer, Store, WatchSettings
 from controller.runtime.controller import Controller, handlers, worker
+from controller.runtime.echoes import record_write
 from controller.runtime.metrics import RuntimeMetrics
 from controller.runtime.queue import Backoff, WorkQueue
 from controller.runtime.reconcile import Request
@@ -67,6 +68,7 @@ class Manager:
             api,
             timeout=self.settings.request_timeout,
             observer=self.metrics.rest_client(urlsplit(api.configuration.host).netloc),
+            on_write=record_write,
         )
         self._clock = clock or MonotonicClock()
         self._informers: dict[Kind, Informer] = {}

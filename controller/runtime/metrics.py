@@ -12,6 +12,14 @@
 - workqueue_adds_total{name}: keys added (an add coalesced into a waiting one is not counted)
 - workqueue_retries_total{name}: rate-limited requeues after an error
 - gha_runtime_predicate_dropped_total{watch}: owned-watch updates dropped by a projection
+- gha_runtime_wakes_total{controller,watch,event,fields}: adds that woke a reconciler (not
+  coalesced into a waiting key), by cause: the watch (its predicate's name, the controller's
+  name for its primary kind), the event (add, update, delete) and, for an update, the fields it
+  changed two levels deep (`status.phase`); docs/controller-runtime.md#wakes
+- gha_runtime_echoes_dropped_total{controller,watch}: add and update events that only showed
+  a controller its own pass's write (docs/controller-runtime.md#own-writes)
+- gha_runtime_requeues_total{name}: scheduled adds (requeue_after, error backoff) that fell due
+  and woke the reconciler
 - gha_runtime_copies_total{controller}: lazy copies taken (reconciles that mutated an object)
 - leader_election_master_status{name}: 1 while this process holds the lease
 - gha_runtime_informer_lists_total{kind}: completed lists (the first, then one per 410)
@@ -59,12 +67,15 @@ class RuntimeMetrics:
         )
         self.active = meter.create_up_down_counter("controller_runtime_active_workers")
         self.dropped = meter.create_counter("gha_runtime_predicate_dropped_total")
+        self.wakes = meter.create_counter("gha_runtime_wakes_total")
+        self.echoes = meter.create_counter("gha_runtime_echoes_dropped_total")
         self.copies = meter.create_counter("gha_runtime_copies_total")
         self.queue_duration = meter.create_histogram("workqueue_queue_duration_seconds", unit="s")
         self.rest_requests = meter.create_counter("rest_client_requests_total")
         self._depth: list[Gauge] = []
         self._adds: list[Gauge] = []
         self._retries: list[Gauge] = []
+        self._requeues: list[Gauge] = []
         self._leader: list[Gauge] = []
         self._lists: list[Gauge] = []
         self._failures: list[Gauge] = []
@@ -84,6 +95,9 @@ class RuntimeMetrics:
         )
         meter.create_observable_counter(
             "workqueue_retries_total", callbacks=[self._observe(self._retries)]
+        )
+        meter.create_observable_counter(
+            "gha_runtime_requeues_total", callbacks=[self._observe(self._requeues)]
         )
         meter.create_observable_gauge(
             "leader_election_master_status", callbacks=[self._observe(self._leader)]
@@ -112,6 +126,7 @@ class RuntimeMetrics:
         self._depth.append(lambda: [(len(queue), labels)])
         self._adds.append(lambda: [(queue.adds, labels)])
         self._retries.append(lambda: [(queue.retries, labels)])
+        self._requeues.append(lambda: [(queue.requeues, labels)])
         queue.observe_wait = lambda seconds: self.queue_duration.record(seconds, labels)
 
     def rest_client(self, host: str) -> Callable[[str, str], None]:

@@ -22,12 +22,12 @@ from shared.kube.objects import Kind
 from shared.kube.views import metadata_of
 from shared.typedefs import JSONDict
 
-_VOLATILE_METADATA = frozenset({"resourceVersion", "managedFields"})
+VOLATILE_METADATA = frozenset({"resourceVersion", "managedFields"})
 
 
 def stable_metadata(obj: JSONDict) -> JSONDict:
     """The object's metadata without the fields that change on every write."""
-    return {k: v for k, v in metadata_of(obj).items() if k not in _VOLATILE_METADATA}
+    return {k: v for k, v in metadata_of(obj).items() if k not in VOLATILE_METADATA}
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,12 +52,16 @@ class WorkQueue(Generic[K]):
         self._failures: dict[K, int] = {}
         self._delayed: list[tuple[float, int, K]] = []
         self._due: dict[K, float] = {}
+        self._deferred: set[K] = set()
+        """Keys whose schedule is a deferred add (`add_deferred`), not a requeue."""
         self._added_at: dict[K, float] = {}
         self._seq = 0
         self._wakeup = asyncio.Event()
         self._shutdown = False
         self.adds = 0
         self.retries = 0
+        self.requeues = 0
+        """Scheduled adds (requeue_after, error backoff) that fell due and were not coalesced."""
         self.observe_wait: Callable[[float], None] | None = None
 
     def __len__(self) -> int:
@@ -73,15 +77,22 @@ class WorkQueue(Generic[K]):
         """Keys scheduled for later."""
         return len(self._due)
 
-    def add(self, key: K) -> None:
+    @property
+    def deferred(self) -> int:
+        """Keys whose next pass is a deferred add (`add_deferred`)."""
+        return len(self._deferred)
+
+    def add(self, key: K) -> bool:
+        """Add the key; False when it was already waiting (the add coalesced into that one)."""
         if self._shutdown or key in self._dirty:
-            return
+            return False
         self.adds += 1
         self._dirty.add(key)
         self._added_at[key] = self._clock.now()
         if key not in self._processing:
             self._ready.append(key)
         self._wakeup.set()
+        return True
 
     def add_after(self, key: K, delay: float) -> None:
         """Add the key once `delay` seconds have passed; an earlier schedule wins."""
@@ -92,9 +103,26 @@ class WorkQueue(Generic[K]):
         if self._due.get(key, float("inf")) <= at:
             return
         self._due[key] = at
+        self._deferred.discard(key)
         self._seq += 1
         heapq.heappush(self._delayed, (at, self._seq, key))
         self._wakeup.set()
+
+    def add_deferred(self, key: K, delay: float) -> bool:
+        """Add the key once `delay` seconds have passed, unless it is waiting already, or is
+        scheduled no later; a pass that takes the key before then cancels the deferral (it
+        reads everything the deferred add was for). True when this scheduled a pass."""
+        if self._shutdown or key in self._dirty:
+            return False
+        at = self._clock.now() + delay
+        if self._due.get(key, float("inf")) <= at:
+            return False
+        self._due[key] = at
+        self._deferred.add(key)
+        self._seq += 1
+        heapq.heappush(self._delayed, (at, self._seq, key))
+        self._wakeup.set()
+        return True
 
     def add_rate_limited(self, key: K) -> float:
         """Add the key after its backoff, and grow the backoff; returns the delay used."""
@@ -123,7 +151,9 @@ class WorkQueue(Generic[K]):
                 return at
             heapq.heappop(self._delayed)
             del self._due[key]
-            self.add(key)
+            if self.add(key) and key not in self._deferred:
+                self.requeues += 1
+            self._deferred.discard(key)
         return None
 
     def try_get(self) -> K | None:
@@ -133,6 +163,10 @@ class WorkQueue(Generic[K]):
             return None
         key = self._ready.popleft()
         self._dirty.discard(key)
+        if key in self._deferred:
+            # This pass reads what the deferred add was for.
+            self._deferred.discard(key)
+            del self._due[key]
         self._processing.add(key)
         added_at = self._added_at.pop(key)
         if self.observe_wait is not None:

@@ -162,6 +162,12 @@ def summary_table(report: dict[str, Any]) -> Table:
     ]
     rows += [
         ("Kubernetes requests per job", f"{calls['kubernetes']}"),
+        (
+            "  of which controller / listener",
+            " / ".join(
+                f"{calls['kubernetes_by_identity'][who]}" for who in ("controller", "listener")
+            ),
+        ),
         ("Actions requests per job", f"{calls['actions']}"),
         ("busy runners killed", f"{runners['killed_while_busy']}"),
         ("invariant violations", f"{len(report['invariant_violations'])}"),

@@ -100,6 +100,11 @@ RequestObserver = Callable[[str, str], None]
 answer came (client-go's rest_client_requests_total labels)."""
 
 
+WriteObserver = Callable[[Kind, JSONDict, str], None]
+"""Called with each successful write's answer: the kind, the object, and what was written:
+"object", "status" (its `/status`) or "delete" (a deletion the object's finalizers hold)."""
+
+
 class Objects:
     """Get, list, create, replace, merge-patch, delete and watch objects of any `Kind`."""
 
@@ -109,10 +114,12 @@ class Objects:
         *,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         observer: RequestObserver | None = None,
+        on_write: WriteObserver | None = None,
     ) -> None:
         self.api = api
         self.timeout = timeout
         self._observe: RequestObserver = observer or (lambda _method, _code: None)
+        self._on_write: WriteObserver = on_write or (lambda _kind, _obj, _what: None)
 
     async def _call(
         self,
@@ -191,12 +198,16 @@ class Objects:
         return await self._json("GET", kind.path(namespace), query=query)
 
     async def create(self, kind: Kind, namespace: str | None, body: JSONDict) -> JSONDict:
-        return await self._json("POST", kind.path(namespace), body=body)
+        created = await self._json("POST", kind.path(namespace), body=body)
+        self._on_write(kind, created, "object")
+        return created
 
     async def replace(self, kind: Kind, namespace: str | None, body: JSONDict) -> JSONDict:
         """A PUT; the server answers 409 when `metadata.resourceVersion` is stale."""
         name = body["metadata"]["name"]
-        return await self._json("PUT", kind.path(namespace, name), body=body)
+        replaced = await self._json("PUT", kind.path(namespace, name), body=body)
+        self._on_write(kind, replaced, "object")
+        return replaced
 
     async def patch(
         self,
@@ -209,7 +220,9 @@ class Objects:
     ) -> JSONDict:
         """A JSON merge patch of the object, or of its `/status` subresource."""
         path = kind.path(namespace, name) + ("/status" if status else "")
-        return await self._json("PATCH", path, body=patch, content_type=MERGE_PATCH)
+        patched = await self._json("PATCH", path, body=patch, content_type=MERGE_PATCH)
+        self._on_write(kind, patched, "status" if status else "object")
+        return patched
 
     async def delete(
         self,
@@ -225,8 +238,10 @@ class Objects:
             body["preconditions"] = {"uid": uid}
         if grace_period_seconds is not None:
             body["gracePeriodSeconds"] = grace_period_seconds
-        resp = await self._call("DELETE", kind.path(namespace, name), body=body)
-        resp.release()
+        answer = await self._json("DELETE", kind.path(namespace, name), body=body)
+        if answer.get("kind") == kind.kind:
+            # Held by finalizers: the answer is the object, now carrying its deletionTimestamp.
+            self._on_write(kind, answer, "delete")
 
     async def watch(
         self,

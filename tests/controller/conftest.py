@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import re
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -217,6 +218,25 @@ class Rig:
     def reconciles(self, controller: str) -> float:
         return metric(self.metrics(), "controller_runtime_reconcile_total", controller=controller)
 
+    def wakes(self, controller: str, *, fields: bool = True) -> Counter[str]:
+        """What woke `controller`, by `watch event fields` (docs/controller-runtime.md#wakes),
+        or `watch event` without `fields`, with `requeue` for scheduled adds that fell due."""
+        text = self.metrics()
+        causes: Counter[str] = Counter()
+        for line in text.splitlines():
+            match = re.match(r"^gha_runtime_wakes_total\{([^}]*)\}\s+(\S+)$", line)
+            if match is None:
+                continue
+            have = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
+            if have["controller"] == controller and float(match.group(2)):
+                named = (have["watch"], have["event"], have["fields"] if fields else "")
+                cause = " ".join(filter(None, named))
+                causes[cause] += int(float(match.group(2)))
+        requeues = metric(text, "gha_runtime_requeues_total", name=controller)
+        if requeues:
+            causes["requeue"] += int(requeues)
+        return causes
+
     # --- waiting ---------------------------------------------------------------------------
 
     async def until(
@@ -249,9 +269,10 @@ class Rig:
         result: list[JSONDict] = await self.until(probe, what=f"{n} registered runners")
         return result
 
-    async def settle(self, *, delayed: bool = False) -> None:
+    async def settle(self, *, delayed: bool = False, deferred: bool = False) -> None:
         """Wait until every controller queue is empty and no worker is inside a reconcile; with
-        `delayed`, also until no key is scheduled for later (a requeue_after still to fire)."""
+        `delayed`, also until no key is scheduled for later (a requeue_after still to fire);
+        with `deferred`, until no deferred wake is (docs/controller-runtime.md#deferred-wakes)."""
 
         def idle() -> bool:
             text = self.metrics()
@@ -259,6 +280,7 @@ class Rig:
                 metric(text, "workqueue_depth") == 0
                 and metric(text, "controller_runtime_active_workers") == 0
                 and not (delayed and any(c.queue.waiting for c in self.manager.controllers))
+                and not (deferred and any(c.queue.deferred for c in self.manager.controllers))
             )
 
         stable = 0

@@ -92,8 +92,18 @@ async def test_runner_status_writes_other_than_phase_and_id_do_not_reconcile_the
         await rig.settle()
     assert rig.reconciles("ephemeralrunnerset") == before_reconciles
     assert dropped(rig, RUNNER_WATCH) == before_dropped + len(writes)
-    for status in ({"runnerId": 7}, {"phase": "Pending"}):
+    # Read, but only counted into the set's status: one pass after the deferral window
+    # (docs/controller-runtime.md#deferred-wakes), not at once.
+    for status, fields in (
+        ({"runnerId": 7}, "status.runnerId"),
+        ({"phase": "Pending"}, "status.phase"),
+    ):
         seen = rig.reconciles("ephemeralrunnerset")
         await rig.set_status(name, **status)
-        await rig.settle()
-        assert rig.reconciles("ephemeralrunnerset") > seen
+        await rig.settle(delayed=True)
+        assert rig.reconciles("ephemeralrunnerset") == seen + 1
+        assert rig.wakes("ephemeralrunnerset")[f"{RUNNER_WATCH} deferred {fields}"] == 1
+    # A finished runner is acted on (deleted or replaced): at once.
+    await rig.set_status(name, phase="Failed")
+    await rig.settle()
+    assert rig.wakes("ephemeralrunnerset")[f"{RUNNER_WATCH} update status.phase"] == 1

@@ -155,7 +155,7 @@ async def test_a_pass_reads_the_same_whatever_the_number_of_runners(rig: Rig) ->
     for name, replicas in (("small", 5), ("large", 40)):
         await rig.create_runner_set(name=name, replicas=replicas, patch_id=1)
     await rig.count_runners(45)
-    await rig.settle()
+    await rig.settle(delayed=True)
     [ctrl] = [c for c in rig.manager.controllers if c.name == "ephemeralrunnerset"]
     reconciler = ctrl.reconciler
     assert isinstance(reconciler, EphemeralRunnerSetReconciler)

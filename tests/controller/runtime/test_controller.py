@@ -175,7 +175,10 @@ async def test_a_pod_update_outside_the_projection_is_dropped_and_counted(setup:
 
     await eventually(counted)
     assert rec.calls["r"] == calls
-    await objects.patch(POD, ns, "r", {"status": {"phase": "Running"}}, status=True)
+    # Readiness is read (a pod phase alone no longer is: the projection reads the pod as the
+    # reconciler does, and a live runner container is one value whatever the phase).
+    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
+    await objects.patch(POD, ns, "r", {"status": ready}, status=True)
     await rec.wait("r", calls + 1)
     assert metric(manager, "gha_runtime_predicate_dropped_total", watch=dropped) == 1
 

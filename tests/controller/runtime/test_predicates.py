@@ -4,6 +4,7 @@ outside it (dropped), and a property tying drops to the fields the reconcilers r
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ from controller.autoscalingrunnerset.predicates import ERS_TO_ARS
 from controller.ephemeralrunner.predicates import POD_TO_ER
 from controller.ephemeralrunnerset.predicates import ER_TO_ERS
 from controller.runtime import ProjectionPredicate
+from controller.ephemeralrunner.rules import decide_from_pod
+from controller.runners.settings import RunnerSettings
 from shared.kube.views import pod_ready
 from shared.typedefs import JSONDict
 
@@ -121,9 +124,11 @@ ERS_ROWS: list[Row] = [
     (("metadata", "finalizers"), [], True),
     (("metadata", "deletionTimestamp"), "2026-01-01T00:00:00Z", True),
     (("metadata", "ownerReferences"), [], True),
-    (("metadata", "generation"), 2, True),
-    (("spec", "replicas"), 3, True),
-    (("spec", "patchID"), 2, True),
+    # The listener's fields and the generation they advance: read only while the set is
+    # Outdated (held at 0), so the listener's patches no longer wake the AutoscalingRunnerSet.
+    (("metadata", "generation"), 2, False),
+    (("spec", "replicas"), 3, False),
+    (("spec", "patchID"), 2, False),
     (("spec", "ephemeralRunnerSpec"), {"runnerScaleSetId": 8}, True),
     (("status", "phase"), "Outdated", True),
     (("status", "appliedActionableRevision"), 4, True),
@@ -161,11 +166,35 @@ ER_ROWS: list[Row] = [
 POD_ROWS: list[Row] = [
     (("metadata", "uid"), "pod-uid-2", True),
     (("metadata", "deletionTimestamp"), "2026-01-01T00:00:00Z", True),
-    (("status", "phase"), "Succeeded", True),
-    (("status", "reason"), "Evicted", True),
-    (("status", "message"), "node pressure", True),
-    (("status", "containerStatuses"), [{"name": "runner", "ready": False}], True),
-    (("status", "initContainerStatuses"), [{"name": "init", "ready": True}], True),
+    # The pod as the reconciler reads it (`rules.read_pod`): a live runner container is one
+    # value whatever the pod's phase, reason or message; an ended container or init container,
+    # a failed pod, or a stuck wait is read.
+    (("status", "phase"), "Failed", True),
+    (
+        ("status", "containerStatuses"),
+        [{"name": "runner", "state": {"terminated": {"exitCode": 0}}}],
+        True,
+    ),
+    (
+        ("status", "initContainerStatuses"),
+        [{"name": "init", "state": {"terminated": {"exitCode": 1}}}],
+        True,
+    ),
+    (
+        ("status", "containerStatuses"),
+        [{"name": "runner", "state": {"waiting": {"reason": "ImagePullBackOff"}}}],
+        True,
+    ),
+    (("status", "phase"), "Succeeded", False),
+    (("status", "reason"), "Evicted", False),
+    (("status", "message"), "node pressure", False),
+    (("status", "containerStatuses"), [{"name": "runner", "ready": False}], False),
+    (
+        ("status", "containerStatuses"),
+        [{"name": "runner", "state": {"waiting": {"reason": "ContainerCreating"}}}],
+        False,
+    ),
+    (("status", "initContainerStatuses"), [{"name": "init", "ready": True}], False),
     (
         ("status", "conditions"),
         [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}],
@@ -261,16 +290,13 @@ READS: dict[str, list[Path]] = {
         ("status", "failedEphemeralRunners"),
     ],
     ER_TO_ERS.name: [("spec",), ("status", "phase"), ("status", "runnerId")],
-    POD_TO_ER.name: [
-        ("metadata", "uid"),
-        ("metadata", "deletionTimestamp"),
-        ("status", "phase"),
-        ("status", "reason"),
-        ("status", "message"),
-        ("status", "containerStatuses"),
-        ("status", "initContainerStatuses"),
-    ],
+    POD_TO_ER.name: [("metadata", "uid"), ("metadata", "deletionTimestamp")],
 }
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+RUNNERS: list[JSONDict] = [
+    {"status": {"phase": "Pending", "runnerId": 1}},
+    {"status": {"phase": "Running", "runnerId": 1, "jobId": "j"}},
+]
 READS_METADATA = {ERS_TO_ARS.name, ER_TO_ERS.name}
 
 
@@ -291,14 +317,32 @@ def read_view(predicate: ProjectionPredicate, obj: JSONDict) -> list[object]:
         meta.pop("resourceVersion", None)
         meta.pop("managedFields", None)
         view.append(meta)
+    if predicate is ERS_TO_ARS and lookup(obj, ("status", "phase")) != "Outdated":
+        view[0] = {k: v for k, v in obj["spec"].items() if k not in ("replicas", "patchID")}
+        view[-1].pop("generation", None)
     if predicate is POD_TO_ER:
-        view.append(pod_ready(obj))
+        # What the reconciler decides from the pod, for an idle and a busy runner that have
+        # caught up with its readiness (a readiness change is read on its own, above).
+        ready = pod_ready(obj)
+        view.append(ready)
+        policy = RunnerSettings().failure_policy()
+        view += [
+            decide_from_pod(
+                {"status": {**runner["status"], "ready": ready}},
+                obj,
+                ready=ready,
+                now=NOW,
+                policy=policy,
+            )
+            for runner in RUNNERS
+        ]
     return view
 
 
 ROWS = {ERS_TO_ARS.name: ERS_ROWS, ER_TO_ERS.name: ER_ROWS, POD_TO_ER.name: POD_ROWS}
 MAKERS = {ERS_TO_ARS.name: ers, ER_TO_ERS.name: er, POD_TO_ER.name: pod}
 
+SCHEMA_LISTS = frozenset({"containerStatuses", "initContainerStatuses"})
 values = st.one_of(
     st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(["", "a", "Running"])
 )
@@ -311,7 +355,12 @@ def updates(draw: st.DrawFn) -> tuple[ProjectionPredicate, JSONDict, JSONDict]:
     new = copy.deepcopy(old)
     paths = [path for path, _, _ in ROWS[predicate.name]]
     for path in draw(st.lists(st.sampled_from(paths), max_size=4)):
-        value = draw(st.one_of(values, st.just([{"type": "Ready", "status": "True"}])))
+        if path[-1] in SCHEMA_LISTS:
+            # The API server validates these as lists of objects: drawn from the rows.
+            rows = [value for row_path, value, _ in ROWS[predicate.name] if row_path == path]
+            value = draw(st.sampled_from([*rows, []]))
+        else:
+            value = draw(st.one_of(values, st.just([{"type": "Ready", "status": "True"}])))
         new = changed(new, path, value)
     return predicate, old, new
 

@@ -76,4 +76,6 @@ def test_scripts_sandbox_ends_with_the_summary_table() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "gha-sandbox summary" in done.stdout
     assert "│ jobs done / failed / lost" in done.stdout
+    # Requests counted at the API server, split by identity (controller / listener).
+    assert "│   of which controller / listener" in done.stdout
     assert done.stdout.splitlines()[-1] == "result: ok"
