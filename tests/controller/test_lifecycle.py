@@ -91,7 +91,8 @@ async def test_runner_lifecycle_and_its_request_count(rig: Rig) -> None:
     # ARC reconciles ER 13 and ERS 14 times here (docs/reconcilers.md#arcs-figures).
     assert rig.reconciles("ephemeralrunner") - er_before <= er_causes.total() <= 5
     assert rig.reconciles("ephemeralrunnerset") - ers_before <= ers_causes.total() <= 7
-    assert 5 < ARC_ER_RECONCILES and 7 < ARC_ERS_RECONCILES
+    assert er_causes.total() < ARC_ER_RECONCILES
+    assert ers_causes.total() < ARC_ERS_RECONCILES
     requests = rig.controller_requests()
     assert sum(requests.values()) <= OUR_CONTROLLER_REQUESTS < ARC_MIN_CONTROLLER_REQUESTS, requests
     # One read of the GitHub config Secret (ARC: 13). This used to be 2: a 404 before

@@ -63,7 +63,8 @@ async def test_runner_lifecycle_through_an_autoscaling_runner_set(rig: Rig) -> N
         "ephemeralrunnerset-to-autoscalingrunnerset deferred"
     }, causes
     assert reconciles["autoscalingrunnerset"] <= 3 < ARC_ARS_RECONCILES
-    assert reconciles["ephemeralrunner"] <= 5 and reconciles["ephemeralrunnerset"] <= 7
+    assert reconciles["ephemeralrunner"] <= 5
+    assert reconciles["ephemeralrunnerset"] <= 7
     requests = rig.controller_requests()
     assert (
         requests.get("patch autoscalingrunnersets/status", 0) <= reconciles["autoscalingrunnerset"]

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from controller.autoscalingrunnerset.predicates import ERS_TO_ARS
 from controller.ephemeralrunner.predicates import POD_TO_ER
-from controller.ephemeralrunnerset.predicates import ER_TO_ERS
-from controller.runtime import ProjectionPredicate
 from controller.ephemeralrunner.rules import decide_from_pod
+from controller.ephemeralrunnerset.predicates import ER_TO_ERS
 from controller.runners.settings import RunnerSettings
+from controller.runtime import ProjectionPredicate
 from shared.kube.views import pod_ready
 from shared.typedefs import JSONDict
 
