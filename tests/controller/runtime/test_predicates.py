@@ -312,14 +312,16 @@ def lookup(obj: JSONDict, path: Path) -> object:
 
 def read_view(predicate: ProjectionPredicate, obj: JSONDict) -> list[object]:
     view = [lookup(obj, path) for path in READS[predicate.name]]
+    outdated = lookup(obj, ("status", "phase")) == "Outdated"
     if predicate.name in READS_METADATA:
         meta = dict(obj["metadata"])
         meta.pop("resourceVersion", None)
         meta.pop("managedFields", None)
+        if predicate is ERS_TO_ARS and not outdated:
+            # The listener's fields, and the generation they advance, only while Outdated.
+            meta.pop("generation", None)
+            view[0] = {k: v for k, v in obj["spec"].items() if k not in ("replicas", "patchID")}
         view.append(meta)
-    if predicate is ERS_TO_ARS and lookup(obj, ("status", "phase")) != "Outdated":
-        view[0] = {k: v for k, v in obj["spec"].items() if k not in ("replicas", "patchID")}
-        view[-1].pop("generation", None)
     if predicate is POD_TO_ER:
         # What the reconciler decides from the pod, for an idle and a busy runner that have
         # caught up with its readiness (a readiness change is read on its own, above).
