@@ -257,3 +257,57 @@ async def test_the_wait_observer_times_a_key_from_its_first_add_to_a_worker() ->
     queue.done(A)
     assert queue.try_get() == A
     assert waits == [3.0, 0.5]
+
+
+async def test_deferred_adds_of_a_window_ride_on_one_pass() -> None:
+    clock = FakeClock()
+    queue = make_queue(clock)
+    assert queue.add_deferred(A, 1.0) is True
+    await clock.advance(0.5)
+    # Later deferrals of the window coalesce into the scheduled one.
+    assert queue.add_deferred(A, 1.0) is False
+    assert queue.deferred == 1
+    assert queue.try_get() is None
+    await clock.advance(0.5)
+    assert drain(queue) == [A]
+    queue.done(A)
+    await clock.advance(10)
+    assert queue.try_get() is None
+    # A deferred add that fell due is not a requeue.
+    assert (queue.requeues, queue.deferred) == (0, 0)
+
+
+async def test_a_pass_taken_sooner_cancels_the_deferral() -> None:
+    clock = FakeClock()
+    queue = make_queue(clock)
+    queue.add_deferred(A, 1.0)
+    assert queue.add(A) is True
+    assert drain(queue) == [A]
+    queue.done(A)
+    assert queue.deferred == 0
+    await clock.advance(5)
+    assert queue.try_get() is None
+
+
+async def test_a_deferral_never_delays_a_key_already_waiting_or_due_sooner() -> None:
+    clock = FakeClock()
+    queue = make_queue(clock)
+    queue.add(A)
+    assert queue.add_deferred(A, 1.0) is False
+    queue.add_after(B, 0.5)
+    assert queue.add_deferred(B, 1.0) is False
+    await clock.advance(0.5)
+    assert drain(queue) == [A, B]
+    assert queue.requeues == 1
+
+
+async def test_a_deferral_scheduled_during_a_pass_still_runs() -> None:
+    """The pass in progress may have read the object before the deferred change."""
+    clock = FakeClock()
+    queue = make_queue(clock)
+    queue.add(A)
+    assert queue.try_get() == A
+    queue.add_deferred(A, 1.0)
+    queue.done(A)
+    await clock.advance(1.0)
+    assert queue.try_get() == A
