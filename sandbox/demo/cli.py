@@ -226,7 +226,13 @@ async def run_demo(
                     "trace": str(args.trace) if args.trace else None,
                     "workdir": None if own_workdir else str(workdir),
                 },
-                kube_requests=Counter(r.user for r in system.kube.requests.log),
+                kube_requests=Counter(
+                    (
+                        r.user,
+                        f"{r.verb} {r.resource}" + (f"/{r.subresource}" if r.subresource else ""),
+                    )
+                    for r in system.kube.requests.log
+                ),
                 crash=asdict(crash) if crash else None,
                 interrupted=interrupted,
             )

@@ -41,7 +41,7 @@ def build_report(
     job_ids: list[int],
     workload: dict[str, Any],
     options: dict[str, Any],
-    kube_requests: Counter[str],
+    kube_requests: Counter[tuple[str, str]],
     crash: dict[str, Any] | None,
     interrupted: bool,
 ) -> dict[str, Any]:
@@ -61,6 +61,11 @@ def build_report(
         idle_s += before.idle * (after.t - before.t)
     created = len(tracks)
     enqueued = len(job_ids)
+
+    def per_job(count: int) -> float:
+        return round(count / enqueued, 2) if enqueued else 0.0
+
+    identities = (("controller", observer.controller_user), ("listener", observer.listener_user))
     report: dict[str, Any] = {
         "workload": workload,
         "options": options,
@@ -92,13 +97,19 @@ def build_report(
             for name, total in sorted(teardown.reconciles.items())
         },
         "api_calls_per_job": {
-            "kubernetes": round(sum(kube_requests.values()) / enqueued, 2) if enqueued else 0.0,
+            "kubernetes": per_job(sum(kube_requests.values())),
             "kubernetes_by_identity": {
-                name: round(kube_requests[user] / enqueued, 2) if enqueued else 0.0
-                for name, user in (
-                    ("controller", observer.controller_user),
-                    ("listener", observer.listener_user),
-                )
+                name: per_job(sum(n for (who, _), n in kube_requests.items() if who == user))
+                for name, user in identities
+            },
+            # Per identity, by `verb resource[/subresource]`: where the requests go.
+            "kubernetes_by_request": {
+                name: {
+                    request: per_job(n)
+                    for (who, request), n in sorted(kube_requests.items())
+                    if who == user
+                }
+                for name, user in identities
             },
             "actions": round(len(gh.state.requests) / enqueued, 2) if enqueued else 0.0,
         },
