@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from controller.ephemeralrunnerset.children import ChildIndex
 from controller.ephemeralrunnerset.metrics import RunnerSetMetrics
 from controller.ephemeralrunnerset.objects import new_ephemeral_runner, proxy_secret
-from controller.ephemeralrunnerset.predicates import ER_COUNTS, ER_TO_ERS
+from controller.ephemeralrunnerset.predicates import COUNTS_WINDOW_SECONDS, ER_COUNTS, ER_TO_ERS
 from controller.ephemeralrunnerset.rules import (
     Children,
     cleanup_candidates,
@@ -132,6 +132,8 @@ class EphemeralRunnerSetReconciler:
         self._now = now
         # Bounds the Actions removals and deletes one pass runs at once.
         self._removals = asyncio.Semaphore(CREATE_CONCURRENCY)
+        # When this process last wrote each set's status, to coalesce count writes.
+        self._status_written: dict[Request, datetime] = {}
 
     async def reconcile(self, request: Request) -> Result:
         cached = self._sets.get(request.namespace, request.name)
@@ -194,7 +196,9 @@ class EphemeralRunnerSetReconciler:
         # The status counts what this pass created and deleted too: their echoes wake nothing.
         unseen = self._expected.unseen(uid, lambda name: self._runners.get(request.namespace, name))
         children = self._children.children(uid, applied_revision=applied, unseen=unseen)
-        await self._write_status(runner_set, children, phase=phase)
+        held = await self._write_status(runner_set, children, phase=phase, coalesce=True)
+        if held is not None and (requeue.requeue_after is None or held < requeue.requeue_after):
+            return Result(requeue_after=held)
         return requeue
 
     def _track_runner_spec(self, runner_set: LazyObject, children: Children) -> None:
@@ -408,6 +412,7 @@ class EphemeralRunnerSetReconciler:
         return Result()
 
     def _forget(self, request: Request) -> None:
+        self._status_written.pop(request, None)
         self._expected.forget(EPHEMERAL_RUNNER_SET, request)
         if self._metrics is not None:
             self._metrics.forget(request)
@@ -421,19 +426,33 @@ class EphemeralRunnerSetReconciler:
         *,
         phase: str,
         extra: JSONDict | None = None,
-    ) -> None:
+        coalesce: bool = False,
+    ) -> float | None:
+        """Write the counts, phase and `extra` when they changed. With `coalesce`, a change of
+        counts alone within `COUNTS_WINDOW_SECONDS` of the previous write is held: the seconds
+        until it may go are returned, and the pass then runs again (one write carries every
+        change of the window: docs/reconcilers.md#status-writes)."""
         if self._metrics is not None:
             self._metrics.publish(runner_set.object, children)
         desired = {**counts_status(children), "phase": phase, **(extra or {})}
         current = status_of(runner_set.object)
         if all(current.get(k) == v for k, v in desired.items()):
-            return
+            return None
         uid = str(runner_set.object["metadata"]["uid"])
         if self._expected.status_redundant(uid, current=current, desired=desired):
-            return
+            return None
+        now = self._now()
+        key = Request.of(runner_set.object)
+        last = self._status_written.get(key)
+        if coalesce and last is not None and current.get("phase") == phase:
+            held = COUNTS_WINDOW_SECONDS - (now - last).total_seconds()
+            if held > 0:
+                return held
         runner_set.mutate().setdefault("status", {}).update(desired)
         await runner_set.write(self._objects)
         self._expected.wrote_status(uid, current=current, desired=desired)
+        self._status_written[key] = now
+        return None
 
 
 def setup(manager: Manager, deps: RunnerDeps) -> EphemeralRunnerSetReconciler:

@@ -102,7 +102,7 @@ async def test_runner_status_writes_other_than_phase_and_id_do_not_reconcile_the
         await rig.set_status(name, **status)
         await rig.settle(delayed=True)
         assert rig.reconciles("ephemeralrunnerset") == seen + 1
-        assert rig.wakes("ephemeralrunnerset")[f"{RUNNER_WATCH} deferred {fields}"] == 1
+        assert rig.wakes("ephemeralrunnerset")[f"{RUNNER_WATCH} update deferred {fields}"] == 1
     # A finished runner is acted on (deleted or replaced): at once.
     await rig.set_status(name, phase="Failed")
     await rig.settle()

@@ -57,10 +57,11 @@ async def test_runner_lifecycle_through_an_autoscaling_runner_set(rig: Rig) -> N
     causes = {name: rig.wakes(name, fields=False) - count for name, count in wakes.items()}
     assert reconciles["autoscalinglistener"] == 0, "runner churn never wakes the listener's"
     # The set only copies the runner set's counts: deferred wakes alone, at most one per window
-    # the runner's life spans (one when it fits in a window, as here on a quiet machine), and
-    # never the listener's replicas patches (docs/controller-runtime.md#deferred-wakes).
-    assert set(causes["autoscalingrunnerset"]) == {
-        "ephemeralrunnerset-to-autoscalingrunnerset deferred"
+    # the runner's life spans, never the listener's replicas patches
+    # (docs/controller-runtime.md#deferred-wakes); none at all when the runner set's own count
+    # writes, held to their window, end where they began (a life shorter than a second).
+    assert set(causes["autoscalingrunnerset"]) <= {
+        "ephemeralrunnerset-to-autoscalingrunnerset update deferred"
     }, causes
     assert reconciles["autoscalingrunnerset"] <= 3 < ARC_ARS_RECONCILES
     assert reconciles["ephemeralrunner"] <= 5
