@@ -63,6 +63,7 @@ from controller.runtime import (
     has_any_finalizer,
     remove_finalizers,
 )
+from controller.runtime.cache import controller_owner_uid
 from shared.actions.errors import (
     ActionsError,
     RunnerExists,
@@ -352,9 +353,26 @@ class EphemeralRunnerReconciler:
             return 0
         return secret_runner_id(secret)
 
+    def _collected(self, runner: JSONDict, pod: JSONDict | None) -> bool:
+        """Whether the garbage collector deletes the runner's pod and JIT Secret, both owned by
+        it (`objects.py`): once the runner is being deleted, or `Succeeded` (its set deletes it
+        next), an own delete of either is a request the cluster makes anyway
+        (docs/reconcilers.md#what-the-garbage-collector-deletes). A pod of another owner, a
+        `Failed` or `Outdated` runner that stays, are deleted here."""
+        uid = str(metadata_of(runner).get("uid"))
+        if pod is not None and controller_owner_uid(pod) != uid:
+            return False
+        succeeded = EphemeralRunnerPhase.SUCCEEDED.value
+        return is_deleting(runner) or succeeded in (
+            status_of(runner).get("phase"),
+            self._expected.written_status(uid).get("phase"),
+        )
+
     async def _delete_resources(self, runner: JSONDict) -> None:
         meta = runner["metadata"]
         pod = self._pods.get(meta["namespace"], meta["name"])
+        if self._collected(runner, pod):
+            return
         if pod is not None and not is_deleting(pod):
             deleted = f"pod {pod['metadata'].get('uid')}"
             if not self._did(runner, deleted):

@@ -16,14 +16,14 @@ from tests.controller.conftest import CONTROLLER_USER, Rig, RigOptions
 # 21 Kubernetes requests on this lifecycle (10 ER writes, 7 uncached Secret reads, 4 ERS writes),
 # 27 in the typical case.
 ARC_MIN_CONTROLLER_REQUESTS = 21
-# Ours: 15 = ERS create runner, status x2 (the runner's registration and job ride on one
-# deferred pass: docs/controller-runtime.md#deferred-wakes), delete runner; ER get the GitHub
-# config secret, create the JIT secret (no GET first: this process made the runner, so the
-# Secret cannot exist yet), status x3 (id+Pending, ready, Succeeded), create pod, patch pod (its
-# busy annotations on Running, kept on Succeeded: docs/reconcilers.md#busy-pods), delete pod,
-# delete secret, finalizers. The bound leaves room for one more set status write when the
-# runner's registration and its job fall into different deferral windows.
-OUR_CONTROLLER_REQUESTS = 16
+# Ours: 11 = ERS create runner, one status write (count writes are held to a one-second window:
+# docs/reconcilers.md#status-writes), delete runner; ER get the GitHub config secret, create the
+# JIT secret (no GET first: this process made the runner, so the Secret cannot exist yet), status
+# x3 (id+Pending, ready, Succeeded), create pod, patch pod (its busy annotations on Running, kept
+# on Succeeded: docs/reconcilers.md#busy-pods), finalizers. The pod and the JIT Secret go with
+# the runner through the garbage collector (docs/reconcilers.md#what-the-garbage-collector-
+# deletes). The bound leaves room for a second set status write when the life spans windows.
+OUR_CONTROLLER_REQUESTS = 12
 ARC_ER_RECONCILES = 13
 ARC_ERS_RECONCILES = 14
 # What may wake each reconciler in this lifecycle (docs/reconcilers.md#wakes-per-runner): the

@@ -10,12 +10,12 @@ import pytest
 from tests.controller.autoscaling import ALL, converged, create_ars
 from tests.controller.conftest import Rig, RigOptions
 
-# Measured with this test (docs/autoscaling.md#cost-per-runner): 14 = the docker-run path's
+# Measured with this test (docs/autoscaling.md#cost-per-runner): 10 = the docker-run path's
 # lifecycle with one GitHub Secret read fewer (the client the scale set's registration built is
 # reused), and no AutoscalingRunnerSet status patch when the runner's life fits in one deferral
 # window (its copy of the counts reads the same before and after); the bound leaves room for
 # three, when the life spans windows on a slow machine.
-IN_CLUSTER_CONTROLLER_REQUESTS = 17
+IN_CLUSTER_CONTROLLER_REQUESTS = 13
 # ARC's AutoscalingRunnerSet reconciles 9 times here (docs/reconcilers.md#arcs-figures).
 ARC_ARS_RECONCILES = 9
 

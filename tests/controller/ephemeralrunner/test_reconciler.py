@@ -201,11 +201,22 @@ async def test_runner_exit_zero_is_succeeded_and_cleaned(
         await busy(rig, name)
     await rig.pod_status(name, exited(0, phase=pod_phase))
     await phase(rig, name, "Succeeded")
+    await rig.settle()
+    # Its pod and JIT Secret go with it: the set deletes a Succeeded runner next, and the
+    # garbage collector its dependents. ARC deleted both itself first, two requests a job that
+    # the cluster makes anyway (docs/reconcilers.md#what-the-garbage-collector-deletes).
+    assert await rig.pod(name) is not None
+    assert rig.controller_requests().get("delete pods", 0) == 0
+    if job:
+        # The service's side of the job is over too, so the finalizer can unregister it.
+        rig.job_finished(await rig.runner(name) or {})
+    await rig.objects.delete(EPHEMERAL_RUNNER, rig.namespace, name)
 
     async def cleaned() -> bool:
         return await rig.pod(name) is None and await rig.secret(name) is None
 
-    await rig.until(cleaned, what="pod and JIT secret deleted")
+    await rig.until(cleaned, what="pod and JIT secret gone with the runner")
+    assert rig.controller_requests().get("delete secrets", 0) == 0
 
 
 async def test_exit_seven_is_outdated_and_unregistered(rig: Rig) -> None:
