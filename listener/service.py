@@ -114,6 +114,8 @@ class Listener:
         )
         self.scale_set_id = settings.runner_scale_set_id
         self.written_scale_set_id: int | None = None
+        # The last state the set was patched with: (assigned jobs it was computed from, patch id).
+        self.published: tuple[int, int] | None = None
         """The id found or registered by name that the EphemeralRunnerSet last took."""
         self.latest = Statistics()
         self.unrecorded: list[JobStarted] = []
@@ -352,9 +354,24 @@ class Listener:
             for done in completed:
                 self.metrics.record_job_completed(done)
                 self.scaler.job_event()
-            await self._record_and_publish()
+            if self._publication_changes_nothing(started_only=not (available or completed)):
+                await self._record_unrecorded()
+            else:
+                await self._record_and_publish()
             if lost is not None:
                 raise lost
+
+    def _publication_changes_nothing(self, *, started_only: bool) -> bool:
+        """A batch of JobStarted alone, with the assigned jobs the set was last patched for
+        under a patch id other than 0: the controller already may not remove a runner under that
+        id, and a started job opens no gap to fill, so a new patch would only wake it
+        (docs/listener.md, "Replicas and the patch id"). The next poll publishes as usual."""
+        return (
+            started_only
+            and self.published is not None
+            and self.published[1] != 0
+            and self.published[0] == self.latest.total_assigned_jobs
+        )
 
     async def _record_and_publish(self, *, record: bool = True) -> None:
         """Write the pending JobStarted messages and publish the desired count side by side.
@@ -462,6 +479,7 @@ class Listener:
             )
             return
         log.debug("published replicas=%d patchID=%d", desired.replicas, desired.patch_id)
+        self.published = (self.latest.total_assigned_jobs, desired.patch_id)
         if scale_set_id is not None and scale_set_id != self.written_scale_set_id:
             self.written_scale_set_id = scale_set_id
             log.info(

@@ -262,3 +262,33 @@ async def test_runner_of_another_set_is_left_alone(
     )
     assert patches == 0
     assert not running.task.done()
+
+
+async def test_a_batch_of_job_started_alone_is_not_published(
+    cluster: Cluster, github: GitHub, start_listener: StartListener
+) -> None:
+    """Its patch would carry the count the set was last patched for under a served non-zero
+    id: nothing the controller may act on (docs/listener.md, "Replicas and the patch id")."""
+    await cluster.create_runner("runner-a", phase="Pending")
+    await start_listener(long_poll_timeout_seconds=50)
+    [request_id] = github.enqueue(duration=60.0)
+
+    async def published_for_the_job() -> bool:
+        spec = await cluster.runner_set_spec()
+        return spec.get("replicas") == 1 and spec.get("patchID", 0) > 0
+
+    await eventually(published_for_the_job, what="replicas=1 under a new patch id")
+    before = await cluster.runner_set_spec()
+    patches = cluster.kube.requests.count(
+        verb="patch", resource="ephemeralrunnersets", user=cluster.listener_user
+    )
+    await github.start_runner("runner-a")
+    await recorded(cluster, "runner-a")
+    assert github.emulator.state.jobs[request_id].state != "completed"
+    assert await cluster.runner_set_spec() == before
+    assert (
+        cluster.kube.requests.count(
+            verb="patch", resource="ephemeralrunnersets", user=cluster.listener_user
+        )
+        == patches
+    )

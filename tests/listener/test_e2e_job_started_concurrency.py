@@ -121,10 +121,16 @@ async def test_the_set_patch_does_not_wait_for_the_runner_writes(
     await cluster.create_runner("runner-a", phase="Pending")
     # A request timeout past the wait below: a GET sent again after a timeout would be a second
     # held request too.
+    # At max_runners = min_runners the set rests at patch id 0 with the job assigned, so the
+    # JobStarted batch is published (a new id keeps the controller from removing the runner
+    # whose job is not written yet); a batch of JobStarted alone under a served non-zero id is
+    # not (docs/listener.md, "Replicas and the patch id").
     running = await start_listener(
         job_started_concurrency=1,
         kube_request_timeout_seconds=60,
         long_poll_timeout_seconds=2 * LONG_POLL_SECONDS,
+        min_runners=1,
+        max_runners=1,
     )
     [request_id] = github.enqueue(duration=60.0)
     state = github.emulator.state
