@@ -192,7 +192,18 @@ class EphemeralRunnerSetReconciler:
 
         for stale in children.stale_outdated:
             await self._delete_runner(stale)
-        requeue = await self._scale(runner_set, children, phase=phase)
+        requeue = await self._scale(
+            runner_set,
+            children,
+            phase=phase,
+            refresh=lambda: self._children.children(
+                uid,
+                applied_revision=applied,
+                unseen=self._expected.unseen(
+                    uid, lambda name: self._runners.get(request.namespace, name)
+                ),
+            ),
+        )
         # The status counts what this pass created and deleted too: their echoes wake nothing.
         unseen = self._expected.unseen(uid, lambda name: self._runners.get(request.namespace, name))
         children = self._children.children(uid, applied_revision=applied, unseen=unseen)
@@ -216,7 +227,14 @@ class EphemeralRunnerSetReconciler:
 
     # --- scaling -------------------------------------------------------------------------------
 
-    async def _scale(self, runner_set: LazyObject, children: Children, *, phase: str) -> Result:
+    async def _scale(
+        self,
+        runner_set: LazyObject,
+        children: Children,
+        *,
+        phase: str,
+        refresh: Callable[[], Children],
+    ) -> Result:
         obj = runner_set.object
         uid = str(obj["metadata"]["uid"])
         replicas = spec_int(obj, "replicas")
@@ -245,7 +263,16 @@ class EphemeralRunnerSetReconciler:
             )
             for finished in children.finished:
                 await self._delete_runner(finished)
-            return result
+            # The pass goes on as the one its echo woke used to, with the finished runners
+            # deleting: under this patch id that plan only says why it does not scale up.
+            plan = plan_scaling(
+                replicas=replicas,
+                patch_id=patch_id,
+                children=refresh(),
+                cleanup_marker=patch_id,
+            )
+            if plan is None or plan.cleanup_finished:
+                return result
         meta = metadata_of(obj)
         if plan.suppressed_by_cleanup:
             log.info(
