@@ -387,19 +387,22 @@ async def serve_many(
             return EXIT_CONFIG
         if len(sets) > 1:
             log.info("serving %d scale sets: %s", len(sets), ", ".join(metrics))
-        async with asyncio.TaskGroup() as sets_running:
-            sets_running.create_task(ending.follow_stop())
-            for scale_set in sets:
-                sets_running.create_task(
-                    _serve_set(
-                        scale_set,
-                        kube_api=kube_api,
-                        metrics=metrics[scale_set.name],
-                        progress=progress[scale_set.name],
-                        tracer=tracer,
-                        ending=ending,
+        following = asyncio.create_task(ending.follow_stop())
+        try:
+            async with asyncio.TaskGroup() as sets_running:
+                for scale_set in sets:
+                    sets_running.create_task(
+                        _serve_set(
+                            scale_set,
+                            kube_api=kube_api,
+                            metrics=metrics[scale_set.name],
+                            progress=progress[scale_set.name],
+                            tracer=tracer,
+                            ending=ending,
+                        )
                     )
-                )
+        finally:
+            following.cancel()
         if ending.code == EXIT_OK:
             log.info("stopped")
         return ending.code
