@@ -1,14 +1,17 @@
 """The listener's composition root: every dependency of one listener process, built in one place.
 
-`run()` is the whole process after argument parsing: settings, logging, signals, then `serve()`.
-`serve()` builds the telemetry (metrics, health, traces), the Actions client, the Kubernetes
-object client and the `Listener` service, runs it until `stop` is set and returns the exit code.
-Benchmarks and tests call `serve()` with their own settings and stop event.
+`run()` is the whole process after argument parsing: settings, logging, signals, then
+`serve_many()` over the configured scale sets (one for a config file, each file's for a
+directory). `serve_many()` builds the telemetry (metrics, health, traces), the Kubernetes object
+client and, per set, the Actions client and the `Listener` service, runs them until `stop` is set
+and returns the exit code; `serve()` is it for one set. Benchmarks and tests call both with their
+own settings and stop event.
 
-Exit codes: 0 after SIGTERM/SIGINT (session deleted), 1 on an error retrying cannot fix
+Exit codes: 0 after SIGTERM/SIGINT (sessions deleted), 1 on an error retrying cannot fix
 (credentials refused, scale set gone, a session conflict that outlived its wait, the
 EphemeralRunnerSet patch refused for good), 2 on a configuration that cannot work, missing
-Kubernetes permissions included (one line says what to fix).
+Kubernetes permissions included (one line says what to fix). One set failing so ends the process
+whatever the number of sets (docs/listener.md#when-a-scale-set-fails).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from listener.config import ConfigError, ListenerSettings, load_all_settings
 from listener.health import Progress, TelemetryServer
 from listener.kube import MissingPermissions, RunnerSetClient
 from listener.metrics import ListenerMetrics
-from listener.retry import Backoff, Stopping, retry_transient, sleep_unless_stopped
+from listener.retry import Backoff, Stopping, retry_transient
 from listener.service import Listener
 from listener.standby import SessionHandoff, elector_of, stand_by_and_lead
 from shared.actions.client import ActionsClient
@@ -228,47 +231,12 @@ async def serve(
     stop: asyncio.Event,
     on_listening: Callable[[int], None] | None = None,
 ) -> int:
-    """Run the listener until `stop` is set; returns the exit code.
+    """Run the listener of one scale set until `stop` is set; returns the exit code.
 
+    `serve_many` with one set: the same composition and the same failure rule.
     `on_listening` receives the telemetry server's port once it is bound (port 0 picks one).
     """
-    try:
-        kube_api = await _kube_api()
-    except _Unusable:
-        return EXIT_CONFIG
-    metrics = metrics_of(settings)
-    progress = Progress(poll_timeout=settings.long_poll_timeout_seconds)
-    tracing = configure_tracing("gha-listener")
-    tracer = tracing.get_tracer("gha-listener")
-    server = None
-    try:
-        try:
-            server = await _telemetry_server(
-                settings, progress=progress, render=metrics.render, on_listening=on_listening
-            )
-        except _Unusable:
-            return EXIT_CONFIG
-        async with actions_client_of(settings, credentials) as actions:
-            try:
-                await _run_listener(settings, actions, kube_api, metrics, progress, tracer, stop)
-            except MissingPermissions as exc:
-                log.error("cannot start: %s", exc)
-                return EXIT_CONFIG
-            except (ActionsError, KubeError) as exc:
-                log.error("listener stopped: %s", exc)
-                return EXIT_FAILED
-            except Exception:
-                log.exception("listener failed")
-                return EXIT_FAILED
-        log.info("stopped")
-        return EXIT_OK
-    finally:
-        await kube_api.close()
-        if server is not None:
-            await server.close()
-        metrics.shutdown()
-        # The OTLP exporter flushes synchronously; keep the loop free while it does.
-        await asyncio.to_thread(tracing.shutdown)
+    return await serve_many([ScaleSet(settings, credentials)], stop=stop, on_listening=on_listening)
 
 
 def run() -> int:
@@ -296,8 +264,6 @@ async def _until_signalled(sets: list[ScaleSet]) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    if len(sets) == 1:
-        return await serve(sets[0].settings, sets[0].credentials, stop=stop)
     return await serve_many(sets, stop=stop)
 
 
@@ -330,8 +296,12 @@ class _ScaleSetField(logging.Filter):
         return True
 
 
+_SCALE_SET_FIELD = _ScaleSetField()
+"""One instance, so a process (or a test session) serving again adds no second filter."""
+
+
 class _AllSets(Progress):
-    """Readiness of a process serving many sets: ready when every set is; the reason names the
+    """Readiness of a process: ready when every set is; with many sets, the reason names the
     sets that are not."""
 
     def __init__(self, sets: dict[str, Progress]) -> None:
@@ -339,6 +309,9 @@ class _AllSets(Progress):
         self.sets = sets
 
     def not_ready_reason(self) -> str | None:
+        if len(self.sets) == 1:
+            [only] = self.sets.values()
+            return only.not_ready_reason()
         reasons = [
             f"{name}: {reason}"
             for name, progress in self.sets.items()
@@ -376,16 +349,20 @@ async def serve_many(
 
     Each set has its own Actions client, message session, scaler, metrics labels and readiness;
     they share the Kubernetes client, the tracer and the telemetry server (the first set's
-    `metrics_addr`: the configs agree on it). A set that fails (refused credentials, a 403, a
-    missing permission) is logged and started again after `retry_max_seconds`; the others go on.
-    SIGTERM deletes every set's session. Exit codes as `serve`.
+    `metrics_addr`: the configs agree on it). One set is this with one entry.
+
+    The failure rule (docs/listener.md#when-a-scale-set-fails), the same for one set and many:
+    a set that fails for good (refused credentials, a missing permission, the set patch refused)
+    marks the process not ready with its reason, every other set stops and deletes its session,
+    and the process exits with that set's code (1, or 2 for missing permissions). SIGTERM deletes
+    every set's session and exits 0.
     """
     try:
         kube_api = await _kube_api()
     except _Unusable:
         return EXIT_CONFIG
     for handler in logging.getLogger().handlers:
-        handler.addFilter(_ScaleSetField())
+        handler.addFilter(_SCALE_SET_FIELD)
     first = sets[0].settings
     metrics = {scale_set.name: metrics_of(scale_set.settings) for scale_set in sets}
     progress = {
@@ -397,6 +374,7 @@ async def serve_many(
     tracing = configure_tracing("gha-listener")
     tracer = tracing.get_tracer("gha-listener")
     server = None
+    ending = _Ending(stop)
     try:
         try:
             server = await _telemetry_server(
@@ -407,29 +385,61 @@ async def serve_many(
             )
         except _Unusable:
             return EXIT_CONFIG
-        log.info("serving %d scale sets: %s", len(sets), ", ".join(metrics))
-        await asyncio.gather(
-            *(
-                _serve_set(
-                    scale_set,
-                    kube_api=kube_api,
-                    metrics=metrics[scale_set.name],
-                    progress=progress,
-                    tracer=tracer,
-                    stop=stop,
-                )
-                for scale_set in sets
-            )
-        )
-        log.info("stopped")
-        return EXIT_OK
+        if len(sets) > 1:
+            log.info("serving %d scale sets: %s", len(sets), ", ".join(metrics))
+        following = asyncio.create_task(ending.follow_stop())
+        try:
+            async with asyncio.TaskGroup() as sets_running:
+                for scale_set in sets:
+                    sets_running.create_task(
+                        _serve_set(
+                            scale_set,
+                            kube_api=kube_api,
+                            metrics=metrics[scale_set.name],
+                            progress=progress[scale_set.name],
+                            tracer=tracer,
+                            ending=ending,
+                        )
+                    )
+        finally:
+            following.cancel()
+        if ending.code == EXIT_OK:
+            log.info("stopped")
+        return ending.code
     finally:
         await kube_api.close()
         if server is not None:
             await server.close()
         for set_metrics in metrics.values():
             set_metrics.shutdown()
+        # The OTLP exporter flushes synchronously; keep the loop free while it does.
         await asyncio.to_thread(tracing.shutdown)
+
+
+class _Ending:
+    """When the sets of a process stop, and with which exit code: on `stop` (SIGTERM) with 0,
+    or on the first set that fails for good with its code."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self.stop = stop
+        self.event = asyncio.Event()
+        """Set when every set should stop: `stop` was set or a set failed."""
+        self.code = EXIT_OK
+
+    def failed(self, code: int) -> None:
+        if not self.event.is_set():
+            self.code = code
+        self.event.set()
+
+    async def follow_stop(self) -> None:
+        stopped = asyncio.ensure_future(self.stop.wait())
+        ended = asyncio.ensure_future(self.event.wait())
+        try:
+            await asyncio.wait((stopped, ended), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            ended.cancel()
+        self.event.set()
 
 
 async def _serve_set(
@@ -437,29 +447,27 @@ async def _serve_set(
     *,
     kube_api: HttpApi | ApiClient,
     metrics: ListenerMetrics,
-    progress: dict[str, Progress],
+    progress: Progress,
     tracer: Tracer,
-    stop: asyncio.Event,
+    ending: _Ending,
 ) -> None:
-    """One set of `serve_many`, run again after each failure until `stop` is set."""
+    """One set of `serve_many`, until `ending` is set; a failure ends every set."""
     _CURRENT_SET.set(scale_set.name)
     settings = scale_set.settings
-    while not stop.is_set():
-        attempt = Progress(poll_timeout=settings.long_poll_timeout_seconds)
-        progress[scale_set.name] = attempt
-        try:
-            async with actions_client_of(settings, scale_set.credentials) as actions:
-                await _run_listener(settings, actions, kube_api, metrics, attempt, tracer, stop)
-            return
-        except (MissingPermissions, ActionsError, KubeError) as exc:
-            reason = str(exc)
-            log.error("scale set %s stopped: %s", scale_set.name, reason)
-        except Exception as exc:
-            reason = type(exc).__name__
-            log.exception("scale set %s failed", scale_set.name)
-        attempt.failed(reason)
-        log.info("starting scale set %s again in %.0fs", scale_set.name, settings.retry_max_seconds)
-        try:
-            await sleep_unless_stopped(stop, settings.retry_max_seconds)
-        except Stopping:
-            return
+    try:
+        async with actions_client_of(settings, scale_set.credentials) as actions:
+            await _run_listener(
+                settings, actions, kube_api, metrics, progress, tracer, ending.event
+            )
+        return
+    except MissingPermissions as exc:
+        reason, code = str(exc), EXIT_CONFIG
+        log.error("cannot start: %s", reason)
+    except (ActionsError, KubeError) as exc:
+        reason, code = str(exc), EXIT_FAILED
+        log.error("listener stopped: %s", reason)
+    except Exception as exc:
+        reason, code = type(exc).__name__, EXIT_FAILED
+        log.exception("listener failed")
+    progress.failed(reason)
+    ending.failed(code)

@@ -8,7 +8,7 @@ is ARC's formula when no policy is set; "the minimum" is then the count the poli
 The controller reads the patch id to decide how far it may act: a new id allows scaling up only,
 the id it already served allows nothing, and 0 means "this is the settled state", which allows
 scaling down to idle. So the listener publishes 0 only when nothing happened since the previous
-publication and the count is back at the minimum.
+publication and the count is back at the minimum. Both sides' rules: `shared.api.patchid`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from shared.api import patchid
 from shared.policy import PolicyState, ScalingPolicy, decide, utc_now
 from shared.typedefs import JSONDict
-
-MAX_INT32 = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +30,7 @@ class Desired:
     def ers_patch(self, *, scale_set_id: int | None = None) -> JSONDict:
         """The merge patch of the EphemeralRunnerSet carrying this state, and the scale set id
         for the runners' spec when one is given (docs/listener.md, "The scale set id")."""
-        spec: JSONDict = {"replicas": self.replicas, "patchID": self.patch_id}
+        spec = patchid.spec_patch(replicas=self.replicas, patch_id=self.patch_id)
         if scale_set_id is not None:
             spec["ephemeralRunnerSpec"] = {"runnerScaleSetId": scale_set_id}
         return {"spec": spec}
@@ -72,13 +71,16 @@ class Scaler:
         )
         self._policy_state = decision.state
         target = decision.replicas
-        if self._sequence == MAX_INT32:
-            self._sequence = 0
-        self._sequence += 1
-        settled = not self._dirty and target == self._previous_target and target == decision.resting
+        self._sequence = patchid.next_sequence(self._sequence)
+        settled = patchid.is_settled(
+            job_event=self._dirty,
+            target=target,
+            previous_target=self._previous_target,
+            resting=decision.resting,
+        )
         self._previous_target = target
         self._dirty = False
-        return Desired(replicas=target, patch_id=0 if settled else self._sequence)
+        return Desired(replicas=target, patch_id=patchid.published(self._sequence, settled=settled))
 
     def publication_failed(self) -> None:
         """The last state did not reach the cluster: the next one must not claim to be settled,

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from controller.runners.backoff import ReplacementPolicy
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
 from controller.runtime.cache import controller_owner
-from shared.api import EphemeralRunnerPhase, EphemeralRunnerSetPhase
+from shared.api import EphemeralRunnerPhase, EphemeralRunnerSetPhase, patchid
 from shared.api.names import (
     ANNOTATION_ACTIONABLE_REVISION,
     ANNOTATION_PATCH_ID,
@@ -184,17 +184,17 @@ def plan_scaling(
     `retired_failed` failed runners are deleted in this pass (they become deleting runners) and
     `replacements` new runners take their slots.
     """
-    if patch_id != 0 and patch_id == children.latest_patch_id:
+    if patchid.already_served(patch_id, latest_served=children.latest_patch_id):
         return None
     if children.finished:
         return ScalePlan(cleanup_finished=True)
     total = children.scale_total - retired_failed + replacements
     occupied = total + len(children.deleting) + retired_failed
     if occupied < replicas:
-        if patch_id != 0 and cleanup_marker == patch_id:
+        if patchid.gap_is_cleanups(patch_id, cleanup_marker=cleanup_marker):
             return ScalePlan(suppressed_by_cleanup=True)
         return ScalePlan(create=replicas - occupied)
-    if patch_id == 0 and total > replicas:
+    if patchid.allows_scale_down(patch_id) and total > replicas:
         return ScalePlan(scale_down=total - replicas)
     return ScalePlan()
 

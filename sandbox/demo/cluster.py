@@ -30,7 +30,7 @@ import aiohttp
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from sandbox import leash
+from sandbox import MANIFESTS, leash
 from sandbox.actions import ActionsEmulator
 from sandbox.actions.runtime import RUNNER_CONTAINER, RunnerRuntime
 from sandbox.kube import KubeEmulator
@@ -38,7 +38,6 @@ from sandbox.kube.store import Event
 
 NAMESPACE = "arc-runners"
 SCALE_SET = "demo-runners"
-MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 CRDS = MANIFESTS / "crds"
 LISTENER_RBAC = MANIFESTS / "listener" / "rbac.yaml"
 CONTROLLER_RBAC = (MANIFESTS / "namespace.yaml", MANIFESTS / "controller-rbac.yaml")

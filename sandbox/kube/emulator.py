@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from aiohttp import web
 
+from sandbox import MANIFESTS
 from sandbox.kube import bootstrap
 from sandbox.kube.clock import Clock, utcnow
 from sandbox.kube.faults import Faults, Requests
@@ -50,12 +51,12 @@ ADMIN_GROUPS = (MASTERS, CLUSTER_ADMINS)
 
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-CRD_DIR = PROJECT_ROOT / "manifests" / "crds"
+CRD_DIR = MANIFESTS / "crds"
 
 
 def project_crds() -> list[Path]:
-    """The project's CRD files (manifests/crds/*.yaml), if that directory exists."""
-    return sorted(CRD_DIR.glob("*.yaml")) if CRD_DIR.is_dir() else []
+    """The project's CRD files (manifests/crds/*.yaml, packaged with the sandbox)."""
+    return sorted(CRD_DIR.glob("*.yaml"))
 
 
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -1,22 +1,24 @@
 """One listener process for many scale sets (docs/listener.md, "Many scale sets in one process"):
-each set has its own session and credentials, one set's failure does not stall another, and
-SIGTERM deletes every session."""
+each set has its own session and credentials, a set that fails for good ends the process as a
+single set's failure does, and SIGTERM deletes every session."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
 import json
+import logging
 import os
 import signal
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from listener.app import ScaleSet, credentials_of, serve_many
+from listener.app import ScaleSet, credentials_of, serve, serve_many
 from listener.config import ListenerSettings
 from shared.actions.models import RunnerScaleSet
 from shared.api.kinds import EPHEMERAL_RUNNER_SET
@@ -83,41 +85,59 @@ def patches_of(cluster: Cluster, name: str) -> int:
     )
 
 
-async def test_a_set_with_revoked_credentials_does_not_stall_the_other(
+async def test_a_set_refused_for_good_ends_the_process_not_ready_first(
     cluster: Cluster,
     github: GitHub,
     tmp_path: Path,
     monkeypatch: Any,
 ) -> None:
-    """Set B's PAT is revoked: B's session is refused and retried, and /readyz names B; set A
-    publishes, records its JobStarted and reports its own metrics series meanwhile."""
+    """Set A serves while set B loses its Role rule: B's next patch is refused, /readyz names
+    B, every session is deleted and the process exits 1, as a single set's listener does
+    (docs/listener.md#when-a-scale-set-fails); A had recorded its job and reported its own
+    metrics series meanwhile."""
     other_id = await add_other_set(cluster, github)
     kubeconfig = tmp_path / "listener.kubeconfig"
     cluster.kube.write_kubeconfig(kubeconfig, token=cluster.listener_token)
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    revoked = github.emulator.add_pat()
-    github.emulator.credentials.pats.discard(revoked)
-    good = ListenerSettings(
-        **set_config(cluster, github, RUNNER_SET, github.scale_set_id), github_token=github.token
-    )
-    bad = ListenerSettings(**set_config(cluster, github, OTHER_SET, other_id), github_token=revoked)
+    configs = [
+        ListenerSettings(**set_config(cluster, github, name, set_id), github_token=github.token)
+        for name, set_id in ((RUNNER_SET, github.scale_set_id), (OTHER_SET, other_id))
+    ]
     stop = asyncio.Event()
     port: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
         serve_many(
-            [ScaleSet(s, credentials_of(s)) for s in (good, bad)],
+            [ScaleSet(s, credentials_of(s)) for s in configs],
             stop=stop,
             on_listening=port.set_result,
         )
     )
+    state = github.emulator.state
     try:
         await cluster.create_runner("runner-a", phase="Pending")
         await start_job_on(github, "runner-a")
         status = await recorded(cluster, "runner-a")
         assert status["phase"] == "Running"
-        assert patches_of(cluster, RUNNER_SET) >= 1
-        assert patches_of(cluster, OTHER_SET) == 0
+
+        async def both_open() -> bool:
+            return len(state.sessions) == 2 and patches_of(cluster, OTHER_SET) >= 1
+
+        await eventually(both_open, what="a session and a set patch for each set")
         async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{await port}/metrics") as response:
+                text = await response.text()
+            families = {family.name: family for family in text_string_to_metric_families(text)}
+            names = {sample.labels["name"] for sample in families["gha_max_runners"].samples}
+            assert names == {RUNNER_SET, OTHER_SET}
+            # Hold the sessions' deletion on the way out, so /readyz can be read before the exit.
+            github.emulator.faults.inject("delete_session", latency=3.0)
+            [role] = [
+                d for d in yaml.safe_load_all(LISTENER_RBAC.read_text()) if d["kind"] == "Role"
+            ]
+            await cluster.objects.patch(
+                ROLE, cluster.namespace, role["metadata"]["name"], {"rules": role["rules"]}
+            )
+            github.emulator.enqueue_job(labels=[OTHER_SET])
             readyz = f"http://127.0.0.1:{await port}/readyz"
 
             async def b_named() -> bool:
@@ -125,16 +145,12 @@ async def test_a_set_with_revoked_credentials_does_not_stall_the_other(
                     body = await response.text()
                 return response.status == 503 and f"{cluster.namespace}/{OTHER_SET}" in body
 
-            await eventually(b_named, what="/readyz naming the set whose credentials are refused")
-            async with http.get(f"http://127.0.0.1:{await port}/metrics") as response:
-                text = await response.text()
-        families = {family.name: family for family in text_string_to_metric_families(text)}
-        names = {sample.labels["name"] for sample in families["gha_max_runners"].samples}
-        assert names == {RUNNER_SET, OTHER_SET}
-        assert not task.done()
+            await eventually(b_named, what="/readyz naming the set whose patch is refused")
+        assert await asyncio.wait_for(task, 15) == 1
     finally:
         stop.set()
-    assert await asyncio.wait_for(task, 15) == 0
+    assert state.count("delete_session", status=204) == 2
+    assert state.sessions == {}
 
 
 async def test_sigterm_deletes_every_sets_session(
@@ -178,3 +194,41 @@ async def test_sigterm_deletes_every_sets_session(
             await proc.wait()
     assert state.count("delete_session", status=204) == 2
     assert state.sessions == {}
+
+
+@pytest.mark.parametrize("shape", ["serve", "serve_many-one-set", "serve_many-two-sets"])
+async def test_one_set_and_many_fail_the_same_way(
+    cluster: Cluster,
+    github: GitHub,
+    tmp_path: Path,
+    monkeypatch: Any,
+    caplog: pytest.LogCaptureFixture,
+    shape: str,
+) -> None:
+    """One failure rule for every composition: the set whose PAT is refused is logged as
+    stopped, named by its `scale_set` field, and the process exits 1 with no session left,
+    whether it runs alone or beside a set that works."""
+    other_id = await add_other_set(cluster, github)
+    kubeconfig = tmp_path / "listener.kubeconfig"
+    cluster.kube.write_kubeconfig(kubeconfig, token=cluster.listener_token)
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    revoked = github.emulator.add_pat()
+    github.emulator.credentials.pats.discard(revoked)
+    good = ListenerSettings(
+        **set_config(cluster, github, RUNNER_SET, github.scale_set_id), github_token=github.token
+    )
+    bad = ListenerSettings(**set_config(cluster, github, OTHER_SET, other_id), github_token=revoked)
+    stop = asyncio.Event()
+    if shape == "serve":
+        ran = serve(bad, credentials_of(bad), stop=stop)
+    else:
+        configs = [good, bad] if shape == "serve_many-two-sets" else [bad]
+        ran = serve_many([ScaleSet(s, credentials_of(s)) for s in configs], stop=stop)
+    try:
+        assert await asyncio.wait_for(ran, 15) == 1
+    finally:
+        stop.set()
+    [stopped] = [r for r in caplog.records if r.name == "listener" and r.levelno >= logging.ERROR]
+    assert stopped.getMessage().startswith("listener stopped: ")
+    assert getattr(stopped, "scale_set", None) == f"{cluster.namespace}/{OTHER_SET}"
+    assert github.emulator.state.sessions == {}

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from listener.scaler import MAX_INT32, Desired, Scaler
+from listener.config import MAX_INT32
+from listener.scaler import Desired, Scaler
 
 BOUNDS = [(0, MAX_INT32), (1, MAX_INT32), (0, 5), (1, 3)]
 
