@@ -48,6 +48,7 @@ from controller.ephemeralrunner.rules import (
     retry_delay,
     too_many_failures,
 )
+from controller.ephemeralrunner.timeline import record_timeline, with_cluster_moments
 from controller.runners.actions import GitHubConfigError
 from controller.runners.deps import CREATED_WITHOUT_SECRET, Removal, RunnerDeps
 from controller.runtime import (
@@ -175,6 +176,8 @@ class EphemeralRunnerReconciler:
         request = Request.of(cached)
         if is_deleting(cached):
             return await self._finalize(runner)
+        pod = self._pods.get(request.namespace, request.name)
+        await record_timeline(cached, pod, events=self._events, expected=self._expected)
         if is_terminal(cached) or is_terminal_phase(
             self._expected.written_status(uid).get("phase")
         ):
@@ -547,14 +550,13 @@ class EphemeralRunnerReconciler:
             await self._remove_registration(obj)
         uid = str(obj["metadata"]["uid"])
         current = status_of(obj)
-        if outcome.status and not self._expected.status_redundant(
-            uid, current=current, desired=outcome.status
-        ):
-            deep_merge(runner.mutate().setdefault("status", {}), outcome.status)
+        status = with_cluster_moments(outcome.status, obj, pod)
+        if status and not self._expected.status_redundant(uid, current=current, desired=status):
+            deep_merge(runner.mutate().setdefault("status", {}), status)
             # A `Pending` carries the resourceVersion it was decided on: behind a lagging cache
             # it must not overwrite the listener's `Running` (a Conflict re-reads the runner).
-            await runner.write(self._objects, optimistic=outcome.status.get("phase") == PENDING)
-            self._expected.wrote_status(uid, current=current, desired=outcome.status)
+            await runner.write(self._objects, optimistic=status.get("phase") == PENDING)
+            self._expected.wrote_status(uid, current=current, desired=status)
         if outcome.delete_pod:
             await self._delete(POD, pod)
         if outcome.warning is not None:

@@ -416,6 +416,8 @@ class RigOptions:
     tls: bool = False
     """The emulator serves TLS (kubectl sends its bearer token only over TLS)."""
     listener: ListenerSettings = FAST_LISTENER
+    pod_start_latency: float = 0.0
+    """How long the kubelet takes from a pod's first sync to its sandbox being up."""
     cluster_role: bool = True
     """The default install (a ClusterRole for the informers, watching every namespace); False
     installs as manifests/without-cluster-role/ does, the controller watching only the two
@@ -478,6 +480,7 @@ async def open_rig(
         kubelet=rig_options.kubelet,
         restart_backoff=0.01,
         tls=rig_options.tls,
+        pod_start_latency=rig_options.pod_start_latency,
     ) as kube:
         kube.apply_crds(project_crds())
         install_rbac(kube, namespace, cluster_role=rig_options.cluster_role)

@@ -1,0 +1,52 @@
+"""The controller's part of a job's timeline (docs/job-timeline.md).
+
+* The cluster's moments of a runner (created, pod created, scheduled, container started) ride
+  along in the `ready` status write the reconciler makes anyway, so the listener finds them on
+  the runner it reads at JobStarted.
+* Once the listener has written the job's timeline, one Normal Event `JobTimeline` on the
+  EphemeralRunner keeps it: its message is the stage split for `kubectl describe`, its
+  annotation the machine-readable moments for `gha-controller explain`. The Event outlives the
+  runner for the API server's Event TTL (`--event-ttl`, 1 h by default): that is the retention
+  window. One Event per runner per controller process: the only request this adds.
+"""
+
+from __future__ import annotations
+
+from controller.runtime import Expectations
+from controller.runtime.events import EventRecorder
+from shared.api import timeline as tl
+from shared.kube.views import metadata_of, status_of
+from shared.typedefs import JSONDict
+
+RECORDED = "job timeline recorded"
+
+
+def with_cluster_moments(status: JSONDict, runner: JSONDict, pod: JSONDict) -> JSONDict:
+    """`status` (about to be written) with the cluster's moments added when it makes the runner
+    ready and the runner does not hold them yet."""
+    if status.get("ready") is not True:
+        return status
+    known = status_of(runner).get(tl.TIMELINE_FIELD) or {}
+    moments = tl.cluster_moments(runner, pod)
+    if tl.CONTAINER_STARTED in known or tl.CONTAINER_STARTED not in moments:
+        return status
+    return {**status, tl.TIMELINE_FIELD: moments}
+
+
+async def record_timeline(
+    runner: JSONDict, pod: JSONDict | None, *, events: EventRecorder, expected: Expectations
+) -> None:
+    """The `JobTimeline` Event, once the listener has written the job's part."""
+    moments = status_of(runner).get(tl.TIMELINE_FIELD) or {}
+    uid = str(metadata_of(runner).get("uid"))
+    if tl.JOB_STARTED not in moments or expected.noted(uid, RECORDED) is not None:
+        return
+    expected.note(uid, RECORDED)
+    joined = {**moments, **tl.cluster_moments(runner, pod), tl.RUNNER: metadata_of(runner)["name"]}
+    timeline = tl.Timeline(joined)
+    await events.normal(
+        runner,
+        reason=tl.EVENT_REASON,
+        message=timeline.describe(),
+        annotations={tl.EVENT_ANNOTATION: timeline.to_json()},
+    )
