@@ -23,6 +23,7 @@ from controller import (
     autoscalingrunnerset,
     ephemeralrunner,
     ephemeralrunnerset,
+    explain,
     migrate,
     runnernamespace,
 )
@@ -201,6 +202,8 @@ def main(argv: Sequence[str] | None = None, *, install: Install = install_reconc
         # A migration stopped half-way is not a success: SIGTERM kills it as by default.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         return migrate.main(args[1:])
+    if args[:1] == [explain.EXPLAIN]:
+        return explain.main(args[1:])
     try:
         settings = parse_settings(args, dict(os.environ))
     except ConfigError as exc:
