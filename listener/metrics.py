@@ -73,6 +73,8 @@ HISTOGRAMS: dict[str, str] = {
     "(in seconds).",
 }
 
+STAGE_LABELS = [*_SCALE_SET_LABELS, "stage"]
+CAPACITY_WAIT_LABELS = list(_SCALE_SET_LABELS)
 STAGE_HISTOGRAM = "gha_job_stage_duration_seconds"
 CAPACITY_WAITS = "gha_jobs_waited_at_max_runners_total"
 TIMELINE_METRICS: dict[str, str] = {
@@ -287,12 +289,12 @@ class ListenerMetrics:
         self._stages = _Selected(
             self.metrics,
             _Histogram(STAGE_HISTOGRAM, TIMELINE_METRICS[STAGE_HISTOGRAM], DEFAULT_BUCKETS),
-            [*_SCALE_SET_LABELS, "stage"],
+            STAGE_LABELS,
         )
         self._capacity_waits = _Selected(
             self.metrics,
             _Counter(CAPACITY_WAITS, TIMELINE_METRICS[CAPACITY_WAITS]),
-            _SCALE_SET_LABELS,
+            CAPACITY_WAIT_LABELS,
         )
 
     @staticmethod
