@@ -13,12 +13,13 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from controller import app
 from controller.explain import find_timeline, render
 from listener.app import credentials_of, serve
 from listener.config import ListenerSettings
 from shared.api import timeline as tl
 from shared.kube.objects import EVENT
-from tests.controller.conftest import Rig, RigOptions, metric
+from tests.controller.conftest import CONTROLLER_USER, Rig, RigOptions, metric
 
 # Timestamps of the cluster are whole seconds: a stage measured between two of them is off by
 # up to one second either way.
@@ -102,7 +103,7 @@ def job_id_of(rig: Rig, request_id: int) -> str:
     "rig_options", [RigOptions(simulated_runners=True, pod_start_latency=POD_START_LATENCY)]
 )
 async def test_a_slow_pod_start_is_the_stage_that_dominates(
-    rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     await rig.create_runner_set()
     async with running_listener(rig, tmp_path, monkeypatch, max_runners=2) as port:
@@ -151,6 +152,24 @@ async def test_a_slow_pod_start_is_the_stage_that_dominates(
             == 1
         )
         assert metric(text, "gha_jobs_waited_at_max_runners_total") == 0
+
+    # What the timeline costs: one Event create by the controller; the listener's requests on
+    # the runner are its JobStarted read and status patch, as without the timeline.
+    requests = rig.kube.requests
+    listener = f"system:serviceaccount:{rig.namespace}:gha-listener"
+    assert requests.count(verb="create", resource="events", user=CONTROLLER_USER) == 1
+    assert requests.count(resource="ephemeralrunners", user=listener) == 2
+    assert requests.count(verb="get", resource="ephemeralrunners", user=listener) == 1
+
+    # The command line, as a user runs it.
+    kubeconfig = tmp_path / "admin.kubeconfig"
+    rig.kube.write_kubeconfig(kubeconfig)
+    argv = ["explain", "runner", runner, "-n", rig.namespace, "--kubeconfig", str(kubeconfig)]
+    assert await asyncio.to_thread(app.main, argv) == 0
+    assert capsys.readouterr().out == render(timeline) + "\n"
+    argv = ["explain", "job", "no-such-job", "--kubeconfig", str(kubeconfig)]
+    assert await asyncio.to_thread(app.main, argv) == 1
+    assert "no timeline recorded for job no-such-job" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("rig_options", [RigOptions(simulated_runners=True)])
