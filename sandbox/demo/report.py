@@ -15,6 +15,7 @@ from rich.table import Table
 from sandbox.actions import ActionsEmulator
 from sandbox.demo.cluster import Teardown
 from sandbox.demo.observe import Observer
+from shared.api.timeline import STAGES
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -31,6 +32,18 @@ def spread(values: list[float]) -> dict[str, float]:
         "p95": round(percentile(values, 0.95), 2),
         "max": round(max(values, default=0.0), 2),
     }
+
+
+def stage_split(observer: Observer) -> dict[str, dict[str, float]]:
+    """p50/p95/max per stage of the jobs' waits (docs/job-timeline.md#stages), in simulated
+    seconds; a job contributes 0 to a stage it did not go through (an idle runner took it: no
+    cluster stage; not held: no capacity), so the percentiles are over every job that started."""
+    per_stage: dict[str, list[float]] = {stage: [] for stage in STAGES}
+    for timeline in observer.timelines.values():
+        seconds = {stage.name: stage.seconds for stage in timeline.stages()}
+        for stage, values in per_stage.items():
+            values.append(seconds.get(stage, 0.0) * observer.speedup)
+    return {stage: spread(values) for stage, values in per_stage.items()}
 
 
 def build_report(
@@ -76,6 +89,11 @@ def build_report(
         },
         "queue_time_s": spread(queue_times),
         "scale_up_latency_s": spread(scale_up),
+        "stage_split_s": stage_split(observer),
+        "stage_split_jobs": len(observer.timelines),
+        "jobs_waited_at_max_runners": sum(
+            1 for t in observer.timelines.values() if t.capacity.endswith("maxRunners")
+        ),
         "runners": {
             "created": created,
             "max_concurrent": observer.max_concurrent,
@@ -156,6 +174,11 @@ def summary_table(report: dict[str, Any]) -> Table:
         ("runner utilisation", f"{runners['utilisation']:.0%}"),
         ("idle runner-seconds", f"{runners['idle_runner_seconds']:.0f}"),
     ]
+    rows += [
+        (f"stage {name} p50 / p95", f"{split['p50']} / {split['p95']}")
+        for name, split in report["stage_split_s"].items()
+    ]
+    rows.append(("jobs that waited at maxRunners", f"{report['jobs_waited_at_max_runners']}"))
     rows += [
         (f"reconciles per runner ({name})", f"{value}")
         for name, value in report["reconciles_per_runner"].items()
