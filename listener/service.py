@@ -53,7 +53,7 @@ from shared.actions.models import (
     Statistics,
 )
 from shared.actions.session import MessageSession
-from shared.api.timeline import Timeline
+from shared.api.timeline import LISTENER_STAGES, Timeline
 from shared.kube.errors import Forbidden, KubeError, Unauthorized
 from shared.kube.errors import NotFound as KubeNotFound
 from shared.typedefs import JSONDict
@@ -451,6 +451,7 @@ class Listener:
         )
         if timelines and outcome in (Outcome.PROMOTED, Outcome.RECORDED):
             self.metrics.record_stages(timelines[-1])
+            timelines[-1].trace_spans(self.tracer, name="job", stages=LISTENER_STAGES)
         self.job_clock.forget(job)
 
     async def _publish(self, *, record: bool = True) -> None:

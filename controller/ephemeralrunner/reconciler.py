@@ -177,7 +177,9 @@ class EphemeralRunnerReconciler:
         if is_deleting(cached):
             return await self._finalize(runner)
         pod = self._pods.get(request.namespace, request.name)
-        await record_timeline(cached, pod, events=self._events, expected=self._expected)
+        await record_timeline(
+            cached, pod, events=self._events, expected=self._expected, tracer=self._deps.tracer
+        )
         if is_terminal(cached) or is_terminal_phase(
             self._expected.written_status(uid).get("phase")
         ):

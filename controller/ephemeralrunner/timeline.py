@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from opentelemetry.trace import Tracer
+
 from controller.runtime import Expectations
 from controller.runtime.events import EventRecorder
 from shared.api import timeline as tl
@@ -34,9 +36,15 @@ def with_cluster_moments(status: JSONDict, runner: JSONDict, pod: JSONDict) -> J
 
 
 async def record_timeline(
-    runner: JSONDict, pod: JSONDict | None, *, events: EventRecorder, expected: Expectations
+    runner: JSONDict,
+    pod: JSONDict | None,
+    *,
+    events: EventRecorder,
+    expected: Expectations,
+    tracer: Tracer,
 ) -> None:
-    """The `JobTimeline` Event, once the listener has written the job's part."""
+    """The `JobTimeline` Event, once the listener has written the job's part, and the spans of
+    the cluster's stages in the job's trace."""
     moments = status_of(runner).get(tl.TIMELINE_FIELD) or {}
     uid = str(metadata_of(runner).get("uid"))
     if tl.JOB_STARTED not in moments or expected.noted(uid, RECORDED) is not None:
@@ -44,6 +52,7 @@ async def record_timeline(
     expected.note(uid, RECORDED)
     joined = {**moments, **tl.cluster_moments(runner, pod), tl.RUNNER: metadata_of(runner)["name"]}
     timeline = tl.Timeline(joined)
+    timeline.trace_spans(tracer, name="runner", stages=tl.CONTROLLER_STAGES)
     await events.normal(
         runner,
         reason=tl.EVENT_REASON,

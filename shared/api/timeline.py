@@ -17,9 +17,14 @@ idle runner taking it) makes the cluster's stages 0 for that job.
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanContext, TraceFlags, Tracer
 
 from shared.typedefs import JSONDict
 
@@ -78,6 +83,10 @@ STAGES = (
     STAGE_JOB_START,
 )
 
+LISTENER_STAGES = (STAGE_LISTENER, STAGE_CAPACITY, STAGE_REGISTRATION, STAGE_JOB_START)
+"""The stages the listener's spans cover; the controller's cover the others."""
+CONTROLLER_STAGES = (STAGE_CONTROLLER, STAGE_SCHEDULING, STAGE_CONTAINER_START)
+
 BOUNDARIES: tuple[tuple[str, str], ...] = (
     (DESIRED_WRITTEN, STAGE_LISTENER),
     (RUNNER_CREATED, STAGE_CONTROLLER),  # STAGE_CAPACITY when the job waited for capacity
@@ -98,6 +107,21 @@ _WHY = {
     STAGE_REGISTRATION: "the runner took long to register with GitHub and get the job assigned",
     STAGE_JOB_START: "the runner took long to start the job after GitHub assigned it",
 }
+
+
+def trace_id_of(job_id: str) -> int:
+    """The trace id of a job, the same in every process: the first 16 bytes of
+    sha256("gha-job/<job id>")."""
+    return int.from_bytes(hashlib.sha256(f"gha-job/{job_id}".encode()).digest()[:16], "big")
+
+
+def _span_id_of(job_id: str) -> int:
+    """The id of the job's (not exported) root span, parent of every process's spans."""
+    return int.from_bytes(hashlib.sha256(f"gha-job/{job_id}".encode()).digest()[16:24], "big")
+
+
+def _ns(moment: datetime | None) -> int | None:
+    return None if moment is None else int(moment.timestamp() * 1e9)
 
 
 def format_moment(moment: datetime) -> str:
@@ -147,6 +171,8 @@ def cluster_moments(runner: JSONDict, pod: JSONDict | None) -> JSONDict:
 class Stage:
     name: str
     seconds: float
+    start: datetime | None = None
+    end: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +192,7 @@ class Timeline:
         if not isinstance(start_value, str):
             return []
         previous = parse_moment(start_value)
-        totals: dict[str, float] = {}
+        spans: dict[str, tuple[datetime, datetime]] = {}
         for moment, stage in BOUNDARIES:
             value = self.moments.get(moment)
             if not isinstance(value, str):
@@ -174,9 +200,48 @@ class Timeline:
             at = max(parse_moment(value), previous)
             if moment == RUNNER_CREATED and self.capacity:
                 stage = STAGE_CAPACITY
-            totals[stage] = totals.get(stage, 0.0) + (at - previous).total_seconds()
+            spans[stage] = (spans[stage][0] if stage in spans else previous, at)
             previous = at
-        return [Stage(name, totals[name]) for name in STAGES if name in totals]
+        return [
+            Stage(name, (spans[name][1] - spans[name][0]).total_seconds(), *spans[name])
+            for name in STAGES
+            if name in spans
+        ]
+
+    def trace_spans(self, tracer: Tracer, *, name: str, stages: Collection[str]) -> None:
+        """Spans in the job's trace (`trace_id_of`): one named `name` over `stages`, with a
+        child per stage, at the stages' own times. The listener and the controller each call
+        this for the stages they see; a tracing backend shows them in one trace."""
+        job = str(self.moments.get(JOB_ID) or "")
+        chosen = [stage for stage in self.stages() if stage.name in stages]
+        if not job or not chosen:
+            return
+        parent = trace.set_span_in_context(
+            trace.NonRecordingSpan(
+                SpanContext(
+                    trace_id=trace_id_of(job),
+                    span_id=_span_id_of(job),
+                    is_remote=True,
+                    trace_flags=TraceFlags(TraceFlags.SAMPLED),
+                )
+            )
+        )
+        attributes = {"gha.job_id": job, "gha.runner": str(self.moments.get(RUNNER) or "")}
+        if self.capacity:
+            attributes["gha.capacity"] = self.capacity
+        outer = tracer.start_span(
+            name, context=parent, start_time=_ns(chosen[0].start), attributes=attributes
+        )
+        inside = trace.set_span_in_context(outer)
+        for stage in chosen:
+            span = tracer.start_span(
+                f"stage {stage.name}",
+                context=inside,
+                start_time=_ns(stage.start),
+                attributes={"gha.stage": stage.name, "gha.job_id": job},
+            )
+            span.end(end_time=_ns(stage.end))
+        outer.end(end_time=_ns(chosen[-1].end))
 
     def total_seconds(self) -> float:
         return sum(stage.seconds for stage in self.stages())

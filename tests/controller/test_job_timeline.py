@@ -20,6 +20,7 @@ from listener.config import ListenerSettings
 from shared.api import timeline as tl
 from shared.kube.objects import EVENT
 from tests.controller.conftest import CONTROLLER_USER, Rig, RigOptions, metric
+from tests.listener.conftest import Collector, otlp_collector  # noqa: F401 (a fixture)
 
 # Timestamps of the cluster are whole seconds: a stage measured between two of them is off by
 # up to one second either way.
@@ -103,8 +104,13 @@ def job_id_of(rig: Rig, request_id: int) -> str:
     "rig_options", [RigOptions(simulated_runners=True, pod_start_latency=POD_START_LATENCY)]
 )
 async def test_a_slow_pod_start_is_the_stage_that_dominates(
-    rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    rig: Rig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    otlp_collector: Collector,  # noqa: F811 (the fixture imported above)
 ) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_collector.url)
     await rig.create_runner_set()
     async with running_listener(rig, tmp_path, monkeypatch, max_runners=2) as port:
         request = rig.gh.enqueue_job(labels=["arc"], duration=60)
@@ -113,9 +119,9 @@ async def test_a_slow_pod_start_is_the_stage_that_dominates(
         stages = seconds(timeline)
         assert abs(stages[tl.STAGE_CONTAINER_START] - POD_START_LATENCY) <= RESOLUTION
         assert tl.STAGE_CAPACITY not in stages
-        assert timeline.dominant() == tl.Stage(
-            tl.STAGE_CONTAINER_START, stages[tl.STAGE_CONTAINER_START]
-        )
+        dominant = timeline.dominant()
+        assert dominant is not None
+        assert dominant.name == tl.STAGE_CONTAINER_START
 
         # The same timeline in kubectl describe's Events, and in explain, by job and by runner.
         runner = str(timeline.moments[tl.RUNNER])
@@ -152,6 +158,17 @@ async def test_a_slow_pod_start_is_the_stage_that_dominates(
             == 1
         )
         assert metric(text, "gha_jobs_waited_at_max_runners_total") == 0
+
+    # The listener's spans of the job, in the job's own trace, at the stages' times.
+    spans = {
+        span.name: span
+        for span in otlp_collector.spans()
+        if span.trace_id == tl.trace_id_of(job_id).to_bytes(16, "big")
+    }
+    assert set(spans) == {"job", "stage listener", "stage registration", "stage job_start"}
+    registration = spans["stage registration"]
+    seconds_traced = (registration.end_time_unix_nano - registration.start_time_unix_nano) / 1e9
+    assert seconds_traced == pytest.approx(stages[tl.STAGE_REGISTRATION], abs=1e-6)
 
     # What the timeline costs: one Event create by the controller; the listener's requests on
     # the runner are its JobStarted read and status patch, as without the timeline.
@@ -190,7 +207,9 @@ async def test_a_job_held_at_max_runners_waits_for_capacity(
         # duration after its start, plus the runner's own start.
         assert waited >= JOB_DURATION - RESOLUTION
         assert waited <= JOB_DURATION + ran.total_seconds() + 2 * RESOLUTION
-        assert held.dominant() == tl.Stage(tl.STAGE_CAPACITY, waited)
+        dominant = held.dominant()
+        assert dominant is not None
+        assert dominant.name == tl.STAGE_CAPACITY
         assert held.explanation() == (
             f"{waited:.0f} s waiting for capacity: 1/1 runners busy; "
             "raise maxRunners or see minIdle"
