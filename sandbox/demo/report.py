@@ -214,7 +214,8 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
 
 
 def write_plot(path: Path, observer: Observer, *, max_runners: int, title: str) -> None:
-    """Queued jobs, busy and idle runners (stacked) and desired replicas over time."""
+    """Queued jobs, busy and idle runners (stacked) and desired replicas over time; beside it,
+    each stage's p50 and p95 of the jobs' waits (docs/job-timeline.md#stages)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -223,7 +224,9 @@ def write_plot(path: Path, observer: Observer, *, max_runners: int, title: str) 
 
     samples = observer.samples
     t = [s.t for s in samples]
-    fig, ax = plt.subplots(figsize=(10, 4.8), dpi=110)
+    fig, (ax, stages_ax) = plt.subplots(
+        1, 2, figsize=(13, 4.8), dpi=110, gridspec_kw={"width_ratios": [3, 1]}
+    )
     ax.stackplot(
         t,
         [s.busy for s in samples],
@@ -245,6 +248,16 @@ def write_plot(path: Path, observer: Observer, *, max_runners: int, title: str) 
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(loc="upper right", fontsize=8)
     ax.grid(alpha=0.3)
+    split = stage_split(observer)
+    rows = list(range(len(split)))
+    stages_ax.barh(rows, [v["p95"] for v in split.values()], color="#ffcc80", label="p95")
+    stages_ax.barh(rows, [v["p50"] for v in split.values()], color="#ef6c00", label="p50")
+    stages_ax.set_yticks(rows, list(split))
+    stages_ax.invert_yaxis()
+    stages_ax.set_xlabel("simulated seconds per job")
+    stages_ax.set_title("where the wait went", fontsize=10)
+    stages_ax.legend(loc="lower right", fontsize=8)
+    stages_ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
