@@ -552,13 +552,15 @@ class EphemeralRunnerReconciler:
             await self._remove_registration(obj)
         uid = str(obj["metadata"]["uid"])
         current = status_of(obj)
-        status = with_cluster_moments(outcome.status, obj, pod)
-        if status and not self._expected.status_redundant(uid, current=current, desired=status):
-            deep_merge(runner.mutate().setdefault("status", {}), status)
+        outcome = with_cluster_moments(outcome, obj, pod)
+        if outcome.status and not self._expected.status_redundant(
+            uid, current=current, desired=outcome.status
+        ):
+            deep_merge(runner.mutate().setdefault("status", {}), outcome.status)
             # A `Pending` carries the resourceVersion it was decided on: behind a lagging cache
             # it must not overwrite the listener's `Running` (a Conflict re-reads the runner).
-            await runner.write(self._objects, optimistic=status.get("phase") == PENDING)
-            self._expected.wrote_status(uid, current=current, desired=status)
+            await runner.write(self._objects, optimistic=outcome.status.get("phase") == PENDING)
+            self._expected.wrote_status(uid, current=current, desired=outcome.status)
         if outcome.delete_pod:
             await self._delete(POD, pod)
         if outcome.warning is not None:

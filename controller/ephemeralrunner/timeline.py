@@ -12,8 +12,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from opentelemetry.trace import Tracer
 
+from controller.ephemeralrunner.rules import PodOutcome
 from controller.runtime import Expectations
 from controller.runtime.events import EventRecorder
 from shared.api import timeline as tl
@@ -23,16 +26,16 @@ from shared.typedefs import JSONDict
 RECORDED = "job timeline recorded"
 
 
-def with_cluster_moments(status: JSONDict, runner: JSONDict, pod: JSONDict) -> JSONDict:
-    """`status` (about to be written) with the cluster's moments added when it makes the runner
-    ready and the runner does not hold them yet."""
-    if status.get("ready") is not True:
-        return status
+def with_cluster_moments(outcome: PodOutcome, runner: JSONDict, pod: JSONDict) -> PodOutcome:
+    """`outcome` with the cluster's moments added to its status write when that makes the
+    runner ready and the runner does not hold them yet."""
+    if outcome.status.get("ready") is not True:
+        return outcome
     known = status_of(runner).get(tl.TIMELINE_FIELD) or {}
     moments = tl.cluster_moments(runner, pod)
     if tl.CONTAINER_STARTED in known or tl.CONTAINER_STARTED not in moments:
-        return status
-    return {**status, tl.TIMELINE_FIELD: moments}
+        return outcome
+    return dataclasses.replace(outcome, status={**outcome.status, tl.TIMELINE_FIELD: moments})
 
 
 async def record_timeline(
