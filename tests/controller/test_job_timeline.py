@@ -25,7 +25,8 @@ from tests.listener.conftest import Collector, otlp_collector  # noqa: F401 (a f
 # Timestamps of the cluster are whole seconds: a stage measured between two of them is off by
 # up to one second either way.
 RESOLUTION = 1.0
-POD_START_LATENCY = 3.0
+POD_START_LATENCY = 4.0
+REGISTRATION_LATENCY = 1.5
 JOB_DURATION = 4.0
 WITHIN = 30.0
 
@@ -100,9 +101,14 @@ def job_id_of(rig: Rig, request_id: int) -> str:
     return str(rig.gh.state.jobs[request_id].job_id)
 
 
-@pytest.mark.parametrize(
-    "rig_options", [RigOptions(simulated_runners=True, pod_start_latency=POD_START_LATENCY)]
+SLOW_POD = RigOptions(
+    simulated_runners=True,
+    pod_start_latency=POD_START_LATENCY,
+    registration_latency=REGISTRATION_LATENCY,
 )
+
+
+@pytest.mark.parametrize("rig_options", [SLOW_POD])
 async def test_a_slow_pod_start_is_the_stage_that_dominates(
     rig: Rig,
     tmp_path: Path,
@@ -118,6 +124,9 @@ async def test_a_slow_pod_start_is_the_stage_that_dominates(
         timeline = await recorded_timeline(rig, job_id)
         stages = seconds(timeline)
         assert abs(stages[tl.STAGE_CONTAINER_START] - POD_START_LATENCY) <= RESOLUTION
+        # From the container's start (whole seconds) to GitHub's assignment (milliseconds).
+        registration = stages[tl.STAGE_REGISTRATION]
+        assert REGISTRATION_LATENCY <= registration <= REGISTRATION_LATENCY + RESOLUTION + 0.5
         assert tl.STAGE_CAPACITY not in stages
         dominant = timeline.dominant()
         assert dominant is not None
