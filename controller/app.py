@@ -23,6 +23,7 @@ from controller import (
     autoscalingrunnerset,
     ephemeralrunner,
     ephemeralrunnerset,
+    explain,
     migrate,
     runnernamespace,
 )
@@ -43,6 +44,7 @@ from controller.settings import (
 )
 from shared.kube.client import load_configuration, new_api_client, user_agent
 from shared.telemetry.logs import configure_logging, redact
+from shared.telemetry.tracing import configure_tracing
 
 log = logging.getLogger("controller")
 
@@ -67,11 +69,18 @@ def runner_deps(
         objects=manager.objects, credentials_ttl=settings.credentials_ttl_seconds
     )
     manager.on_shutdown(pool.aclose)
+    tracing = configure_tracing(COMPONENT)
+
+    async def flush_spans() -> None:
+        await asyncio.to_thread(tracing.shutdown)
+
+    manager.on_shutdown(flush_spans)
     return RunnerDeps(
         settings=settings,
         clients=pool,
         events=EventRecorder(objects=manager.objects, component=COMPONENT),
         expectations=Expectations(),
+        tracer=tracing.get_tracer(COMPONENT),
     )
 
 
@@ -201,6 +210,8 @@ def main(argv: Sequence[str] | None = None, *, install: Install = install_reconc
         # A migration stopped half-way is not a success: SIGTERM kills it as by default.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         return migrate.main(args[1:])
+    if args[:1] == [explain.EXPLAIN]:
+        return explain.main(args[1:])
     try:
         settings = parse_settings(args, dict(os.environ))
     except ConfigError as exc:

@@ -14,10 +14,12 @@ scale set on GitHub is another one), and that runner is left alone.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 
 from listener.kube import RunnerSetClient
 from shared.actions.models import JobStarted
 from shared.api import EphemeralRunnerPhase
+from shared.api import timeline as tl
 from shared.api.kinds import EPHEMERAL_RUNNER_SET
 from shared.api.views import is_terminal
 from shared.kube.errors import Conflict, KubeError, NotFound
@@ -85,11 +87,22 @@ class ConflictsExhausted(KubeError):
     retryable = True
 
 
+def _timeline_recorded(runner: JSONDict, job: JobStarted) -> bool:
+    """Whether the runner already holds this job's timeline (a redelivered JobStarted)."""
+    moments = status_of(runner).get(tl.TIMELINE_FIELD) or {}
+    return tl.JOB_STARTED in moments and moments.get(tl.JOB_ID) == job.job_id
+
+
 async def record_job_started(
-    kube: RunnerSetClient, job: JobStarted, *, conflict_retries: int
+    kube: RunnerSetClient,
+    job: JobStarted,
+    *,
+    conflict_retries: int,
+    timeline_of: Callable[[JSONDict], tl.Timeline] | None = None,
 ) -> Outcome:
     """Apply one JobStarted to its runner: read, decide, patch guarded by resourceVersion.
 
+    `timeline_of` gives the job's timeline from the runner read, written in the same patch.
     Transient Kubernetes errors propagate for the caller to retry; a 409 means the runner changed
     since it was read, so it is read again and the decision retaken, `conflict_retries` times.
     """
@@ -101,7 +114,11 @@ async def record_job_started(
             return Outcome.MISSING
         if not owned_by(runner, runner_set=kube.runner_set, uid=kube.runner_set_uid):
             return Outcome.FOREIGN
-        patch = status_patch(runner, fields)
+        wanted = fields
+        if timeline_of is not None and not _timeline_recorded(runner, job):
+            # In the patch made anyway: the timeline costs no request (docs/job-timeline.md).
+            wanted = {**fields, tl.TIMELINE_FIELD: timeline_of(runner).moments}
+        patch = status_patch(runner, wanted)
         if patch is None:
             return Outcome.UNCHANGED
         try:

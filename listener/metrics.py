@@ -37,6 +37,7 @@ from prometheus_client.registry import Collector
 
 from listener.config import MetricsConfig, MetricSpec
 from shared.actions.models import JobCompleted, JobMessageBase, JobStarted, Statistics
+from shared.api.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,18 @@ HISTOGRAMS: dict[str, str] = {
     "gha_job_execution_duration_seconds": "Time spent executing workflow jobs by the scale set "
     "(in seconds).",
 }
+
+STAGE_LABELS = [*_SCALE_SET_LABELS, "stage"]
+CAPACITY_WAIT_LABELS = list(_SCALE_SET_LABELS)
+STAGE_HISTOGRAM = "gha_job_stage_duration_seconds"
+CAPACITY_WAITS = "gha_jobs_waited_at_max_runners_total"
+TIMELINE_METRICS: dict[str, str] = {
+    STAGE_HISTOGRAM: "Time a job spent in each stage between being offered to the scale set and "
+    "starting on its runner (in seconds; docs/job-timeline.md).",
+    CAPACITY_WAITS: "Total number of jobs that waited for a runner because the scale set was at "
+    "maxRunners.",
+}
+"""Always on, outside ARC's `metrics` config: series of this project, not ARC's."""
 
 DEFAULT_METRICS = MetricsConfig(
     gauges={name: MetricSpec(labels=_SCALE_SET_LABELS) for name in GAUGES},
@@ -273,6 +286,16 @@ class ListenerMetrics:
                     continue
                 instrument = self._instrument(section, name, spec, description=known[name])
                 self._instruments[name] = _Selected(self.metrics, instrument, spec.labels)
+        self._stages = _Selected(
+            self.metrics,
+            _Histogram(STAGE_HISTOGRAM, TIMELINE_METRICS[STAGE_HISTOGRAM], DEFAULT_BUCKETS),
+            STAGE_LABELS,
+        )
+        self._capacity_waits = _Selected(
+            self.metrics,
+            _Counter(CAPACITY_WAITS, TIMELINE_METRICS[CAPACITY_WAITS]),
+            CAPACITY_WAIT_LABELS,
+        )
 
     @staticmethod
     def _instrument(
@@ -339,6 +362,13 @@ class ListenerMetrics:
         execution = _unix_seconds_between(job.runner_assign_time, job.finish_time)
         if execution is not None:
             self._emit("gha_job_execution_duration_seconds", execution, labels=labels)
+
+    def record_stages(self, timeline: Timeline) -> None:
+        """One job's stage durations (docs/job-timeline.md)."""
+        for stage in timeline.stages():
+            self._stages(stage.seconds, {**self._scale_set_labels, "stage": stage.name})
+        if timeline.capacity.endswith("maxRunners"):
+            self._capacity_waits(1, self._scale_set_labels)
 
     def render(self) -> bytes:
         return generate_latest(self.metrics.registry)

@@ -31,6 +31,7 @@ from listener.metrics import ListenerMetrics
 from listener.retry import Backoff, Stopping, is_transient, retry_transient
 from listener.scaler import Scaler
 from listener.standby import SessionHandoff
+from listener.timeline import JobClock
 from shared.actions.client import ActionsClient
 from shared.actions.errors import (
     MessageQueueTokenExpired,
@@ -52,8 +53,10 @@ from shared.actions.models import (
     Statistics,
 )
 from shared.actions.session import MessageSession
+from shared.api.timeline import LISTENER_STAGES, Timeline
 from shared.kube.errors import Forbidden, KubeError, Unauthorized
 from shared.kube.errors import NotFound as KubeNotFound
+from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +122,8 @@ class Listener:
         """The id found or registered by name that the EphemeralRunnerSet last took."""
         self.latest = Statistics()
         self.unrecorded: list[JobStarted] = []
+        self.job_clock = JobClock()
+        """When each job was offered and its count written (docs/job-timeline.md)."""
         """JobStarted messages acknowledged but not yet written to their runner."""
 
     async def _retry(
@@ -321,7 +326,9 @@ class Listener:
         is finished before the session is deleted."""
         started = [job for job in message.jobs if isinstance(job, JobStarted)]
         completed = [job for job in message.jobs if isinstance(job, JobCompleted)]
-        available = [job.runner_request_id for job in message.jobs if isinstance(job, JobAvailable)]
+        offered = [job for job in message.jobs if isinstance(job, JobAvailable)]
+        self.job_clock.offered(offered)
+        available = [job.runner_request_id for job in offered]
         with self.tracer.start_as_current_span(
             "message batch",
             attributes={
@@ -352,6 +359,7 @@ class Listener:
                 self.scaler.job_event()
             self.unrecorded.extend(started)
             for done in completed:
+                self.job_clock.forget(done)
                 self.metrics.record_job_completed(done)
                 self.scaler.job_event()
             if self._publication_changes_nothing(started_only=not (available or completed)):
@@ -434,12 +442,19 @@ class Listener:
             raise failures[0]
 
     async def _record_one(self, job: JobStarted) -> None:
+        timelines: list[Timeline] = []
+
+        def timeline_of(runner: JSONDict) -> Timeline:
+            timelines.append(self.job_clock.timeline(job, runner))
+            return timelines[-1]
+
         outcome = await self._retry(
             functools.partial(
                 record_job_started,
                 self.kube,
                 job,
                 conflict_retries=self.settings.job_started_conflict_retries,
+                timeline_of=timeline_of,
             ),
             f"JobStarted for runner {job.runner_name}",
             give_up=self._past_two_backoff_caps,
@@ -451,6 +466,10 @@ class Listener:
             job.runner_name,
             outcome.value,
         )
+        if timelines and outcome in (Outcome.PROMOTED, Outcome.RECORDED):
+            self.metrics.record_stages(timelines[-1])
+            timelines[-1].trace_spans(self.tracer, name="job", stages=LISTENER_STAGES)
+        self.job_clock.forget(job)
 
     async def _publish(self, *, record: bool = True) -> None:
         """Patch the EphemeralRunnerSet with the desired count for `self.latest`, and with the
@@ -489,5 +508,10 @@ class Listener:
                 self.kube.namespace,
                 self.kube.runner_set,
             )
+        self.job_clock.published(
+            desired=desired.replicas,
+            assigned=self.latest.total_assigned_jobs,
+            max_runners=self.settings.max_runners,
+        )
         if record:
             self.metrics.record_desired(desired.replicas)

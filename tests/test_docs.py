@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from listener.metrics import CAPACITY_WAIT_LABELS, STAGE_LABELS, TIMELINE_METRICS
+from shared.api.timeline import STAGES
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -53,3 +56,24 @@ def test_relative_links_resolve(page: Path) -> None:
         elif fragment and file.suffix == ".md" and fragment not in anchors(file):
             broken.append(f"{target}: no heading #{fragment}")
     assert not broken, f"{page.relative_to(ROOT)}: " + "; ".join(broken)
+
+
+def test_job_timeline_metrics_and_stages_are_documented() -> None:
+    """The listener's timeline series (names and labels) and every stage are in
+    docs/job-timeline.md, and the series in docs/metrics.md."""
+    timeline_page = (ROOT / "docs" / "job-timeline.md").read_text()
+    metrics_page = (ROOT / "docs" / "metrics.md").read_text()
+    for name in TIMELINE_METRICS:
+        assert f"`{name}`" in timeline_page
+        assert name in metrics_page
+    rows = {
+        line.split("|")[1].strip(): line for line in timeline_page.splitlines() if "| `gha_" in line
+    }
+    for name, labels in (
+        ("gha_job_stage_duration_seconds", STAGE_LABELS),
+        ("gha_jobs_waited_at_max_runners_total", CAPACITY_WAIT_LABELS),
+    ):
+        documented = rows[f"`{name}`"].split("|")[3]
+        assert sorted(re.findall(r"`(\w+)`", documented)) == sorted(labels)
+    for stage in STAGES:
+        assert f"| `{stage}` |" in timeline_page

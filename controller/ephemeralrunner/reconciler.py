@@ -48,6 +48,7 @@ from controller.ephemeralrunner.rules import (
     retry_delay,
     too_many_failures,
 )
+from controller.ephemeralrunner.timeline import record_timeline, with_cluster_moments
 from controller.runners.actions import GitHubConfigError
 from controller.runners.deps import CREATED_WITHOUT_SECRET, Removal, RunnerDeps
 from controller.runtime import (
@@ -191,6 +192,10 @@ class EphemeralRunnerReconciler:
         request = Request.of(cached)
         if is_deleting(cached):
             return await self._finalize(runner)
+        pod = self._pods.get(request.namespace, request.name)
+        await record_timeline(
+            cached, pod, events=self._events, expected=self._expected, tracer=self._deps.tracer
+        )
         if is_terminal(cached) or is_terminal_phase(
             self._expected.written_status(uid).get("phase")
         ):
@@ -586,6 +591,7 @@ class EphemeralRunnerReconciler:
             await self._remove_registration(obj)
         uid = str(obj["metadata"]["uid"])
         current = status_of(obj)
+        outcome = with_cluster_moments(outcome, obj, pod)
         if outcome.status and not self._expected.status_redundant(
             uid, current=current, desired=outcome.status
         ):

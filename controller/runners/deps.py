@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import enum
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from opentelemetry.trace import NoOpTracer, Tracer
 
 from controller.runners.actions import ActionsClients, GitHubConfigError
 from controller.runners.settings import RunnerSettings
@@ -49,6 +51,8 @@ class RunnerDeps:
     expectations: Expectations
     """Shared by both reconcilers: a runner the set unregistered is not unregistered again by
     the runner's finalizer (ARC sends both requests)."""
+    tracer: Tracer = field(default_factory=NoOpTracer)
+    """Spans of the jobs' timelines (docs/job-timeline.md#traces)."""
 
     def unregistered(self, runner: JSONDict) -> bool:
         """Whether either reconciler already removed the runner from the Actions service."""

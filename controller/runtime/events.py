@@ -34,10 +34,27 @@ class EventRecorder:
     async def warning(self, obj: JSONDict, *, reason: str, message: str) -> None:
         await self._record(obj, kind="Warning", reason=reason, message=message)
 
-    async def normal(self, obj: JSONDict, *, reason: str, message: str) -> None:
-        await self._record(obj, kind="Normal", reason=reason, message=message)
+    async def normal(
+        self,
+        obj: JSONDict,
+        *,
+        reason: str,
+        message: str,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
+        await self._record(
+            obj, kind="Normal", reason=reason, message=message, annotations=annotations
+        )
 
-    async def _record(self, obj: JSONDict, *, kind: str, reason: str, message: str) -> None:
+    async def _record(
+        self,
+        obj: JSONDict,
+        *,
+        kind: str,
+        reason: str,
+        message: str,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
         meta = obj.get("metadata") or {}
         namespace = str(meta.get("namespace", ""))
         stamp = self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -47,6 +64,7 @@ class EventRecorder:
             "metadata": {
                 "name": f"{meta.get('name')}.{uuid.uuid4().hex[:16]}",
                 "namespace": namespace,
+                **({"annotations": annotations} if annotations else {}),
             },
             "involvedObject": {
                 "apiVersion": obj.get("apiVersion"),

@@ -22,6 +22,7 @@ from sandbox.demo.cluster import (
 )
 from sandbox.kube import KubeEmulator
 from sandbox.kube.store import Event
+from shared.api.timeline import JOB_ID, JOB_STARTED, TIMELINE_FIELD, Timeline
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Outdated"})
 WAITING = frozenset({"queued", "available", "acquired", "assigned"})
@@ -81,6 +82,8 @@ class Observer:
         self.max_concurrent = 0
         self.max_desired = 0
         self.samples: list[Sample] = []
+        self.timelines: dict[str, Timeline] = {}
+        """Per job id, the timeline the listener wrote on its runner (docs/job-timeline.md)."""
         self._subscription = kube.store.subscribe({ER_KEY, ERS_KEY})
 
     def elapsed(self) -> float:
@@ -135,6 +138,7 @@ class Observer:
         phase = (obj.get("status") or {}).get("phase") or ""
         before = (old.get("status") or {}).get("phase") or ""
         track.step(phase)
+        self._timeline(obj)
         if phase == "Running" and before != "Running":
             if before in TERMINAL:
                 self._violation(
@@ -159,6 +163,14 @@ class Observer:
                 )
         if event.type == "DELETED":
             track.step("deleted")
+
+    def _timeline(self, runner: dict[str, Any]) -> None:
+        """Keep the job's timeline once the listener has written it; later writes (the
+        controller's, which add no moment of the job) do not replace it."""
+        moments = (runner.get("status") or {}).get(TIMELINE_FIELD) or {}
+        job = moments.get(JOB_ID)
+        if job and JOB_STARTED in moments and job not in self.timelines:
+            self.timelines[job] = Timeline(dict(moments))
 
     def _busy_job(self, runner: dict[str, Any]) -> int | None:
         """The job the service says is running on this runner now, if any."""

@@ -23,6 +23,7 @@ from sandbox.demo.cluster import SystemOptions
 from sandbox.demo.observe import Observer
 from sandbox.demo.report import write_report
 from sandbox.demo.workload import JobSpec
+from shared.api.timeline import STAGES
 from shared.policy import PolicyState, ScalingPolicy, decide, utc_now
 
 BASELINE = "none (ARC)"
@@ -164,6 +165,7 @@ def _rows(report: dict[str, Any]) -> list[str]:
         f"{runners['max_desired']}",
         f"{len(report['invariant_violations'])}",
         "ok" if report["ok"] else "FAILED",
+        *(f"{split['p50']} / {split['p95']}" for split in report["stage_split_s"].values()),
     ]
 
 
@@ -178,6 +180,8 @@ MEASURES = [
     "most replicas asked for",
     "invariant violations",
     "result",
+    # Which stage of the jobs' waits a policy shortens (docs/job-timeline.md#stages).
+    *(f"stage {stage} p50 / p95 (s)" for stage in STAGES),
 ]
 
 

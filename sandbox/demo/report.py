@@ -15,6 +15,7 @@ from rich.table import Table
 from sandbox.actions import ActionsEmulator
 from sandbox.demo.cluster import Teardown
 from sandbox.demo.observe import Observer
+from shared.api.timeline import STAGES
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -31,6 +32,18 @@ def spread(values: list[float]) -> dict[str, float]:
         "p95": round(percentile(values, 0.95), 2),
         "max": round(max(values, default=0.0), 2),
     }
+
+
+def stage_split(observer: Observer) -> dict[str, dict[str, float]]:
+    """p50/p95/max per stage of the jobs' waits (docs/job-timeline.md#stages), in simulated
+    seconds; a job contributes 0 to a stage it did not go through (an idle runner took it: no
+    cluster stage; not held: no capacity), so the percentiles are over every job that started."""
+    per_stage: dict[str, list[float]] = {stage: [] for stage in STAGES}
+    for timeline in observer.timelines.values():
+        seconds = {stage.name: stage.seconds for stage in timeline.stages()}
+        for stage, values in per_stage.items():
+            values.append(seconds.get(stage, 0.0) * observer.speedup)
+    return {stage: spread(values) for stage, values in per_stage.items()}
 
 
 def build_report(
@@ -81,6 +94,11 @@ def build_report(
         },
         "queue_time_s": spread(queue_times),
         "scale_up_latency_s": spread(scale_up),
+        "stage_split_s": stage_split(observer),
+        "stage_split_jobs": len(observer.timelines),
+        "jobs_waited_at_max_runners": sum(
+            1 for t in observer.timelines.values() if t.capacity.endswith("maxRunners")
+        ),
         "runners": {
             "created": created,
             "max_concurrent": observer.max_concurrent,
@@ -168,6 +186,11 @@ def summary_table(report: dict[str, Any]) -> Table:
         ("idle runner-seconds", f"{runners['idle_runner_seconds']:.0f}"),
     ]
     rows += [
+        (f"stage {name} p50 / p95", f"{split['p50']} / {split['p95']}")
+        for name, split in report["stage_split_s"].items()
+    ]
+    rows.append(("jobs that waited at maxRunners", f"{report['jobs_waited_at_max_runners']}"))
+    rows += [
         (f"reconciles per runner ({name})", f"{value}")
         for name, value in report["reconciles_per_runner"].items()
     ]
@@ -208,7 +231,8 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
 
 
 def write_plot(path: Path, observer: Observer, *, max_runners: int, title: str) -> None:
-    """Queued jobs, busy and idle runners (stacked) and desired replicas over time."""
+    """Queued jobs, busy and idle runners (stacked) and desired replicas over time; beside it,
+    each stage's p50 and p95 of the jobs' waits (docs/job-timeline.md#stages)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -217,7 +241,9 @@ def write_plot(path: Path, observer: Observer, *, max_runners: int, title: str) 
 
     samples = observer.samples
     t = [s.t for s in samples]
-    fig, ax = plt.subplots(figsize=(10, 4.8), dpi=110)
+    fig, (ax, stages_ax) = plt.subplots(
+        1, 2, figsize=(13, 4.8), dpi=110, gridspec_kw={"width_ratios": [3, 1]}
+    )
     ax.stackplot(
         t,
         [s.busy for s in samples],
@@ -239,6 +265,16 @@ def write_plot(path: Path, observer: Observer, *, max_runners: int, title: str) 
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(loc="upper right", fontsize=8)
     ax.grid(alpha=0.3)
+    split = stage_split(observer)
+    rows = list(range(len(split)))
+    stages_ax.barh(rows, [v["p95"] for v in split.values()], color="#ffcc80", label="p95")
+    stages_ax.barh(rows, [v["p50"] for v in split.values()], color="#ef6c00", label="p50")
+    stages_ax.set_yticks(rows, list(split))
+    stages_ax.invert_yaxis()
+    stages_ax.set_xlabel("simulated seconds per job")
+    stages_ax.set_title("where the wait went", fontsize=10)
+    stages_ax.legend(loc="lower right", fontsize=8)
+    stages_ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -321,6 +321,11 @@ class EphemeralRunnerStatus(WireModel):
     job_workflow_ref: str | None = None
     workflow_run_id: Int64 | None = None
     job_display_name: str | None = None
+    timeline: dict[str, str] | None = Field(
+        default=None,
+        description="The job's moments between offer and start, RFC 3339 on the listener's "
+        "clock, and what held it (docs/job-timeline.md). Not in ARC's CRD.",
+    )
 
     def last_failure(self) -> datetime | None:
         return max(self.failures.values(), default=None) if self.failures else None

@@ -34,7 +34,12 @@ from controller.runners.deps import RunnerDeps
 from controller.runners.settings import RunnerSettings
 from controller.runtime import Backoff, Manager, RuntimeSettings
 from sandbox.actions.emulator import ActionsEmulator
-from sandbox.demo.cluster import CONTROLLER_RBAC, LISTENER_RBAC, RUNNER_NAMESPACE_RBAC
+from sandbox.demo.cluster import (
+    CONTROLLER_RBAC,
+    LISTENER_RBAC,
+    RUNNER_NAMESPACE_RBAC,
+    RegistrationDelay,
+)
 from sandbox.kube.emulator import KubeEmulator
 from sandbox.kube.kubelet import ContainerRuntime
 from sandbox.kube.status import ApiError
@@ -438,6 +443,10 @@ class RigOptions:
     tls: bool = False
     """The emulator serves TLS (kubectl sends its bearer token only over TLS)."""
     listener: ListenerSettings = FAST_LISTENER
+    pod_start_latency: float = 0.0
+    """How long the kubelet takes from a pod's first sync to its sandbox being up."""
+    registration_latency: float = 0.0
+    """How long a simulated runner takes from its container's start to connecting."""
     cluster_role: bool = True
     """The default install (a ClusterRole for the informers, watching every namespace); False
     installs as manifests/without-cluster-role/ does, the controller watching only the two
@@ -495,11 +504,14 @@ async def open_rig(
     runtime = rig_options.runtime
     if rig_options.simulated_runners:
         runtime = actions.runtime
+        if rig_options.registration_latency:
+            runtime = RegistrationDelay(actions.runtime, rig_options.registration_latency)
     async with KubeEmulator(
         container_runtime=runtime,
         kubelet=rig_options.kubelet,
         restart_backoff=0.01,
         tls=rig_options.tls,
+        pod_start_latency=rig_options.pod_start_latency,
     ) as kube:
         kube.apply_crds(project_crds())
         install_rbac(kube, namespace, cluster_role=rig_options.cluster_role)

@@ -19,6 +19,7 @@ import yaml
 
 from sandbox.demo.cluster import CONTROLLER_NAMESPACE, INSTALL, LISTENER_USER, install_manifests
 from sandbox.demo.workload import digest, load_trace
+from shared.api.timeline import STAGES
 
 
 def demo(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -154,6 +155,12 @@ def test_a_trace_replays_with_its_labels_and_results(tmp_path: Path) -> None:
         "failed": 1,
         "lost": 0,
     }
+    # Every job's wait split into the stages of docs/job-timeline.md, none held at maxRunners.
+    assert report["stage_split_jobs"] == 3
+    assert list(report["stage_split_s"]) == list(STAGES)
+    assert report["stage_split_s"]["capacity"]["max"] == 0
+    assert report["jobs_waited_at_max_runners"] == 0
+    assert sum(split["max"] for split in report["stage_split_s"].values()) > 0
 
 
 def test_a_component_that_crashes_is_reported_with_its_log_and_nothing_is_left(

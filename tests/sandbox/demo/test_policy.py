@@ -65,6 +65,13 @@ def test_min_idle_waits_less_and_idles_more_than_arc_on_the_same_workload(
     # One job at a time: ARC asks for it alone, minIdle for it and two idle runners.
     assert idle2["runners"]["max_desired"] == 3
     assert "queue time p50 (s)" in done.stdout
+    # Which stages minIdle shortens: its jobs start on runners already up, so the cluster's
+    # stages (a runner made, its pod started, the runner registered) are 0 for them. Summed:
+    # their bounds are on the listener's clock, the moments between them whole seconds.
+    cluster = ("controller", "scheduling", "container_start", "registration")
+    assert sum(idle2["stage_split_s"][stage]["p50"] for stage in cluster) == 0
+    assert sum(arc["stage_split_s"][stage]["p50"] for stage in cluster) > 0
+    assert "stage container_start p50 / p95 (s)" in done.stdout
     assert plot_path.read_bytes().startswith(b"\x89PNG")
 
 

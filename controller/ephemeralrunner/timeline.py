@@ -1,0 +1,64 @@
+"""The controller's part of a job's timeline (docs/job-timeline.md).
+
+* The cluster's moments of a runner (created, pod created, scheduled, container started) ride
+  along in the `ready` status write the reconciler makes anyway, so the listener finds them on
+  the runner it reads at JobStarted.
+* Once the listener has written the job's timeline, one Normal Event `JobTimeline` on the
+  EphemeralRunner keeps it: its message is the stage split for `kubectl describe`, its
+  annotation the machine-readable moments for `gha-controller explain`. The Event outlives the
+  runner for the API server's Event TTL (`--event-ttl`, 1 h by default): that is the retention
+  window. One Event per runner per controller process: the only request this adds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from opentelemetry.trace import Tracer
+
+from controller.ephemeralrunner.rules import PodOutcome
+from controller.runtime import Expectations
+from controller.runtime.events import EventRecorder
+from shared.api import timeline as tl
+from shared.kube.views import metadata_of, status_of
+from shared.typedefs import JSONDict
+
+RECORDED = "job timeline recorded"
+
+
+def with_cluster_moments(outcome: PodOutcome, runner: JSONDict, pod: JSONDict) -> PodOutcome:
+    """`outcome` with the cluster's moments added to its status write when that makes the
+    runner ready and the runner does not hold them yet."""
+    if outcome.status.get("ready") is not True:
+        return outcome
+    known = status_of(runner).get(tl.TIMELINE_FIELD) or {}
+    moments = tl.cluster_moments(runner, pod)
+    if tl.CONTAINER_STARTED in known or tl.CONTAINER_STARTED not in moments:
+        return outcome
+    return dataclasses.replace(outcome, status={**outcome.status, tl.TIMELINE_FIELD: moments})
+
+
+async def record_timeline(
+    runner: JSONDict,
+    pod: JSONDict | None,
+    *,
+    events: EventRecorder,
+    expected: Expectations,
+    tracer: Tracer,
+) -> None:
+    """The `JobTimeline` Event, once the listener has written the job's part, and the spans of
+    the cluster's stages in the job's trace."""
+    moments = status_of(runner).get(tl.TIMELINE_FIELD) or {}
+    uid = str(metadata_of(runner).get("uid"))
+    if tl.JOB_STARTED not in moments or expected.noted(uid, RECORDED) is not None:
+        return
+    expected.note(uid, RECORDED)
+    joined = {**moments, **tl.cluster_moments(runner, pod), tl.RUNNER: metadata_of(runner)["name"]}
+    timeline = tl.Timeline(joined)
+    timeline.trace_spans(tracer, name="runner", stages=tl.CONTROLLER_STAGES)
+    await events.normal(
+        runner,
+        reason=tl.EVENT_REASON,
+        message=timeline.describe(),
+        annotations={tl.EVENT_ANNOTATION: timeline.to_json()},
+    )
