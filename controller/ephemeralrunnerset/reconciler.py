@@ -255,12 +255,16 @@ class EphemeralRunnerSetReconciler:
             return result
         if plan.cleanup_finished:
             self._expected.note(uid, CLEANUP_MARKER, patch_id)
-            await self._write_status(
+            # Held with the counts: until written, the note is what this process reads.
+            held = await self._write_status(
                 runner_set,
                 children,
                 phase=phase,
-                extra={"finishedRunnerCleanupPatchID": patch_id},
+                extra={CLEANUP_MARKER: patch_id},
+                coalesce=True,
             )
+            if held is not None and (result.requeue_after is None or held < result.requeue_after):
+                result = Result(requeue_after=held)
             for finished in children.finished:
                 await self._delete_runner(finished)
             # The pass goes on as the one its echo woke used to, with the finished runners
@@ -456,22 +460,31 @@ class EphemeralRunnerSetReconciler:
         coalesce: bool = False,
     ) -> float | None:
         """Write the counts, phase and `extra` when they changed. With `coalesce`, a change of
-        counts alone within `COUNTS_WINDOW_SECONDS` of the previous write is held: the seconds
-        until it may go are returned, and the pass then runs again (one write carries every
-        change of the window: docs/reconcilers.md#status-writes)."""
+        counts (and of the cleanup marker) alone within `COUNTS_WINDOW_SECONDS` of the previous
+        write is held: the seconds until it may go are returned, and the pass then runs again
+        (one write carries every change of the window: docs/reconcilers.md#status-writes)."""
         if self._metrics is not None:
             self._metrics.publish(runner_set.object, children)
         desired = {**counts_status(children), "phase": phase, **(extra or {})}
+        uid = str(runner_set.object["metadata"]["uid"])
+        marker = self._expected.noted(uid, CLEANUP_MARKER)
+        if marker is not None and CLEANUP_MARKER not in desired:
+            # A cleanup marker held back by an earlier pass goes with this write.
+            desired[CLEANUP_MARKER] = marker.value
         current = status_of(runner_set.object)
         if all(current.get(k) == v for k, v in desired.items()):
             return None
-        uid = str(runner_set.object["metadata"]["uid"])
         if self._expected.status_redundant(uid, current=current, desired=desired):
             return None
         now = self._now()
         key = Request.of(runner_set.object)
         last = self._status_written.get(key)
-        if coalesce and last is not None and current.get("phase") == phase:
+        if (
+            coalesce
+            and last is not None
+            and current.get("phase") == phase
+            and set(extra or {}) <= {CLEANUP_MARKER}
+        ):
             held = COUNTS_WINDOW_SECONDS - (now - last).total_seconds()
             if held > 0:
                 return held
