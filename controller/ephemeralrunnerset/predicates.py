@@ -1,7 +1,8 @@
 """What the EphemeralRunnerSet reconciler reads from its EphemeralRunners: the projection of its
 owned watch (metadata, spec, `status.phase`, `status.runnerId`), and which of those changes it
-only counts: a runner registering or taking a job, or going after it finished, changes the set's
-status counts and nothing it acts on, so those wake it once per window
+only counts: a runner registering or taking a job changes the set's status counts and nothing
+it acts on, so those wake it once per window. A runner finishing or going wakes it at once: either
+can free capacity, and deferring them was measured to lengthen the queue-time tail
 (docs/reconcilers.md#wakes-per-runner)."""
 
 from __future__ import annotations
@@ -36,10 +37,4 @@ def only_counted(old: JSONDict, new: JSONDict) -> bool:
     return not is_terminal_phase(status_of(new).get("phase"))
 
 
-def finished_gone(er: JSONDict) -> bool:
-    """A runner gone after it finished: its slot was already given back or replaced when it
-    finished (a new one under the listener's next patch id), so only the counts change."""
-    return is_terminal_phase(status_of(er).get("phase"))
-
-
-ER_COUNTS = Deferral(only_counted, COUNTS_WINDOW_SECONDS, deleted=finished_gone)
+ER_COUNTS = Deferral(only_counted, COUNTS_WINDOW_SECONDS)

@@ -58,8 +58,6 @@ class Deferral:
 
     test: Callable[[JSONDict, JSONDict], bool]
     seconds: float
-    deleted: Callable[[JSONDict], bool] | None = None
-    """Deletions for which this holds (of the object's last state) are deferred the same way."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,12 +139,12 @@ class _Enqueue:
             if self._queue.add(key):
                 self._metrics.wakes.add(1, {**self._labels, "event": event, "fields": fields})
 
-    def _add_deferred(self, obj: JSONDict, event: str, fields: str = "") -> None:
+    def _add_deferred(self, obj: JSONDict, fields: str) -> None:
         assert self._defer is not None
         for key in self._map(obj):
             if self._queue.add_deferred(key, self._defer.seconds):
                 self._metrics.wakes.add(
-                    1, {**self._labels, "event": f"{event} deferred", "fields": fields}
+                    1, {**self._labels, "event": "update deferred", "fields": fields}
                 )
 
     def _echo(self, obj: JSONDict) -> bool:
@@ -161,12 +159,8 @@ class _Enqueue:
 
     def on_delete(self, obj: JSONDict) -> None:
         self._echoes.forget(self._kind, obj)
-        if self._deleted is not None and not self._deleted(obj):
-            return
-        if self._defer is not None and self._defer.deleted is not None and self._defer.deleted(obj):
-            self._add_deferred(obj, "delete")
-            return
-        self._add(obj, "delete")
+        if self._deleted is None or self._deleted(obj):
+            self._add(obj, "delete")
 
     def on_update(self, old: JSONDict, new: JSONDict) -> None:
         if self._echo(new):
@@ -176,7 +170,7 @@ class _Enqueue:
             return
         fields = changed_fields(old, new)
         if self._defer is not None and self._defer.test(old, new):
-            self._add_deferred(new, "update", fields)
+            self._add_deferred(new, fields)
             return
         # The owner may have changed between the two versions: both are told.
         self._add(old, "update", fields)

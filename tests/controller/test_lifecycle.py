@@ -40,8 +40,6 @@ ERS_CAUSES = {
     "ephemeralrunnerset update": 3,
     "ephemeralrunner-to-ephemeralrunnerset update deferred": 2,
     "ephemeralrunner-to-ephemeralrunnerset update": 1,
-    # Gone after it finished: counted (deferred); at once if it went before the set saw it end.
-    "ephemeralrunner-to-ephemeralrunnerset delete deferred": 1,
     "ephemeralrunner-to-ephemeralrunnerset delete": 1,
     # A status write of counts held to the one-second window (docs/reconcilers.md#status-writes).
     "requeue": 1,
