@@ -16,9 +16,9 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from controller.commands import user_api
 from shared.api import timeline as tl
 from shared.api.kinds import EPHEMERAL_RUNNER
-from shared.kube.client import load_configuration, new_api_client, user_agent
 from shared.kube.errors import KubeError
 from shared.kube.objects import EVENT, Objects
 from shared.kube.views import metadata_of, status_of
@@ -96,16 +96,10 @@ def render(timeline: tl.Timeline) -> str:
 
 
 async def run(args: argparse.Namespace) -> int:
-    try:
-        kube_config = await load_configuration(args.kubeconfig, context=args.context)
-    except Exception as exc:
-        print(
-            f"{PROG}: cannot load the Kubernetes configuration ({type(exc).__name__}): "
-            "set --kubeconfig or KUBECONFIG",
-            file=sys.stderr,
-        )
+    api = await user_api(PROG, args.kubeconfig, args.context)
+    if api is None:
         return 2
-    async with new_api_client(kube_config, user_agent=user_agent("gha-controller")) as api:
+    async with api:
         try:
             timeline = await find_timeline(
                 Objects(api), what=args.what, ident=args.id, namespace=args.namespace

@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
+from controller.commands import user_api
 from shared.api.kinds import (
     AUTOSCALING_LISTENER,
     AUTOSCALING_RUNNER_SET,
@@ -54,7 +55,6 @@ from shared.api.names import (
     LABEL_LISTENER_NAME,
     LABEL_LISTENER_NAMESPACE,
 )
-from shared.kube.client import load_configuration, new_api_client, user_agent
 from shared.kube.errors import KubeError, NotFound
 from shared.kube.objects import POD, ROLE, ROLE_BINDING, Kind, Objects
 from shared.typedefs import JSONDict
@@ -322,16 +322,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 async def run(args: argparse.Namespace) -> int:
-    try:
-        kube_config = await load_configuration(args.kubeconfig, context=args.context)
-    except Exception as exc:
-        print(
-            f"{PROG}: cannot load the Kubernetes configuration ({type(exc).__name__}): "
-            "set --kubeconfig or KUBECONFIG",
-            file=sys.stderr,
-        )
+    api = await user_api(PROG, args.kubeconfig, args.context)
+    if api is None:
         return 2
-    async with new_api_client(kube_config, user_agent=user_agent("gha-controller")) as api:
+    async with api:
         planner = Planner(
             Objects(api),
             timeout=args.timeout,
