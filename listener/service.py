@@ -53,6 +53,7 @@ from shared.actions.models import (
     Statistics,
 )
 from shared.actions.session import MessageSession
+from shared.api import patchid
 from shared.api.timeline import LISTENER_STAGES, Timeline
 from shared.kube.errors import Forbidden, KubeError, Unauthorized
 from shared.kube.errors import NotFound as KubeNotFound
@@ -362,24 +363,16 @@ class Listener:
                 self.job_clock.forget(done)
                 self.metrics.record_job_completed(done)
                 self.scaler.job_event()
-            if self._publication_changes_nothing(started_only=not (available or completed)):
-                await self._record_unrecorded()
-            else:
+            if patchid.publication_needed(
+                started_only=not (available or completed),
+                last=self.published,
+                assigned_jobs=self.latest.total_assigned_jobs,
+            ):
                 await self._record_and_publish()
+            else:
+                await self._record_unrecorded()
             if lost is not None:
                 raise lost
-
-    def _publication_changes_nothing(self, *, started_only: bool) -> bool:
-        """A batch of JobStarted alone, with the assigned jobs the set was last patched for
-        under a patch id other than 0: the controller already may not remove a runner under that
-        id, and a started job opens no gap to fill, so a new patch would only wake it
-        (docs/listener.md, "Replicas and the patch id"). The next poll publishes as usual."""
-        return (
-            started_only
-            and self.published is not None
-            and self.published[1] != 0
-            and self.published[0] == self.latest.total_assigned_jobs
-        )
 
     async def _record_and_publish(self, *, record: bool = True) -> None:
         """Write the pending JobStarted messages and publish the desired count side by side.

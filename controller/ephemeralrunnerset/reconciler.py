@@ -66,7 +66,7 @@ from controller.runtime import (
     remove_finalizers,
 )
 from controller.runtime.cache import controller_owner_uid
-from shared.api import EphemeralRunnerSetPhase
+from shared.api import EphemeralRunnerSetPhase, patchid
 from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from shared.api.names import (
     ANNOTATION_PATCH_ID,
@@ -90,7 +90,7 @@ log = logging.getLogger(__name__)
 
 CREATE_CONCURRENCY = 8
 # The expectations step, per set uid, holding the `finishedRunnerCleanupPatchID` last written.
-CLEANUP_MARKER = "finishedRunnerCleanupPatchID"
+CLEANUP_MARKER = patchid.CLEANUP_MARKER_FIELD
 
 
 async def _gather_all(aws: Iterable[Awaitable[object]]) -> list[object]:
@@ -171,7 +171,7 @@ class EphemeralRunnerSetReconciler:
                     children=self._children.children(uid, applied_revision=revision, unseen=unseen),
                     revision_advanced=True,
                 ),
-                extra={"appliedActionableRevision": revision, "finishedRunnerCleanupPatchID": 0},
+                extra={"appliedActionableRevision": revision, CLEANUP_MARKER: 0},
             )
             # The pass goes on as the one its echo woke used to, on the revision now applied.
             cached, applied = runner_set.object, revision
@@ -238,7 +238,7 @@ class EphemeralRunnerSetReconciler:
         obj = runner_set.object
         uid = str(obj["metadata"]["uid"])
         replicas = spec_int(obj, "replicas")
-        patch_id = spec_int(obj, "patchID")
+        patch_id = spec_int(obj, patchid.SPEC_FIELD)
         due, wait = replacement_due(children.failed, now=self._now(), policy=self._replacement)
         replacements = plan_replacements(replicas=replicas, children=children, due=len(due))
         await self._replace_failed(obj, due, replacements)

@@ -46,6 +46,20 @@ def published(sequence: int, *, settled: bool) -> int:
     return SETTLED if settled else sequence
 
 
+def publication_needed(
+    *, started_only: bool, last: tuple[int, int] | None, assigned_jobs: int
+) -> bool:
+    """Whether a message batch is published. Not one of JobStarted alone when the set was last
+    patched (`last`: the assigned jobs it was computed from, its patch id) for the same
+    `assigned_jobs` under a non-zero id: a new patch could only carry the same count under a
+    new id, which lets the reader add runners where there are fewer than `replicas` (a started
+    job leaves none missing), and under the id it served the reader removes none either."""
+    if not started_only or last is None:
+        return True
+    last_assigned, last_patch_id = last
+    return last_patch_id == SETTLED or last_assigned != assigned_jobs
+
+
 def spec_patch(*, replicas: int, patch_id: int) -> JSONDict:
     """The `spec` fields of the listener's merge patch: both always present."""
     return {"replicas": replicas, SPEC_FIELD: patch_id}

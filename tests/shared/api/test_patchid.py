@@ -81,3 +81,22 @@ def test_what_the_writer_publishes_at_rest_lets_the_reader_scale_down() -> None:
     assert not patchid.already_served(at_rest, latest_served=at_rest)
     assert not patchid.allows_scale_down(reacting)
     assert patchid.already_served(reacting, latest_served=reacting)
+
+
+@pytest.mark.parametrize(
+    ("started_only", "last", "assigned", "needed"),
+    [
+        (True, (3, 7), 3, False),  # JobStarted alone, same count under a served non-zero id
+        (True, (3, SETTLED), 3, True),  # the last was settled: a new id protects the runner
+        (True, (2, 7), 3, True),  # the count moved
+        (True, None, 3, True),  # nothing published yet
+        (False, (3, 7), 3, True),  # a job offered or completed: a gap may need refilling
+    ],
+)
+def test_the_writer_skips_only_a_batch_of_job_started_alone_under_a_served_id(
+    started_only: bool, last: tuple[int, int] | None, assigned: int, needed: bool
+) -> None:
+    assert (
+        patchid.publication_needed(started_only=started_only, last=last, assigned_jobs=assigned)
+        is needed
+    )
