@@ -64,7 +64,7 @@ from controller.runtime import (
     has_any_finalizer,
     remove_finalizers,
 )
-from controller.runtime.cache import controller_owner_uid
+from controller.runtime.cache import controller_owner, controller_owner_uid
 from shared.actions.errors import (
     ActionsError,
     RunnerExists,
@@ -157,10 +157,10 @@ class EphemeralRunnerReconciler:
         self._expected.forget(EPHEMERAL_RUNNER, request)
 
     def pod_gone_matters(self, pod: JSONDict) -> bool:
-        """Whether a pod's deletion wakes its runner: not once the runner is finished or being
-        deleted, whose passes delete the pod and never wait for it to go."""
-        meta = metadata_of(pod)
-        runner = self._runners.get(str(meta.get("namespace")), str(meta.get("name")))
+        """Whether a pod's deletion wakes its runner (the pod's controller owner): not once the
+        runner is finished or being deleted, whose passes never wait for a pod to go."""
+        owner = controller_owner(pod) or {}
+        runner = self._runners.get(str(metadata_of(pod).get("namespace")), str(owner.get("name")))
         if runner is None or is_deleting(runner) or is_terminal(runner):
             return False
         written = self._expected.written_status(str(metadata_of(runner).get("uid")))
