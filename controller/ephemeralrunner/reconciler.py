@@ -161,10 +161,14 @@ class EphemeralRunnerReconciler:
         runner is finished or being deleted, whose passes never wait for a pod to go."""
         owner = controller_owner(pod) or {}
         runner = self._runners.get(str(metadata_of(pod).get("namespace")), str(owner.get("name")))
-        if runner is None or is_deleting(runner) or is_terminal(runner):
-            return False
-        written = self._expected.written_status(str(metadata_of(runner).get("uid")))
-        return not is_terminal_phase(written.get("phase"))
+        return runner is not None and not is_deleting(runner) and not self._finished(runner)
+
+    def _finished(self, runner: JSONDict) -> bool:
+        """Terminal, or made so by this process behind a cache that has not shown it yet."""
+        uid = str(metadata_of(runner).get("uid"))
+        return is_terminal(runner) or is_terminal_phase(
+            self._expected.written_status(uid).get("phase")
+        )
 
     async def reconcile(self, request: Request) -> Result:
         cached = self._runners.get(request.namespace, request.name)
@@ -196,11 +200,8 @@ class EphemeralRunnerReconciler:
         await record_timeline(
             cached, pod, events=self._events, expected=self._expected, tracer=self._deps.tracer
         )
-        if is_terminal(cached) or is_terminal_phase(
-            self._expected.written_status(uid).get("phase")
-        ):
-            # Terminal, or made so by this process behind a cache that has not shown it yet (a
-            # pass on the older runner would register it again, or report its failure twice).
+        if self._finished(cached):
+            # A pass on the older runner would register it again, or report its failure twice.
             await self._delete_resources(cached)
             return Result()
         await add_finalizers(runner, self._objects, EPHEMERAL_RUNNER_FINALIZERS)

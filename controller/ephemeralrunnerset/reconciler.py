@@ -143,9 +143,17 @@ class EphemeralRunnerSetReconciler:
         runner_set = LazyObject(cached, kind=EPHEMERAL_RUNNER_SET)
         uid = str(cached["metadata"]["uid"])
         self._expected.track(EPHEMERAL_RUNNER_SET, request, uid)
-        unseen = self._expected.unseen(uid, lambda name: self._runners.get(request.namespace, name))
+
+        def current(revision: int) -> Children:
+            """The runners as cached, with what this process did that the cache does not show
+            yet (its own writes' echoes wake nothing, so a pass goes on with this)."""
+            unseen = self._expected.unseen(
+                uid, lambda name: self._runners.get(request.namespace, name)
+            )
+            return self._children.children(uid, applied_revision=revision, unseen=unseen)
+
         applied = status_int(cached, "appliedActionableRevision")
-        children = self._children.children(uid, applied_revision=applied, unseen=unseen)
+        children = current(applied)
         if is_deleting(cached):
             return await self._finalize(runner_set, children)
         self._track_runner_spec(runner_set, children)
@@ -168,17 +176,14 @@ class EphemeralRunnerSetReconciler:
                 children,
                 phase=desired_phase(
                     current=str(runner_set_status(cached).get("phase") or ""),
-                    children=self._children.children(uid, applied_revision=revision, unseen=unseen),
+                    children=current(revision),
                     revision_advanced=True,
                 ),
                 extra={"appliedActionableRevision": revision, CLEANUP_MARKER: 0},
             )
             # The pass goes on as the one its echo woke used to, on the revision now applied.
             cached, applied = runner_set.object, revision
-            unseen = self._expected.unseen(
-                uid, lambda name: self._runners.get(request.namespace, name)
-            )
-            children = self._children.children(uid, applied_revision=applied, unseen=unseen)
+            children = current(applied)
 
         phase = desired_phase(
             current=str(runner_set_status(cached).get("phase") or ""),
@@ -196,21 +201,11 @@ class EphemeralRunnerSetReconciler:
             runner_set,
             children,
             phase=phase,
-            refresh=lambda: self._children.children(
-                uid,
-                applied_revision=applied,
-                unseen=self._expected.unseen(
-                    uid, lambda name: self._runners.get(request.namespace, name)
-                ),
-            ),
+            refresh=lambda: current(applied),
         )
-        # The status counts what this pass created and deleted too: their echoes wake nothing.
-        unseen = self._expected.unseen(uid, lambda name: self._runners.get(request.namespace, name))
-        children = self._children.children(uid, applied_revision=applied, unseen=unseen)
-        held = await self._write_status(runner_set, children, phase=phase, coalesce=True)
-        if held is not None and (requeue.requeue_after is None or held < requeue.requeue_after):
-            return Result(requeue_after=held)
-        return requeue
+        # The status counts what this pass created and deleted too.
+        held = await self._write_status(runner_set, current(applied), phase=phase, coalesce=True)
+        return requeue.sooner(held)
 
     def _track_runner_spec(self, runner_set: LazyObject, children: Children) -> None:
         """Stage the runner spec's hash and an advanced revision (docs/reconcilers.md#revisions);
@@ -263,8 +258,7 @@ class EphemeralRunnerSetReconciler:
                 extra={CLEANUP_MARKER: patch_id},
                 coalesce=True,
             )
-            if held is not None and (result.requeue_after is None or held < result.requeue_after):
-                result = Result(requeue_after=held)
+            result = result.sooner(held)
             for finished in children.finished:
                 await self._delete_runner(finished)
             # The pass goes on as the one its echo woke used to, with the finished runners

@@ -36,6 +36,12 @@ class Result:
 
     requeue_after: float | None = None
 
+    def sooner(self, delay: float | None) -> Result:
+        """This result, or one that comes back after `delay` when that is sooner."""
+        if delay is None or (self.requeue_after is not None and self.requeue_after <= delay):
+            return self
+        return Result(requeue_after=delay)
+
 
 class TerminalError(Exception):
     """A failure that retrying cannot fix (a bad spec): logged and counted, never requeued."""
