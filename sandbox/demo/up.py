@@ -148,20 +148,26 @@ async def _up(args: argparse.Namespace) -> int:
             state_path.chmod(0o600)
             console.print(_usage(system, workdir), markup=False)
             reported = exited = 0
-            while not stop.is_set() and not system.crashed.done():
-                observer.check_killed()
-                for violation in observer.violations[reported:]:
-                    console.print(f"invariant violated: {violation}", markup=False)
-                reported = len(observer.violations)
+
+            def report_exits() -> int:
                 for exit in system.exits[exited:]:
                     console.print(
                         f"{exit.component} exited with code {exit.exit_code}; the rest keeps "
                         f"running; the end of its log:\n{exit.log_tail}",
                         markup=False,
                     )
-                exited = len(system.exits)
+                return len(system.exits)
+
+            while not stop.is_set() and not system.crashed.done():
+                observer.check_killed()
+                for violation in observer.violations[reported:]:
+                    console.print(f"invariant violated: {violation}", markup=False)
+                reported = len(observer.violations)
+                exited = report_exits()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=0.5)
+            # An exit seen in the last half second is reported before the teardown too.
+            report_exits()
             if system.crashed.done():
                 crashed = system.crashed.result()
                 console.print(
