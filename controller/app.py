@@ -15,7 +15,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from urllib.parse import urlsplit
 
 from controller import (
@@ -27,17 +27,16 @@ from controller import (
     migrate,
     runnernamespace,
 )
-from controller.autoscalinglistener.objects import StandbyTimings
-from controller.autoscalinglistener.reconciler import ListenerSettings
-from controller.autoscalingrunnerset.reconciler import AutoscalingSettings
+from controller.deps import Deps
 from controller.runners.actions import ActionsClients
-from controller.runners.deps import RunnerDeps
-from controller.runners.settings import RunnerSettings
 from controller.runtime import EventRecorder, Expectations, LeadershipLost, Manager
 from controller.runtime.health import health_routes, metrics_routes, serve
 from controller.settings import (
+    AutoscalingSettings,
     ConfigError,
     ControllerSettings,
+    ListenerSettings,
+    RunnerSettings,
     in_cluster_settings_from_environment,
     parse_settings,
     runner_settings_from_environment,
@@ -60,11 +59,35 @@ Install = Callable[[Manager], object]
 """Adds controllers to a manager; may raise ConfigError."""
 
 
-def runner_deps(
-    manager: Manager, settings: RunnerSettings, *, clients: ActionsClients | None = None
-) -> RunnerDeps:
-    """What both runner reconcilers share, built once; the Actions clients close with the
-    manager."""
+Setup = Callable[[Manager, Deps], object]
+"""Every reconciler package's `setup(manager, deps)`: adds its controller to the manager."""
+
+RUNNER_RECONCILERS: dict[str, Setup] = {
+    "ephemeralrunnerset": ephemeralrunnerset.setup,
+    "ephemeralrunner": ephemeralrunner.setup,
+    "runnernamespace": runnernamespace.setup,
+}
+"""What every `gha-controller` runs, by controller name."""
+IN_CLUSTER_RECONCILERS: dict[str, Setup] = {
+    "autoscalingrunnerset": autoscalingrunnerset.setup,
+    "autoscalinglistener": autoscalinglistener.setup,
+}
+"""What it runs in addition when the in-cluster mode is on (`Deps.autoscaling`)."""
+
+
+def compose(
+    manager: Manager,
+    settings: RunnerSettings,
+    *,
+    autoscaling: AutoscalingSettings | None = None,
+    listener: ListenerSettings | None = None,
+    clients: ActionsClients | None = None,
+    only: Collection[str] | None = None,
+) -> Deps:
+    """The dependencies built once, then each reconciler's `setup(manager, deps)`: the runner
+    reconcilers, and the in-cluster ones with their settings. `only` names the controllers to
+    add (all by default; the tests run some alone) and `clients` replaces the Actions clients
+    (the tests' retry timings). The Actions clients and the tracer close with the manager."""
     pool = clients or ActionsClients(
         objects=manager.objects, credentials_ttl=settings.credentials_ttl_seconds
     )
@@ -75,67 +98,47 @@ def runner_deps(
         await asyncio.to_thread(tracing.shutdown)
 
     manager.on_shutdown(flush_spans)
-    return RunnerDeps(
+    deps = Deps(
         settings=settings,
         clients=pool,
         events=EventRecorder(objects=manager.objects, component=COMPONENT),
         expectations=Expectations(),
+        autoscaling=autoscaling,
+        listener=listener,
         tracer=tracing.get_tracer(COMPONENT),
     )
+    setups = RUNNER_RECONCILERS
+    if autoscaling is not None or listener is not None:
+        setups = RUNNER_RECONCILERS | IN_CLUSTER_RECONCILERS
+    for name, setup in setups.items():
+        if only is None or name in only:
+            setup(manager, deps)
+    return deps
 
 
-def install_reconcilers(manager: Manager) -> RunnerDeps:
+def install_reconcilers(manager: Manager) -> Deps:
     """Every reconciler `gha-controller` runs, on `manager`, with settings from the
     environment."""
-    deps = runner_deps(manager, runner_settings_from_environment())
-    ephemeralrunnerset.setup(manager, deps)
-    ephemeralrunner.setup(manager, deps)
-    runnernamespace.setup(manager, events=deps.events)
+    settings = runner_settings_from_environment()
     in_cluster = in_cluster_settings_from_environment()
     if not in_cluster.enabled:
         log.info(
             "AutoscalingRunnerSets are not reconciled: set CONTROLLER_MANAGER_POD_NAMESPACE and "
             "CONTROLLER_MANAGER_CONTAINER_IMAGE to run listeners in the cluster"
         )
-        return deps
+        return compose(manager, settings)
     watched = manager.settings.namespaces
     if watched is not None and in_cluster.controller_namespace not in watched:
         raise ConfigError(
             f"--watch-namespace must include the controller namespace "
             f"{in_cluster.controller_namespace}, where listeners live"
         )
-    autoscalingrunnerset.setup(
+    return compose(
         manager,
-        clients=deps.clients,
-        events=deps.events,
-        expectations=deps.expectations,
-        settings=AutoscalingSettings(
-            controller_namespace=in_cluster.controller_namespace,
-            listener_image=in_cluster.listener_image,
-            image_pull_secrets=tuple(in_cluster.listener_image_pull_secrets),
-            excluded_label_prefixes=tuple(deps.settings.exclude_label_propagation_prefixes),
-        ),
+        settings,
+        autoscaling=in_cluster.autoscaling(settings),
+        listener=in_cluster.listener(),
     )
-    autoscalinglistener.setup(
-        manager,
-        events=deps.events,
-        settings=ListenerSettings(
-            metrics_addr=""
-            if in_cluster.listener_metrics_addr == "0"
-            else in_cluster.listener_metrics_addr,
-            metrics_endpoint=in_cluster.listener_metrics_endpoint,
-            log_level=in_cluster.listener_log_level,
-            log_format=in_cluster.listener_log_format,
-            entrypoint=in_cluster.listener_entrypoint,
-            controller_namespace=in_cluster.controller_namespace,
-            standby=StandbyTimings(
-                lease_duration_seconds=in_cluster.listener_standby_lease_duration_seconds,
-                renew_deadline_seconds=in_cluster.listener_standby_renew_deadline_seconds,
-                retry_period_seconds=in_cluster.listener_standby_retry_period_seconds,
-            ),
-        ),
-    )
-    return deps
 
 
 async def run(settings: ControllerSettings, *, install: Install = install_reconcilers) -> int:

@@ -1,16 +1,23 @@
-"""The settings of the `gha-controller` process: flags, `GHA_CONTROLLER_*` variables, defaults.
+"""Every setting of `gha-controller`: the process's flags (`ControllerSettings`), the
+reconcilers' `GHA_CONTROLLER_*` variables (`RunnerSettings`), the in-cluster mode's variables
+(`InClusterSettings`) and what they become for the in-cluster reconcilers
+(`AutoscalingSettings`, `ListenerSettings`, `StandbyTimings`).
 
 A setting that cannot work is a `ConfigError` whose message says what to fix in one line; the
-process then exits 2 (`controller/app.py`).
+process then exits 2 (`controller/app.py`). Reading argv and the environment is the composition
+root's (`parse_settings`, `*_from_environment`); the reconcilers receive the settings built, in
+`controller.deps.Deps`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import socket
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from importlib import metadata
 from typing import Literal, NoReturn
 
@@ -18,12 +25,14 @@ from pydantic import AliasChoices, BaseModel, Field, ValidationError, model_vali
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from controller.runners.settings import RunnerSettings
+from controller.runners.backoff import FailurePolicy, ReplacementPolicy
 from controller.runtime import Backoff, LeaseSettings, RuntimeSettings, WatchSettings
 from shared.api.names import ENV_LISTENER_ENTRYPOINT
 
 ENV_PREFIX = "GHA_CONTROLLER_"
 DISTRIBUTION = "gha-runner-scaler"
+LISTENER_COMMAND = "gha-listener"
+"""The listener container's command by default: this project's listener."""
 
 
 class ConfigError(Exception):
@@ -119,6 +128,74 @@ class ControllerSettings(BaseModel):
             identity=self.identity,
             drain_timeout=self.drain_timeout,
             request_timeout=self.request_timeout,
+        )
+
+
+class RunnerSettings(BaseSettings):
+    """Settings of the reconcilers (environment variables prefixed `GHA_CONTROLLER_`, e.g.
+    `GHA_CONTROLLER_MAX_POD_FAILURES=8`): the runner reconcilers' rules, the Actions clients'
+    credentials, the labels never propagated."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True)
+
+    max_pod_failures: int = Field(default=5, ge=0)
+    """Failed pods an idle runner may have before it is marked Failed (ARC: 5, hard-wired; node
+    consolidation alone exhausted it for users: docs/reconcilers.md#failed-runners)."""
+    pod_failure_backoff_seconds: float = Field(default=5.0, ge=0)
+    """Wait before the pod after the first failure; doubles per failure (ARC: 5 s)."""
+    pod_failure_backoff_max_seconds: float = Field(default=80.0, ge=0)
+    """Cap of that wait (ARC's table ends at 80 s)."""
+    pod_start_timeout_seconds: float = Field(default=600.0, ge=0)
+    """How long the runner container may wait on its image (ErrImagePull, ImagePullBackOff...)
+    or configuration before the pod counts as failed; 0 waits forever (ARC)."""
+    failed_runner_replace_delay_seconds: float = Field(default=10.0, ge=0)
+    """How long a Failed runner keeps its slot (visible for inspection) before it is replaced;
+    ARC never replaces it, so failed runners held capacity forever."""
+    failed_runner_replace_delay_max_seconds: float = Field(default=600.0, ge=0)
+    """Bound of that delay, which doubles for each failed replacement in a row, so a template
+    that cannot work costs one attempt per slot per this many seconds."""
+    job_still_running_retry_seconds: float = Field(default=30.0, gt=0)
+    """When the service refuses to remove a busy runner, how long until asking again (ARC: 30 s)."""
+    registration_removal_timeout_seconds: float = Field(default=0.0, ge=0)
+    """How long a deleted runner waits for the service to stop reporting its job before it goes
+    without being unregistered; 0 waits as long as it takes (ARC; upstream #4585 proposes a
+    timeout)."""
+    registration_timeout_seconds: float = Field(default=600.0, ge=0)
+    """How long, from its creation, a runner may keep failing to register with an error that
+    may pass (5xx, 429, timeout, no connection) before it is marked Failed; 0 retries as long as
+    it takes (ARC). An error a human must fix (scale set not found, credentials missing or
+    refused) fails the runner at once: docs/reconcilers.md#registration-failures."""
+    missing_credentials_removal_timeout_seconds: float = Field(default=120.0, gt=0)
+    """How long a deleted runner waits for usable GitHub credentials (its config Secret gone,
+    unusable or refused) to unregister itself before its registration finalizer is dropped and
+    the runner is left registered on GitHub (reported by an Event and a metric)."""
+    quota_retry_seconds: float = Field(default=30.0, gt=0)
+    """Retry delay when a pod is refused by a ResourceQuota (ARC: 30 s)."""
+    quota_give_up_seconds: float = Field(default=600.0, gt=0)
+    """A runner still refused by a quota after this long (from its creation) is deleted."""
+    credentials_ttl_seconds: float = Field(default=300.0, gt=0)
+    """How long the GitHub config Secret read for an Actions client is trusted."""
+    protect_busy_pods: bool = True
+    """Annotate a runner's pod `karpenter.sh/do-not-disrupt: "true"` and
+    `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` while the runner is `Running`, so
+    node consolidation drains idle nodes first (not in ARC: docs/reconcilers.md#busy-pods)."""
+    exclude_label_propagation_prefixes: tuple[str, ...] = ()
+    """Label key prefixes never copied onto runners (ARC's --exclude-label-propagation-prefix)."""
+
+    def failure_policy(self) -> FailurePolicy:
+        return FailurePolicy(
+            max_pod_failures=self.max_pod_failures,
+            first_backoff=timedelta(seconds=self.pod_failure_backoff_seconds),
+            max_backoff=timedelta(seconds=self.pod_failure_backoff_max_seconds),
+            start_timeout=timedelta(seconds=self.pod_start_timeout_seconds)
+            if self.pod_start_timeout_seconds
+            else None,
+        )
+
+    def replacement_policy(self) -> ReplacementPolicy:
+        return ReplacementPolicy(
+            first_delay=timedelta(seconds=self.failed_runner_replace_delay_seconds),
+            max_delay=timedelta(seconds=self.failed_runner_replace_delay_max_seconds),
         )
 
 
@@ -229,7 +306,7 @@ class InClusterSettings(BaseSettings):
     )
     """The image listener pods run: this project's, whose `gha-listener` is the listener."""
     listener_entrypoint: str = Field(
-        default="gha-listener", validation_alias=ENV_LISTENER_ENTRYPOINT
+        default=LISTENER_COMMAND, validation_alias=ENV_LISTENER_ENTRYPOINT
     )
     """The listener container's command (ARC's variable; ARC's default is its `/ghalistener`)."""
     listener_image_pull_secrets: list[str] = Field(
@@ -288,9 +365,82 @@ class InClusterSettings(BaseSettings):
     def enabled(self) -> bool:
         return bool(self.controller_namespace and self.listener_image)
 
+    def autoscaling(self, runner: RunnerSettings) -> AutoscalingSettings:
+        """What the AutoscalingRunnerSet reconciler is given."""
+        return AutoscalingSettings(
+            controller_namespace=self.controller_namespace,
+            listener_image=self.listener_image,
+            image_pull_secrets=tuple(self.listener_image_pull_secrets),
+            excluded_label_prefixes=tuple(runner.exclude_label_propagation_prefixes),
+        )
+
+    def listener(self) -> ListenerSettings:
+        """What the AutoscalingListener reconciler is given."""
+        return ListenerSettings(
+            metrics_addr="" if self.listener_metrics_addr == "0" else self.listener_metrics_addr,
+            metrics_endpoint=self.listener_metrics_endpoint,
+            log_level=self.listener_log_level,
+            log_format=self.listener_log_format,
+            entrypoint=self.listener_entrypoint,
+            controller_namespace=self.controller_namespace,
+            standby=StandbyTimings(
+                lease_duration_seconds=self.listener_standby_lease_duration_seconds,
+                renew_deadline_seconds=self.listener_standby_renew_deadline_seconds,
+                retry_period_seconds=self.listener_standby_retry_period_seconds,
+            ),
+        )
+
 
 def in_cluster_settings_from_environment() -> InClusterSettings:
     try:
         return InClusterSettings()
     except ValidationError as exc:
         raise _one_line(exc, lambda loc: "_".join(loc).upper()) from None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AutoscalingSettings:
+    """What the in-cluster mode needs beyond the runner reconcilers' settings."""
+
+    controller_namespace: str
+    """Where listeners, their pods, ServiceAccounts and config Secrets live."""
+    listener_image: str
+    """The image the listener pods run (this project's, `gha-listener`)."""
+    image_pull_secrets: Sequence[str] = ()
+    excluded_label_prefixes: Sequence[str] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StandbyTimings:
+    """The Lease's timings written into the config of standby listeners
+    (docs/autoscaling.md#listener-standby)."""
+
+    lease_duration_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_period_seconds: float = 2.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ListenerSettings:
+    """What every listener pod is given (ARC's `--listener-metrics-addr` and friends)."""
+
+    metrics_addr: str = ":8080"
+    """Where the listener serves /metrics, /healthz and /readyz; "" or "0" turns metrics off."""
+    metrics_endpoint: str = "/metrics"
+    log_level: str = "info"
+    log_format: str = "json"
+    restart_backoff_seconds: float = 5.0
+    restart_backoff_max_seconds: float = 300.0
+    stable_seconds: float = 120.0
+    """A listener ready this long is no longer crash-looping: its backoff starts again."""
+    resync_seconds: float = 300.0
+    """How often a settled listener, or one whose config was refused, is looked at again:
+    Secrets, ConfigMaps and Roles are not watched, so a rotated or fixed credential or CA, or an
+    edited Role, is picked up within this time."""
+    entrypoint: str = LISTENER_COMMAND
+    """The listener container's command (ARC's `LISTENER_ENTRYPOINT`)."""
+    controller_namespace: str = ""
+    """Where this controller's listeners live; listeners elsewhere (ARC's, left in its own
+    namespace) are not reconciled. "" reconciles every namespace."""
+    standby: StandbyTimings = dataclasses.field(default_factory=StandbyTimings)
+    """The Lease timings given to listeners with standby replicas."""

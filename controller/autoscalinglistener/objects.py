@@ -15,10 +15,10 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from decimal import Decimal
 
 from controller.runners.objects import json_digest, resource_meta
+from controller.settings import LISTENER_COMMAND, StandbyTimings
 from shared.api.names import (
     ANNOTATION_INTEGRITY_HASH,
     API_VERSION,
@@ -44,7 +44,6 @@ from shared.kube.objects import LEASE
 from shared.kube.views import metadata_of
 from shared.typedefs import JSONDict, RawOwnerReference
 
-LISTENER_COMMAND = "gha-listener"
 ARC_IMAGE_REPOSITORY = "gha-runner-scale-set-controller"
 """The last path element of ARC's controller image, which is also its listener image."""
 ARC_ENTRYPOINT = "/ghalistener"
@@ -240,16 +239,6 @@ def lease(listener: JSONDict) -> JSONDict:
     }
 
 
-@dataclass(frozen=True, slots=True)
-class StandbyTimings:
-    """The Lease's timings written into the config of standby listeners
-    (docs/autoscaling.md#listener-standby)."""
-
-    lease_duration_seconds: float = 15.0
-    renew_deadline_seconds: float = 10.0
-    retry_period_seconds: float = 2.0
-
-
 def listener_config(
     listener: JSONDict,
     *,
@@ -259,7 +248,7 @@ def listener_config(
     log_format: str,
     metrics_addr: str,
     metrics_endpoint: str,
-    standby: StandbyTimings = StandbyTimings(),
+    standby: StandbyTimings,
 ) -> JSONDict:
     """The listener's config, with ARC's keys in ARC's order (docs/listener.md#configuration),
     then `scaling_policy` when the listener has one and the standby keys when it has more than

@@ -38,8 +38,6 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from pydantic import ValidationError
 
 from controller.autoscalinglistener.objects import (
-    LISTENER_COMMAND,
-    StandbyTimings,
     config_secret,
     grants_lease,
     lease,
@@ -55,6 +53,7 @@ from controller.autoscalinglistener.objects import (
     standby_lease_name,
     template_problem,
 )
+from controller.deps import Deps
 from controller.runners.network import proxy_data, root_ca
 from controller.runtime import (
     Controller,
@@ -69,6 +68,7 @@ from controller.runtime import (
     has_any_finalizer,
     remove_finalizers,
 )
+from controller.settings import ListenerSettings
 from shared.actions.config import parse_config_url
 from shared.actions.errors import InvalidConfigURL
 from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET
@@ -102,32 +102,6 @@ log = logging.getLogger(__name__)
 WAIT = 1.0
 CRASH_LOOP_EVENT_AFTER = 3
 METRIC_RUNNING_LISTENERS = "gha_controller_running_listeners"
-
-
-@dataclass(frozen=True, slots=True)
-class ListenerSettings:
-    """What every listener pod is given (ARC's `--listener-metrics-addr` and friends)."""
-
-    metrics_addr: str = ":8080"
-    """Where the listener serves /metrics, /healthz and /readyz; "" or "0" turns metrics off."""
-    metrics_endpoint: str = "/metrics"
-    log_level: str = "info"
-    log_format: str = "json"
-    restart_backoff_seconds: float = 5.0
-    restart_backoff_max_seconds: float = 300.0
-    stable_seconds: float = 120.0
-    """A listener ready this long is no longer crash-looping: its backoff starts again."""
-    resync_seconds: float = 300.0
-    """How often a settled listener, or one whose config was refused, is looked at again:
-    Secrets, ConfigMaps and Roles are not watched, so a rotated or fixed credential or CA, or an
-    edited Role, is picked up within this time."""
-    entrypoint: str = LISTENER_COMMAND
-    """The listener container's command (ARC's `LISTENER_ENTRYPOINT`)."""
-    controller_namespace: str = ""
-    """Where this controller's listeners live; listeners elsewhere (ARC's, left in its own
-    namespace) are not reconciled. "" reconciles every namespace."""
-    standby: StandbyTimings = field(default_factory=StandbyTimings)
-    """The Lease timings given to listeners with standby replicas."""
 
 
 @dataclass(slots=True)
@@ -618,18 +592,18 @@ def _digest(secret: JSONDict) -> str:
     return str(secret["metadata"]["annotations"][ANNOTATION_INTEGRITY_HASH])
 
 
-def setup(
-    manager: Manager, *, events: EventRecorder, settings: ListenerSettings
-) -> AutoscalingListenerReconciler:
+def setup(manager: Manager, deps: Deps) -> AutoscalingListenerReconciler:
     """Add the AutoscalingListener controller to `manager`: listeners and their pods."""
+    if deps.listener is None:
+        raise ValueError("the AutoscalingListener reconciler needs in-cluster settings")
     reconciler = AutoscalingListenerReconciler(
         listeners=manager.cache(AUTOSCALING_LISTENER),
         sets=manager.cache(AUTOSCALING_RUNNER_SET),
         # Its pods' metadata (the integrity hash) and status: their spec is never read back.
         pods=manager.cache(POD, reads=("status",)),
         objects=manager.objects,
-        events=events,
-        settings=settings,
+        events=deps.events,
+        settings=deps.listener,
         meter=manager.metrics.metrics.meter,
     )
     manager.add(

@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from controller.autoscalingrunnerset.objects import (
@@ -46,6 +45,7 @@ from controller.autoscalingrunnerset.objects import (
     scaling_policy_problem,
 )
 from controller.autoscalingrunnerset.predicates import ERS_COUNTS, ERS_TO_ARS
+from controller.deps import Deps
 from controller.runners.actions import ActionsClients, GitHubConfigError
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
 from controller.runtime import (
@@ -64,6 +64,7 @@ from controller.runtime import (
     has_any_finalizer,
     remove_finalizers,
 )
+from controller.settings import AutoscalingSettings
 from shared.actions.client import ActionsClient
 from shared.actions.errors import ActionsError, InvalidArgument, ScaleSetNotFound
 from shared.actions.models import Label, RunnerScaleSet, RunnerSetting
@@ -100,18 +101,6 @@ VAULT = (
     "Azure Key Vault credentials (spec.vaultConfig) are not supported: put the GitHub PAT or App "
     "in a Secret named by spec.githubConfigSecret and remove spec.vaultConfig"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class AutoscalingSettings:
-    """What the in-cluster mode needs beyond the runner reconcilers' settings."""
-
-    controller_namespace: str
-    """Where listeners, their pods, ServiceAccounts and config Secrets live."""
-    listener_image: str
-    """The image the listener pods run (this project's, `gha-listener`)."""
-    image_pull_secrets: Sequence[str] = ()
-    excluded_label_prefixes: Sequence[str] = ()
 
 
 def _listener_key(listener: JSONDict) -> Iterable[Request]:
@@ -705,25 +694,20 @@ def _reason_text(exc: BaseException) -> str:
     return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
 
 
-def setup(
-    manager: Manager,
-    *,
-    clients: ActionsClients,
-    events: EventRecorder,
-    settings: AutoscalingSettings,
-    expectations: Expectations,
-) -> AutoscalingRunnerSetReconciler:
+def setup(manager: Manager, deps: Deps) -> AutoscalingRunnerSetReconciler:
     """Add the AutoscalingRunnerSet controller to `manager`: sets, the runner sets they own, and
     their listeners (mapped back by spec: no owner reference crosses namespaces)."""
+    if deps.autoscaling is None:
+        raise ValueError("the AutoscalingRunnerSet reconciler needs in-cluster settings")
     reconciler = AutoscalingRunnerSetReconciler(
         sets=manager.cache(AUTOSCALING_RUNNER_SET),
         runner_sets=manager.cache(EPHEMERAL_RUNNER_SET),
         listeners=manager.cache(AUTOSCALING_LISTENER),
         objects=manager.objects,
-        clients=clients,
-        events=events,
-        settings=settings,
-        expectations=expectations,
+        clients=deps.clients,
+        events=deps.events,
+        settings=deps.autoscaling,
+        expectations=deps.expectations,
     )
     manager.add(
         Controller(

@@ -32,6 +32,7 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from controller.deps import CREATED_WITHOUT_SECRET, Deps, Removal
 from controller.ephemeralrunner.metrics import RunnerMetrics
 from controller.ephemeralrunner.objects import jit_secret, runner_pod
 from controller.ephemeralrunner.predicates import POD_TO_ER
@@ -50,7 +51,6 @@ from controller.ephemeralrunner.rules import (
 )
 from controller.ephemeralrunner.timeline import record_timeline, with_cluster_moments
 from controller.runners.actions import GitHubConfigError
-from controller.runners.deps import CREATED_WITHOUT_SECRET, Removal, RunnerDeps
 from controller.runtime import (
     Controller,
     LazyObject,
@@ -130,7 +130,7 @@ class EphemeralRunnerReconciler:
         runners: Store,
         pods: Store,
         objects: Objects,
-        deps: RunnerDeps,
+        deps: Deps,
         metrics: RunnerMetrics | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -612,7 +612,7 @@ class EphemeralRunnerReconciler:
             await self._delete_resources(runner.object)
 
 
-def setup(manager: Manager, deps: RunnerDeps) -> EphemeralRunnerReconciler:
+def setup(manager: Manager, deps: Deps) -> EphemeralRunnerReconciler:
     """Add the EphemeralRunner controller to `manager`: runners, and the Pods they own."""
     reconciler = EphemeralRunnerReconciler(
         runners=manager.cache(EPHEMERAL_RUNNER),

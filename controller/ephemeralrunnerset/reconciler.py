@@ -33,6 +33,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 
+from controller.deps import CREATED_WITHOUT_SECRET, Deps
 from controller.ephemeralrunnerset.children import ChildIndex
 from controller.ephemeralrunnerset.metrics import RunnerSetMetrics
 from controller.ephemeralrunnerset.objects import new_ephemeral_runner, proxy_secret
@@ -49,7 +50,6 @@ from controller.ephemeralrunnerset.rules import (
     scale_down_candidates,
     track_runner_spec,
 )
-from controller.runners.deps import CREATED_WITHOUT_SECRET, RunnerDeps
 from controller.runners.network import proxy_data
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, proxy_secret_name
 from controller.runtime import (
@@ -111,7 +111,7 @@ class EphemeralRunnerSetReconciler:
         runners: Store,
         children: ChildIndex,
         objects: Objects,
-        deps: RunnerDeps,
+        deps: Deps,
         metrics: RunnerSetMetrics | None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -489,7 +489,7 @@ class EphemeralRunnerSetReconciler:
         return None
 
 
-def setup(manager: Manager, deps: RunnerDeps) -> EphemeralRunnerSetReconciler:
+def setup(manager: Manager, deps: Deps) -> EphemeralRunnerSetReconciler:
     """Add the EphemeralRunnerSet controller to `manager`: sets, and the runners they own."""
     # Registered before the informers run, so the index sees every runner the cache does.
     children = ChildIndex()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 
+from controller.deps import Deps
 from controller.runtime import (
     Controller,
     EventRecorder,
@@ -134,11 +135,13 @@ class RunnerNamespaceReconciler:
                     )
 
 
-def setup(manager: Manager, *, events: EventRecorder) -> RunnerNamespaceReconciler:
+def setup(manager: Manager, deps: Deps) -> RunnerNamespaceReconciler:
     """Add the runner-namespace controller to `manager`: one key per namespace, woken when a
     runner object appears there or goes."""
     caches = {kind: manager.cache(kind, reads=()) for kind in RUNNER_KINDS}
-    reconciler = RunnerNamespaceReconciler(caches=caches, objects=manager.objects, events=events)
+    reconciler = RunnerNamespaceReconciler(
+        caches=caches, objects=manager.objects, events=deps.events
+    )
     manager.add(
         Controller(
             name="runnernamespace",

@@ -1,3 +1,2 @@
-"""What the EphemeralRunner and EphemeralRunnerSet reconcilers share: the Actions client pool,
-the proxy and CA resolution of a runner spec, their settings and policies, the building blocks of
-runner objects, and the dependencies the composition root hands both."""
+"""What the reconcilers of runners share: the Actions client pool, the proxy and CA resolution
+of a runner spec, the failure and replacement policies, the building blocks of runner objects."""

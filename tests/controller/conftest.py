@@ -19,20 +19,12 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
-from controller import (
-    autoscalinglistener,
-    autoscalingrunnerset,
-    ephemeralrunner,
-    ephemeralrunnerset,
-    runnernamespace,
-)
-from controller.app import COMPONENT, runner_deps
-from controller.autoscalinglistener.reconciler import ListenerSettings
-from controller.autoscalingrunnerset.reconciler import AutoscalingSettings
+from controller import app
+from controller.app import COMPONENT
+from controller.deps import Deps
 from controller.runners.actions import ActionsClients
-from controller.runners.deps import RunnerDeps
-from controller.runners.settings import RunnerSettings
 from controller.runtime import Backoff, Manager, RuntimeSettings
+from controller.settings import AutoscalingSettings, ListenerSettings, RunnerSettings
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.demo.cluster import (
     CONTROLLER_RBAC,
@@ -121,7 +113,7 @@ class Rig:
     scale_set_id: int
     config_url: str
     manager: Manager
-    deps: RunnerDeps
+    deps: Deps
     system_namespace: str
     """The controller's namespace: listeners, their pods, ServiceAccounts and Secrets."""
     _patch_ids: list[int] = field(default_factory=lambda: [0])
@@ -565,37 +557,20 @@ async def _running(
             drain_timeout=2.0,
         ),
     )
-    deps = runner_deps(
+    # Wired by the composition root (controller/app.py), with the rig's settings and clients;
+    # the runner-namespace controller runs whatever else does, as in gha-controller.
+    deps = app.compose(
         manager,
         rig_options.settings,
+        autoscaling=AutoscalingSettings(controller_namespace=system, listener_image=LISTENER_IMAGE),
+        listener=dataclasses.replace(rig_options.listener, controller_namespace=system),
         clients=ActionsClients(
             objects=manager.objects,
             factory=test_factory,
             credentials_ttl=rig_options.settings.credentials_ttl_seconds,
         ),
+        only={*rig_options.controllers, "runnernamespace"},
     )
-    # As the composition root (controller/app.py) does, whatever else runs.
-    runnernamespace.setup(manager, events=deps.events)
-    if "ephemeralrunner" in rig_options.controllers:
-        ephemeralrunner.setup(manager, deps)
-    if "ephemeralrunnerset" in rig_options.controllers:
-        ephemeralrunnerset.setup(manager, deps)
-    if "autoscalingrunnerset" in rig_options.controllers:
-        autoscalingrunnerset.setup(
-            manager,
-            clients=deps.clients,
-            events=deps.events,
-            expectations=deps.expectations,
-            settings=AutoscalingSettings(
-                controller_namespace=system, listener_image=LISTENER_IMAGE
-            ),
-        )
-    if "autoscalinglistener" in rig_options.controllers:
-        autoscalinglistener.setup(
-            manager,
-            events=deps.events,
-            settings=dataclasses.replace(rig_options.listener, controller_namespace=system),
-        )
     task = asyncio.create_task(manager.run())
     rig = Rig(
         kube=kube,

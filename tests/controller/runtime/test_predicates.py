@@ -15,8 +15,8 @@ from controller.autoscalingrunnerset.predicates import ERS_TO_ARS
 from controller.ephemeralrunner.predicates import POD_TO_ER
 from controller.ephemeralrunner.rules import decide_from_pod
 from controller.ephemeralrunnerset.predicates import ER_TO_ERS
-from controller.runners.settings import RunnerSettings
 from controller.runtime import ProjectionPredicate
+from controller.settings import RunnerSettings
 from shared.kube.views import pod_ready
 from shared.typedefs import JSONDict
 

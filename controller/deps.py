@@ -1,4 +1,6 @@
-"""The dependencies both runner reconcilers receive, built once by the composition root."""
+"""What every reconciler's `setup(manager, deps)` receives, built once by the composition root
+(`controller.app.compose`): the settings, the Actions clients, the event recorder, the
+expectations and the tracer."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ from dataclasses import dataclass, field
 from opentelemetry.trace import NoOpTracer, Tracer
 
 from controller.runners.actions import ActionsClients, GitHubConfigError
-from controller.runners.settings import RunnerSettings
 from controller.runtime import EventRecorder, Expectations
+from controller.settings import AutoscalingSettings, ListenerSettings, RunnerSettings
 from shared.actions.errors import AuthenticationFailed
 from shared.kube.views import metadata_of
 from shared.typedefs import JSONDict
@@ -44,13 +46,18 @@ class Removal(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class RunnerDeps:
+class Deps:
     settings: RunnerSettings
+    """The reconcilers' `GHA_CONTROLLER_*` settings."""
     clients: ActionsClients
     events: EventRecorder
     expectations: Expectations
-    """Shared by both reconcilers: a runner the set unregistered is not unregistered again by
+    """Shared by every reconciler: a runner the set unregistered is not unregistered again by
     the runner's finalizer (ARC sends both requests)."""
+    autoscaling: AutoscalingSettings | None = None
+    """The AutoscalingRunnerSet reconciler's settings; None when the in-cluster mode is off."""
+    listener: ListenerSettings | None = None
+    """The AutoscalingListener reconciler's settings; None when the in-cluster mode is off."""
     tracer: Tracer = field(default_factory=NoOpTracer)
     """Spans of the jobs' timelines (docs/job-timeline.md#traces)."""
 
