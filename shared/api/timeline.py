@@ -257,6 +257,21 @@ class Timeline:
             span.end(end_time=_ns(stage.end))
         outer.end(end_time=_ns(chosen[-1].end))
 
+    def clamped(self) -> int:
+        """How many known moments were earlier than the known one before them, and so taken as
+        equal to it by `stages`."""
+        value = self.moments.get(RECEIVED)
+        if not isinstance(value, str):
+            return 0
+        count, previous = 0, parse_moment(value)
+        for moment, _ in BOUNDARIES:
+            value = self.moments.get(moment)
+            if isinstance(value, str):
+                at = parse_moment(value)
+                count += at < previous
+                previous = max(at, previous)
+        return count
+
     def total_seconds(self) -> float:
         return sum(stage.seconds for stage in self.stages())
 
