@@ -10,24 +10,23 @@ defaults, 5 s and 3 s, here in real time). The Actions emulator offers the jobs 
 Enterprise Server does (JobAvailable, acquired by the listener, then assigned), at most 50 job
 events a message.
 
-Every time comes from the emulators' own records, one clock (time.time()) for both:
+Each job's queue time is the Actions emulator's record: from its queue time to its runner
+assignment (`runner_assign_time`, one clock, time.time()). Where it went comes from the system's
+own instrumentation (docs/job-timeline.md), not from a computation of the bench: the
+`JobTimeline` Event the controller writes on each runner, whose annotation holds the moments the
+listener and the controller recorded, on the listener's clock. The stages are the timeline's
+(`listener`, `capacity`, `controller`, `scheduling`, `container_start`, `registration`,
+`job_start`), preceded by `offer`: from the job's `queued` moment (GitHub's queueTime shifted by
+the skew the listener measured) to the listener receiving its JobAvailable.
 
-    queued      the job's queue time (Actions emulator)
-    delivered   a poll first received its JobAvailable (the job's `delivered_time`)
-    patched     the EphemeralRunnerSet's `spec.replicas` first reached k (store event)
-    created     the k-th EphemeralRunner created (store event)
-    pod         the k-th runner Pod created (store event)
-    running     the k-th Pod turned Running (store event: the kubelet's start latency is over)
-    online      the k-th runner connected to the service (the runner's `online_time`)
-    started     the job started on a runner (its `runner_assign_time`, JobStarted)
-
-A job is bound to a runner only once one is online and idle, so the stages between delivery
-and start are attributed by rank: the job queued k-th is charged the k-th replicas count
-reached, runner created, pod created and running, and runner connected. Each stage is the
-difference of two consecutive times, so a job's stages add up to its queue time. In this flow
-every time is at least the one before it (the service hands jobs out in queue order and binds
-the oldest job to the oldest idle runner); a stage below 0 would mean the attribution does not
-hold, and is counted as `out_of_order`.
+The stages of a job add up to the instrumentation's queue time, `jobStarted` - `queued` on the
+listener's clock. It differs from the emulator's by the JobStarted message's delivery to the
+listener (the timeline ends when the listener receives it) less the JobAvailable message's
+(counted in the measured skew, so outside `offer`): a few milliseconds while the listener's long
+poll is waiting; `delivery` in the report is the largest difference. A stage is never negative:
+a moment earlier than the one before it is taken as equal to it (the timeline's clamp: the
+cluster's timestamps are whole seconds, so each stage between two of them is exact to a second
+either way), and `clamped` counts the moments so taken.
 
 The physical floor of a job's queue time is the sum of what the emulators are told to take:
 the pod start latency, the registration latency and one poll round trip (from the burst queued
@@ -42,8 +41,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import bisect
-import itertools
 import json
 import os
 import platform
@@ -58,26 +55,24 @@ from rich.console import Console
 from rich.table import Table
 
 from sandbox.demo.cli import add_system_flags
-from sandbox.demo.cluster import (
-    ER_KEY,
-    ERS_KEY,
-    NAMESPACE,
-    POD_KEY,
-    System,
-    SystemOptions,
-    start_system,
-)
+from sandbox.demo.cluster import ERS_KEY, NAMESPACE, System, SystemOptions, start_system
 from sandbox.demo.report import percentile
 from sandbox.kube.store import Event, Subscription
+from shared.api import timeline as tl
+from shared.typedefs import JSONDict
 
+EVENT_KEY = ("", "events")
+
+OFFER = "offer"
 STAGES = (
-    ("listener poll", "queued -> its JobAvailable delivered to the listener's poll"),
-    ("desired-count patch", "delivered -> the set's replicas reach k"),
-    ("runner create", "replicas reach k -> k-th EphemeralRunner created"),
-    ("pod create", "k-th runner -> k-th Pod created (JIT config, Secret, Pod)"),
-    ("pod start", "k-th Pod created -> k-th Pod Running (the kubelet's start latency)"),
-    ("registration", "k-th Pod Running -> k-th runner connected to the service"),
-    ("job start", "k-th runner connected -> the job started on a runner"),
+    (OFFER, "queued -> the listener received its JobAvailable"),
+    (tl.STAGE_LISTENER, "JobAvailable received -> the listener's set patch counting the job"),
+    (tl.STAGE_CAPACITY, "that patch -> the runner created, when the set was at maxRunners"),
+    (tl.STAGE_CONTROLLER, "that patch (or the runner created) -> its Pod created"),
+    (tl.STAGE_SCHEDULING, "Pod created -> PodScheduled"),
+    (tl.STAGE_CONTAINER_START, "PodScheduled -> the runner container started"),
+    (tl.STAGE_REGISTRATION, "container started -> GitHub assigned the job to the runner"),
+    (tl.STAGE_JOB_START, "assigned -> the listener received JobStarted"),
 )
 QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("max", 1.0))
 
@@ -96,9 +91,12 @@ class JobRecord:
     queued_at: float
     """time.time() of the job's queueing."""
     queue_time: float
-    """Seconds from queued to started."""
+    """Seconds from queued to the runner assignment, the Actions emulator's record."""
     stages: dict[str, float]
-    """Seconds per stage, in STAGES order; they add up to `queue_time`."""
+    """Seconds per stage, in STAGES order, from the job's JobTimeline Event; they add up to the
+    instrumentation's queue time (`jobStarted` - `queued`)."""
+    clamped: int
+    """The timeline's moments taken as equal to the one before them (never a negative stage)."""
 
 
 @dataclass
@@ -121,9 +119,13 @@ class Result:
         return self.pod_start_latency + self.registration_latency + self.poll_round_trip
 
     @property
-    def out_of_order(self) -> int:
-        """Stages below 0: where the attribution by rank does not hold."""
-        return sum(1 for r in self.records for s in r.stages.values() if s < 0)
+    def clamped(self) -> int:
+        return sum(r.clamped for r in self.records)
+
+    @property
+    def delivery(self) -> float:
+        """The largest difference between a job's stages summed and its queue time."""
+        return max(abs(sum(r.stages.values()) - r.queue_time) for r in self.records)
 
     def queue_times(self) -> list[float]:
         return [r.queue_time for r in self.records]
@@ -132,8 +134,8 @@ class Result:
         return [r.stages[name] for r in self.records]
 
     def share(self, name: str) -> float:
-        """The stage's part of all the queue time of the burst."""
-        total = sum(self.queue_times())
+        """The stage's part of all the stages of the burst (the instrumentation's queue time)."""
+        total = sum(sum(r.stages.values()) for r in self.records)
         return sum(self.stage(name)) / total if total > 0 else 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -158,7 +160,8 @@ class Result:
             },
             "p50_over_floor": round(percentile(queue, 0.5) / self.floor, 3) if self.floor else None,
             "replicas_patches": self.replicas_patches,
-            "out_of_order": self.out_of_order,
+            "clamped": self.clamped,
+            "delivery_s": round(self.delivery, 4),
             "per_job": [asdict(r) for r in self.records],
         }
 
@@ -180,97 +183,75 @@ def spread(values: list[float]) -> dict[str, float]:
 
 
 @dataclass
-class KubeTimes:
-    """The commit times of the writes the burst caused, from the store's events."""
+class Replicas:
+    """The writes of the runner set that raised its count, from the store's events."""
 
-    replicas: list[tuple[float, int]] = field(default_factory=list)
-    """(time, spec.replicas) of each write of the runner set that raised the count."""
-    runners_created: list[float] = field(default_factory=list)
-    pods_created: list[float] = field(default_factory=list)
-    pods_running: list[float] = field(default_factory=list)
+    raised: list[tuple[float, int]] = field(default_factory=list)
+    """(commit time, spec.replicas) of each."""
 
     def read(self, subscription: Subscription, runner_set: str) -> None:
         """Everything published since the subscription, up to now (no wait)."""
-        running: set[str] = set()
         highest = 0
         while not subscription.queue.empty():
             event = subscription.queue.get_nowait()
             if not isinstance(event, Event):
                 continue
             meta = event.obj["metadata"]
-            if meta.get("namespace") != NAMESPACE:
-                continue
-            if event.key == ERS_KEY and meta["name"] == runner_set:
+            if meta.get("namespace") == NAMESPACE and meta["name"] == runner_set:
                 replicas = int((event.obj.get("spec") or {}).get("replicas") or 0)
                 if replicas > highest:
                     highest = replicas
-                    self.replicas.append((event.committed_at, replicas))
-            elif event.key == ER_KEY and event.type == "ADDED":
-                self.runners_created.append(event.committed_at)
-            elif event.key == POD_KEY and event.type == "ADDED":
-                self.pods_created.append(event.committed_at)
-            elif event.key == POD_KEY and event.type == "MODIFIED":
-                phase = (event.obj.get("status") or {}).get("phase")
-                if phase == "Running" and meta["uid"] not in running:
-                    running.add(meta["uid"])
-                    self.pods_running.append(event.committed_at)
-
-    def replicas_reached(self, count: int) -> float:
-        """When `spec.replicas` first reached `count`."""
-        counts = [replicas for _, replicas in self.replicas]
-        index = bisect.bisect_left(counts, count)
-        if index == len(counts):
-            raise RuntimeError(f"the runner set's replicas never reached {count}")
-        return self.replicas[index][0]
+                    self.raised.append((event.committed_at, replicas))
 
 
-def attribute(system: System, ids: list[int], kube: KubeTimes) -> list[JobRecord]:
-    """Each job's stages: its own queue, delivery and start times, the rest by rank."""
+def timeline_of(event: JSONDict) -> tl.Timeline | None:
+    """The timeline a `JobTimeline` Event keeps, None for any other Event."""
+    annotation = (event["metadata"].get("annotations") or {}).get(tl.EVENT_ANNOTATION)
+    if event.get("reason") != tl.EVENT_REASON or not annotation:
+        return None
+    return tl.Timeline.from_json(str(annotation))
+
+
+async def recorded_timelines(
+    system: System, subscription: Subscription, job_ids: set[str], *, within: float
+) -> dict[str, tl.Timeline]:
+    """The JobTimeline Event of every job, as the controller creates them (it writes one once
+    the listener's part is on the runner, just after the job started)."""
+    found: dict[str, tl.Timeline] = {}
+    async with asyncio.timeout(within):
+        while not job_ids <= found.keys():
+            event = await subscription.queue.get()
+            if system.crashed.done():
+                crash = system.crashed.result()
+                raise RuntimeError(f"{crash.component} exited:\n{crash.log_tail}")
+            if not isinstance(event, Event) or event.type != "ADDED":
+                continue
+            timeline = timeline_of(event.obj)
+            if timeline is not None:
+                found[str(timeline.moments.get(tl.JOB_ID))] = timeline
+    return found
+
+
+def attribute(system: System, ids: list[int], timelines: dict[str, tl.Timeline]) -> list[JobRecord]:
+    """Each job's queue time (the emulator's record) and stages (its recorded timeline)."""
     state = system.gh.state
-    jobs = sorted((state.jobs[i] for i in ids), key=lambda j: (j.queue_time, j.id))
-    online = sorted(
-        r.online_time
-        for r in state.runners.values()
-        if r.scale_set_id == system.scale_set_id and r.online_time is not None
-    )
-    if any(job.runner_id not in state.runners for job in jobs):
-        raise RuntimeError(
-            "a job completed before the last one started, taking its runner's record: "
-            "raise --job-seconds"
-        )
-    ranked = {
-        "created": sorted(kube.runners_created),
-        "pod": sorted(kube.pods_created),
-        "running": sorted(kube.pods_running),
-        "online": online,
-    }
-    short = {what: len(times) for what, times in ranked.items() if len(times) < len(jobs)}
-    if short:
-        raise RuntimeError(f"fewer records than jobs ({len(jobs)}): {short}")
     records = []
-    for k, job in enumerate(jobs):
-        if job.delivered_time is None or job.runner_assign_time is None:
-            raise RuntimeError(f"job {job.id} started without a delivery on record")
-        times = [
-            job.queue_time,
-            job.delivered_time,
-            kube.replicas_reached(k + 1),
-            ranked["created"][k],
-            ranked["pod"][k],
-            ranked["running"][k],
-            ranked["online"][k],
-            job.runner_assign_time,
-        ]
-        stages = {
-            name: later - earlier
-            for (name, _), (earlier, later) in zip(STAGES, itertools.pairwise(times), strict=True)
-        }
+    for job in sorted((state.jobs[i] for i in ids), key=lambda j: (j.queue_time, j.id)):
+        if job.runner_assign_time is None:
+            raise RuntimeError(f"job {job.id} has no start on record")
+        timeline = timelines[job.job_id]
+        moments = timeline.moments
+        queued, offered = (tl.parse_moment(str(moments[m])) for m in (tl.QUEUED, tl.RECEIVED))
+        stages = {name: 0.0 for name, _ in STAGES}
+        stages[OFFER] = max((offered - queued).total_seconds(), 0.0)
+        stages.update({stage.name: stage.seconds for stage in timeline.stages()})
         records.append(
             JobRecord(
                 id=job.id,
                 queued_at=job.queue_time,
                 queue_time=job.runner_assign_time - job.queue_time,
                 stages=stages,
+                clamped=timeline.clamped() + (offered < queued),
             )
         )
     return records
@@ -328,7 +309,8 @@ async def run(
             if system.crashed.done():
                 crash = system.crashed.result()
                 raise RuntimeError(f"{crash.component} did not start: {crash.log_tail}")
-            subscription = system.kube.store.subscribe({ERS_KEY, ER_KEY, POD_KEY})
+            subscription = system.kube.store.subscribe({ERS_KEY})
+            events = system.kube.store.subscribe({EVENT_KEY})
             load["start"] = os.getloadavg()
             cpu_before = cpu_seconds(system)
             ids = [
@@ -341,13 +323,20 @@ async def run(
                 await all_started(system, ids, within=within)
                 load["end"] = os.getloadavg()
                 cpu = {k: v - cpu_before[k] for k, v in cpu_seconds(system).items()}
-                kube = KubeTimes()
-                kube.read(subscription, system.runner_set_name())
-                records = attribute(system, ids, kube)
+                timelines = await recorded_timelines(
+                    system,
+                    events,
+                    {system.gh.state.jobs[i].job_id for i in ids},
+                    within=within,
+                )
+                replicas = Replicas()
+                replicas.read(subscription, system.runner_set_name())
+                records = attribute(system, ids, timelines)
                 queued = [system.gh.state.jobs[i].queue_time for i in ids]
                 delivered = [system.gh.state.jobs[i].delivered_time or 0.0 for i in ids]
             finally:
                 system.kube.store.unsubscribe(subscription)
+                system.kube.store.unsubscribe(events)
                 # Ended here, the runners exit and the controller can clean up before the stop.
                 for job_id in ids:
                     system.gh.cancel_job(job_id)
@@ -358,7 +347,7 @@ async def run(
         registration_latency=registration_latency,
         records=records,
         poll_round_trip=max(0.0, min(delivered) - max(queued)),
-        replicas_patches=len(kube.replicas),
+        replicas_patches=len(replicas.raised),
         load=load,
         cpu=cpu,
     )
@@ -397,8 +386,9 @@ def report(result: Result, console: Console) -> None:
         for who, seconds in result.cpu.items()
     )
     console.print(
-        f"replicas raised in {result.replicas_patches} writes; stages out of order: "
-        f"{result.out_of_order}; CPU during the burst: {cpu}; load average at {load}; "
+        f"replicas raised in {result.replicas_patches} writes; moments clamped: "
+        f"{result.clamped}; stages vs queue time: within {result.delivery * 1000:.1f} ms; "
+        f"CPU during the burst: {cpu}; load average at {load}; "
         f"{platform.node()}, {os.cpu_count()} cores",
         highlight=False,
     )

@@ -49,7 +49,7 @@ from controller.ephemeralrunner.rules import (
     retry_delay,
     too_many_failures,
 )
-from controller.ephemeralrunner.timeline import record_timeline, with_cluster_moments
+from controller.ephemeralrunner.timeline import pass_span, record_timeline, with_cluster_moments
 from controller.runners.actions import GitHubConfigError
 from controller.runtime import (
     Controller,
@@ -65,6 +65,7 @@ from controller.runtime import (
     remove_finalizers,
 )
 from controller.runtime.cache import controller_owner, controller_owner_uid
+from controller.runtime.controller import PassSpan
 from shared.actions.errors import (
     ActionsError,
     RunnerExists,
@@ -168,6 +169,11 @@ class EphemeralRunnerReconciler:
         uid = str(metadata_of(runner).get("uid"))
         return is_terminal(runner) or is_terminal_phase(
             self._expected.written_status(uid).get("phase")
+        )
+
+    def pass_span(self, request: Request) -> PassSpan:
+        return pass_span(
+            self._runners.get(request.namespace, request.name), request, self._deps.tracer
         )
 
     async def reconcile(self, request: Request) -> Result:

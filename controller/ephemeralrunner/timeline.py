@@ -8,6 +8,9 @@
   annotation the machine-readable moments for `gha-controller explain`. The Event outlives the
   runner for the API server's Event TTL (`--event-ttl`, 1 h by default): that is the retention
   window. One Event per runner per controller process: the only request this adds.
+* Each reconcile pass's span (the runtime's `reconcile ephemeralrunner`) carries the runner's
+  name and, once the listener has recorded the job on the runner, the job id, and is then a
+  child of the job's root span: the passes from JobStarted on are in the job's trace.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import dataclasses
 from opentelemetry.trace import Tracer
 
 from controller.ephemeralrunner.rules import PodOutcome
-from controller.runtime import Expectations
+from controller.runtime import Expectations, Request
+from controller.runtime.controller import PassSpan
 from controller.runtime.events import EventRecorder
 from shared.api import timeline as tl
 from shared.kube.views import metadata_of, status_of
@@ -61,4 +65,17 @@ async def record_timeline(
         reason=tl.EVENT_REASON,
         message=timeline.describe(),
         annotations={tl.EVENT_ANNOTATION: timeline.to_json()},
+    )
+
+
+def pass_span(runner: JSONDict | None, request: Request, tracer: Tracer) -> PassSpan:
+    """The span of a pass on `runner` (from the cache): in its job's trace once the job is
+    known, named by the runner either way."""
+    job = tl.job_of(runner)
+    if not job:
+        return PassSpan(tracer, attributes={"gha.runner": request.name})
+    return PassSpan(
+        tracer,
+        parent=tl.job_context(job),
+        attributes={"gha.runner": request.name, "gha.job_id": job},
     )

@@ -17,15 +17,24 @@
 
 `for_=None` makes a controller of keys that are not objects it watches (a namespace's runner
 objects mapped to one key per namespace): its keys come from `watches` only, and it owns nothing.
+
+Every pass is an OpenTelemetry span `reconcile <controller>` (docs/controller-runtime.md#traces),
+made with the process's global tracer provider unless the reconciler offers `PassTracing`, which
+supplies the tracer and puts the span into a trace of the reconciler's choosing.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from opentelemetry.util.types import AttributeValue
 
 from controller.runtime.cache import controller_owner
 from controller.runtime.echoes import Echoes, OwnWrite, current_echoes
@@ -48,6 +57,24 @@ class UpdatePredicate(Protocol):
     def name(self) -> str: ...
 
     def update(self, old: object, new: object) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PassSpan:
+    """What a reconciler puts on the span of its next pass on a key."""
+
+    tracer: Tracer
+    parent: Context | None = None
+    """The context whose span is the pass span's parent (None: a trace of its own)."""
+    attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+
+
+@runtime_checkable
+class PassTracing(Protocol):
+    """A reconciler that chooses the tracer, parent and attributes of its passes' spans, asked
+    before each pass (from its cache: no request)."""
+
+    def pass_span(self, request: Request) -> PassSpan: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,43 +319,78 @@ async def worker(ctrl: Controller, metrics: RuntimeMetrics) -> None:
     copy_observer.set(lambda: metrics.copies.add(1, labels))
     current_echoes.set(ctrl.echoes)
     queue = ctrl.queue
+    reconciler = ctrl.reconciler
+    traced = reconciler if isinstance(reconciler, PassTracing) else None
+    tracer = trace.get_tracer(__name__)
     while (key := await queue.get()) is not None:
         metrics.active.add(1, labels)
         started = time.perf_counter()
-        try:
-            result = await ctrl.reconciler.reconcile(key)
-        except TerminalError:
-            queue.forget(key)
-            metrics.errors.add(1, labels)
-            metrics.reconciles.add(1, {**labels, "result": "terminal_error"})
-            log.exception("reconcile failed for good", extra={**labels, "key": str(key)})
-        except NamespaceTerminating as exc:
-            # Not a permission problem: a create raced the namespace's deletion (the owner's
-            # deletion follows). Retried as any error, logged without a traceback.
-            delay = queue.add_rate_limited(key)
-            metrics.reconciles.add(1, {**labels, "result": "error"})
-            log.info(
-                "reconcile refused, the namespace is being deleted; requeued",
-                extra={**labels, "key": str(key), "delay": delay, "error": str(exc)},
-            )
-        except Exception:
-            delay = queue.add_rate_limited(key)
-            metrics.errors.add(1, labels)
-            metrics.reconciles.add(1, {**labels, "result": "error"})
-            log.exception(
-                "reconcile failed, requeued", extra={**labels, "key": str(key), "delay": delay}
-            )
-        else:
-            queue.forget(key)
-            if result is not None and result.requeue_after is not None:
-                queue.add_after(key, result.requeue_after)
-                metrics.reconciles.add(1, {**labels, "result": "requeue_after"})
-            else:
-                metrics.reconciles.add(1, {**labels, "result": "success"})
-        finally:
-            queue.done(key)
-            metrics.active.add(-1, labels)
-            metrics.duration.record(time.perf_counter() - started, labels)
+        chosen = traced.pass_span(key) if traced is not None else PassSpan(tracer)
+        with chosen.tracer.start_as_current_span(
+            f"reconcile {ctrl.name}",
+            context=chosen.parent,
+            attributes={
+                **chosen.attributes,
+                "controller": ctrl.name,
+                "namespace": key.namespace,
+                "name": key.name,
+            },
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                outcome = await _reconcile(ctrl, key, span, metrics)
+            finally:
+                queue.done(key)
+                metrics.active.add(-1, labels)
+                metrics.duration.record(time.perf_counter() - started, labels)
+            span.set_attribute("result", outcome)
+            metrics.reconciles.add(1, {**labels, "result": outcome})
+
+
+async def _reconcile(ctrl: Controller, key: Request, span: Span, metrics: RuntimeMetrics) -> str:
+    """One pass on `key`: its result label, the key forgotten or requeued, the span told."""
+    labels = {"controller": ctrl.name}
+    queue = ctrl.queue
+    try:
+        result = await ctrl.reconciler.reconcile(key)
+    except TerminalError as exc:
+        queue.forget(key)
+        metrics.errors.add(1, labels)
+        _failed(span, exc)
+        log.exception("reconcile failed for good", extra={**labels, "key": str(key)})
+        return "terminal_error"
+    except NamespaceTerminating as exc:
+        # Not a permission problem: a create raced the namespace's deletion (the owner's
+        # deletion follows). Retried as any error, logged without a traceback.
+        delay = queue.add_rate_limited(key)
+        _failed(span, exc, delay)
+        log.info(
+            "reconcile refused, the namespace is being deleted; requeued",
+            extra={**labels, "key": str(key), "delay": delay, "error": str(exc)},
+        )
+        return "error"
+    except Exception as exc:
+        delay = queue.add_rate_limited(key)
+        metrics.errors.add(1, labels)
+        _failed(span, exc, delay)
+        log.exception(
+            "reconcile failed, requeued", extra={**labels, "key": str(key), "delay": delay}
+        )
+        return "error"
+    queue.forget(key)
+    if result is not None and result.requeue_after is not None:
+        queue.add_after(key, result.requeue_after)
+        span.set_attribute("requeue_after", result.requeue_after)
+        return "requeue_after"
+    return "success"
+
+
+def _failed(span: Span, exc: Exception, delay: float | None = None) -> None:
+    span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+    span.set_attribute("error", f"{type(exc).__name__}: {exc}")
+    if delay is not None:
+        span.set_attribute("requeue_after", delay)
 
 
 __all__ = [
@@ -336,6 +398,8 @@ __all__ = [
     "Deferral",
     "OwnWrite",
     "Owns",
+    "PassSpan",
+    "PassTracing",
     "Result",
     "UpdatePredicate",
     "Watches",

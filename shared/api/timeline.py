@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import SpanContext, TraceFlags, Tracer
 
 from shared.typedefs import JSONDict
@@ -118,6 +119,28 @@ def trace_id_of(job_id: str) -> int:
 def _span_id_of(job_id: str) -> int:
     """The id of the job's (not exported) root span, parent of every process's spans."""
     return int.from_bytes(hashlib.sha256(f"gha-job/{job_id}".encode()).digest()[16:24], "big")
+
+
+def job_context(job_id: str) -> Context:
+    """A context whose span is the job's root (never exported): spans started in it are in the
+    job's trace, whichever process makes them."""
+    return trace.set_span_in_context(
+        trace.NonRecordingSpan(
+            SpanContext(
+                trace_id=trace_id_of(job_id),
+                span_id=_span_id_of(job_id),
+                is_remote=True,
+                trace_flags=TraceFlags(TraceFlags.SAMPLED),
+            )
+        )
+    )
+
+
+def job_of(runner: JSONDict | None) -> str:
+    """The id of the job the listener recorded on a runner's timeline ("" before its
+    JobStarted)."""
+    status = (runner or {}).get("status") or {}
+    return str((status.get(TIMELINE_FIELD) or {}).get(JOB_ID) or "")
 
 
 def _ns(moment: datetime | None) -> int | None:
@@ -216,16 +239,7 @@ class Timeline:
         chosen = [stage for stage in self.stages() if stage.name in stages]
         if not job or not chosen:
             return
-        parent = trace.set_span_in_context(
-            trace.NonRecordingSpan(
-                SpanContext(
-                    trace_id=trace_id_of(job),
-                    span_id=_span_id_of(job),
-                    is_remote=True,
-                    trace_flags=TraceFlags(TraceFlags.SAMPLED),
-                )
-            )
-        )
+        parent = job_context(job)
         attributes = {"gha.job_id": job, "gha.runner": str(self.moments.get(RUNNER) or "")}
         if self.capacity:
             attributes["gha.capacity"] = self.capacity
@@ -242,6 +256,21 @@ class Timeline:
             )
             span.end(end_time=_ns(stage.end))
         outer.end(end_time=_ns(chosen[-1].end))
+
+    def clamped(self) -> int:
+        """How many known moments were earlier than the known one before them, and so taken as
+        equal to it by `stages`."""
+        value = self.moments.get(RECEIVED)
+        if not isinstance(value, str):
+            return 0
+        count, previous = 0, parse_moment(value)
+        for moment, _ in BOUNDARIES:
+            value = self.moments.get(moment)
+            if isinstance(value, str):
+                at = parse_moment(value)
+                count += at < previous
+                previous = max(at, previous)
+        return count
 
     def total_seconds(self) -> float:
         return sum(stage.seconds for stage in self.stages())

@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -230,3 +231,63 @@ async def test_a_job_held_at_max_runners_waits_for_capacity(
         text = await listener_metrics(port)
         assert metric(text, "gha_jobs_waited_at_max_runners_total", name="arc") == 1
         assert metric(text, "gha_job_stage_duration_seconds_count", stage="capacity") == 1
+
+
+@pytest.fixture
+def exporting(otlp_collector: Collector, monkeypatch: pytest.MonkeyPatch) -> Collector:  # noqa: F811
+    """OTLP export switched on before the rig's controller is built, flushed every 50 ms."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_collector.url)
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    return otlp_collector
+
+
+def attributes_of(span: Any) -> dict[str, str]:
+    return {kv.key: kv.value.string_value for kv in span.attributes}
+
+
+@pytest.mark.parametrize("rig_options", [RigOptions(simulated_runners=True)])
+async def test_the_runners_reconcile_passes_are_in_the_jobs_trace(
+    exporting: Collector, rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await rig.create_runner_set()
+    async with running_listener(rig, tmp_path, monkeypatch, max_runners=1):
+        request = rig.gh.enqueue_job(labels=["arc"], duration=1)
+        job_id = job_id_of(rig, request)
+        timeline = await recorded_timeline(rig, job_id)
+        runner = str(timeline.moments[tl.RUNNER])
+        trace_id = tl.trace_id_of(job_id).to_bytes(16, "big")
+
+        async def passes_after_the_job_ended() -> list[Any]:
+            # The job runs for a second: the passes on the finished runner come after the one
+            # that saw its JobStarted.
+            in_trace = [s for s in exporting.spans() if s.trace_id == trace_id]
+            passes = [s for s in in_trace if s.name == "reconcile ephemeralrunner"]
+            names = {s.name for s in in_trace}
+            done = await rig.runner(runner) is None
+            return passes if done and len(passes) >= 2 and {"job", "runner"} <= names else []
+
+        passes = await rig.until(passes_after_the_job_ended, within=WITHIN, what="the passes")
+
+    # Every pass in the job's trace is on its runner, a child of the job's root as the
+    # listener's `job` span and the controller's `runner` span are, with its result.
+    [job_span] = [s for s in exporting.spans() if s.name == "job" and s.trace_id == trace_id]
+    for span in passes:
+        attributes = attributes_of(span)
+        assert attributes["gha.runner"] == runner
+        assert attributes["gha.job_id"] == job_id
+        assert attributes["controller"] == "ephemeralrunner"
+        assert attributes["name"] == runner
+        assert attributes["namespace"] == rig.namespace
+        assert attributes["result"] in {"success", "requeue_after"}
+        assert span.parent_span_id == job_span.parent_span_id
+    # The passes before the job was known (creating the runner, its pod) are found by the
+    # runner's name, each in a trace of its own.
+    earlier = [
+        s
+        for s in exporting.spans()
+        if s.name == "reconcile ephemeralrunner"
+        and s.trace_id != trace_id
+        and attributes_of(s).get("gha.runner") == runner
+    ]
+    assert earlier
+    assert all("gha.job_id" not in attributes_of(s) for s in earlier)

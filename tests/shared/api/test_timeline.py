@@ -66,6 +66,9 @@ def test_an_idle_runner_taking_the_job_has_no_cluster_stages() -> None:
     got = stages(moments)
     assert got["controller"] == got["scheduling"] == got["container_start"] == 0
     assert got["registration"] == 17.5
+    # Each of the four cluster moments is before the one the stage starts from: taken as equal.
+    assert tl.Timeline(moments).clamped() == 4
+    assert tl.Timeline(dict(FULL)).clamped() == 0
 
 
 @pytest.mark.parametrize(
