@@ -14,6 +14,8 @@ import argparse
 import asyncio
 import time
 
+from opentelemetry.trace import NoOpTracer
+
 from controller.runtime import Controller, Request, Result, RuntimeMetrics
 from controller.runtime.controller import worker
 from controller.runtime.queue import WorkQueue
@@ -50,7 +52,7 @@ async def measure(keys: int, workers: int, latency: float) -> tuple[float, int]:
     for i in range(keys):
         for _ in range(3):
             ctrl.queue.add(Request("bench", f"runner-{i}"))
-    tasks = [asyncio.create_task(worker(ctrl, metrics)) for _ in range(workers)]
+    tasks = [asyncio.create_task(worker(ctrl, metrics, NoOpTracer())) for _ in range(workers)]
     await reconciler.finished.wait()
     elapsed = time.perf_counter() - started
     ctrl.queue.shutdown()

@@ -93,6 +93,7 @@ def compose(
     )
     manager.on_shutdown(pool.aclose)
     tracing = configure_tracing(COMPONENT)
+    manager.tracer = tracing.get_tracer(COMPONENT)
 
     async def flush_spans() -> None:
         await asyncio.to_thread(tracing.shutdown)
@@ -105,7 +106,7 @@ def compose(
         expectations=Expectations(),
         autoscaling=autoscaling,
         listener=listener,
-        tracer=tracing.get_tracer(COMPONENT),
+        tracer=manager.tracer,
     )
     setups = RUNNER_RECONCILERS
     if autoscaling is not None or listener is not None:

@@ -19,8 +19,9 @@
 objects mapped to one key per namespace): its keys come from `watches` only, and it owns nothing.
 
 Every pass is an OpenTelemetry span `reconcile <controller>` (docs/controller-runtime.md#traces),
-made with the process's global tracer provider unless the reconciler offers `PassTracing`, which
-supplies the tracer and puts the span into a trace of the reconciler's choosing.
+made with the manager's tracer (the process's, set by the composition root) unless the
+reconciler offers `PassTracing`, which supplies the tracer and puts the span into a trace of the
+reconciler's choosing.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
@@ -313,15 +313,15 @@ def _watch_name(ctrl: Controller, kind: Kind, predicate: UpdatePredicate | None)
     return f"{kind.kind.lower()}-to-{ctrl.name}"
 
 
-async def worker(ctrl: Controller, metrics: RuntimeMetrics) -> None:
-    """Take keys from the controller's queue and reconcile them until the queue shuts down."""
+async def worker(ctrl: Controller, metrics: RuntimeMetrics, tracer: Tracer) -> None:
+    """Take keys from the controller's queue and reconcile them until the queue shuts down;
+    each pass is a span of `tracer`'s unless the reconciler chooses (`PassTracing`)."""
     labels = {"controller": ctrl.name}
     copy_observer.set(lambda: metrics.copies.add(1, labels))
     current_echoes.set(ctrl.echoes)
     queue = ctrl.queue
     reconciler = ctrl.reconciler
     traced = reconciler if isinstance(reconciler, PassTracing) else None
-    tracer = trace.get_tracer(__name__)
     while (key := await queue.get()) is not None:
         metrics.active.add(1, labels)
         started = time.perf_counter()

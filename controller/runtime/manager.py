@@ -19,6 +19,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kubernetes_asyncio import client
+from opentelemetry import trace
+from opentelemetry.trace import Tracer
 
 from controller.runtime.cache import Informer, Store, WatchSettings
 from controller.runtime.controller import Controller, handlers, worker
@@ -71,6 +73,9 @@ class Manager:
             on_write=record_write,
         )
         self._clock = clock or MonotonicClock()
+        self.tracer: Tracer = trace.get_tracer(__name__)
+        """The tracer of the passes' spans (docs/controller-runtime.md#traces): the process's
+        global provider's until the composition root sets the process's own."""
         self._informers: dict[Kind, Informer] = {}
         self._controllers: list[Controller] = []
         self._stopping = asyncio.Event()
@@ -203,7 +208,9 @@ class Manager:
                     self.informer(kind).add_handler(handler)
                 count = ctrl.workers or self.settings.workers
                 workers += [
-                    asyncio.create_task(worker(ctrl, self.metrics), name=f"{ctrl.name}-{i}")
+                    asyncio.create_task(
+                        worker(ctrl, self.metrics, self.tracer), name=f"{ctrl.name}-{i}"
+                    )
                     for i in range(count)
                 ]
             if holding is not None:

@@ -126,3 +126,47 @@ async def test_the_reconciler_puts_its_passes_in_a_trace_of_its_choosing(
         assert span.attributes is not None
         assert span.attributes["job"] == "7"
         assert span.attributes["name"] == "two"
+
+
+class Plain:
+    """A reconciler that chooses nothing about its spans."""
+
+    def __init__(self) -> None:
+        self.passed = asyncio.Event()
+
+    async def reconcile(self, request: Request) -> Result:
+        self.passed.set()
+        return Result()
+
+
+async def test_a_reconciler_that_chooses_nothing_gets_the_managers_tracer(namespace: str) -> None:
+    """`gha-controller` sets the manager's tracer to the process's exporting one: every
+    controller's passes are exported, not only those of a reconciler with `PassTracing`."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    async with KubeEmulator(kubelet=False) as kube:
+        kube.apply_crds(project_crds())
+        kube.apply(namespace_body(namespace))
+        async with client.ApiClient(await kube.configuration()) as api:
+            manager = Manager(
+                api=api,
+                settings=RuntimeSettings(namespaces=frozenset({namespace}), leader_election=None),
+            )
+            manager.tracer = provider.get_tracer("test")
+            plain = Plain()
+            manager.add(Controller(name="plain", for_=EPHEMERAL_RUNNER, reconciler=plain))
+            task = asyncio.create_task(manager.run())
+            try:
+                await asyncio.wait_for(manager.wait_synced(), 10)
+                await Objects(api, timeout=5.0).create(
+                    EPHEMERAL_RUNNER, namespace, runner_body("three")
+                )
+                await asyncio.wait_for(plain.passed.wait(), 10)
+            finally:
+                manager.stop()
+                await asyncio.wait_for(task, 10)
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "reconcile plain"
+    assert span.attributes is not None
+    assert span.attributes["name"] == "three"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from opentelemetry.trace import NoOpTracer
 
 from controller.runtime import (
     Backoff,
@@ -183,7 +184,7 @@ async def run_worker(
     reconciler = Scripted(outcomes)
     ctrl = Controller(name="test", for_=EPHEMERAL_RUNNER, reconciler=reconciler)
     ctrl.queue = make_queue(clock, base=1.0, maximum=60.0)
-    task = asyncio.create_task(worker(ctrl, RuntimeMetrics()))
+    task = asyncio.create_task(worker(ctrl, RuntimeMetrics(), NoOpTracer()))
     return ctrl, reconciler, task
 
 
