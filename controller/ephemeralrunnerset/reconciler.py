@@ -153,7 +153,7 @@ class EphemeralRunnerSetReconciler:
         if p is None:
             self._forget(request)
             return Result()
-        runner_set, uid, cached = p.lazy, p.uid, p.obj
+        runner_set, uid, cached = p.lazy, p.uid, p.object
 
         def current(revision: int) -> Children:
             """The runners as cached, with what this process did that the cache does not show
@@ -241,7 +241,7 @@ class EphemeralRunnerSetReconciler:
         phase: str,
         refresh: Callable[[], Children],
     ) -> Result:
-        obj = p.obj
+        obj = p.object
         replicas = spec_int(obj, "replicas")
         patch_id = spec_int(obj, patchid.SPEC_FIELD)
         due, wait = replacement_due(children.failed, now=self._now(), policy=self._replacement)
@@ -315,12 +315,12 @@ class EphemeralRunnerSetReconciler:
         note = p.noted(SetStep.CLEANUP_MARKER)
         if note is not None and isinstance(note.value, int):
             return note.value
-        return status_int(p.obj, CLEANUP_MARKER)
+        return status_int(p.object, CLEANUP_MARKER)
 
     async def _create_runners(
         self, p: Pass, *, count: int, patch_id: int, lineage_of: int = 0
     ) -> None:
-        runner_set = p.obj
+        runner_set = p.object
         body = new_ephemeral_runner(
             runner_set,
             patch_id=patch_id,
@@ -362,7 +362,7 @@ class EphemeralRunnerSetReconciler:
             await self._objects.replace(SECRET, meta["namespace"], body)
 
     async def _replace_failed(self, p: Pass, due: list[JSONDict], replacements: int) -> None:
-        runner_set = p.obj
+        runner_set = p.object
         for index, failed in enumerate(due):
             if index < replacements:
                 await self._create_runners(
@@ -423,7 +423,7 @@ class EphemeralRunnerSetReconciler:
         await _gather_all(self._retire(p, runner) for runner in cleanup_candidates(children))
 
     async def _finalize(self, p: Pass, children: Children) -> Result:
-        obj = p.obj
+        obj = p.object
         if not has_any_finalizer(obj, EPHEMERAL_RUNNER_SET_FINALIZERS):
             return Result()
         live = children.pending + children.running + children.terminated + children.deleting
@@ -457,7 +457,7 @@ class EphemeralRunnerSetReconciler:
         write is held: the seconds until it may go are returned, and the pass then runs again
         (one write carries every change of the window: docs/reconcilers.md#status-writes)."""
         if self._metrics is not None:
-            self._metrics.publish(p.obj, children)
+            self._metrics.publish(p.object, children)
         desired = {**counts_status(children), "phase": phase, **(extra or {})}
         marker = p.noted(SetStep.CLEANUP_MARKER)
         if marker is not None and CLEANUP_MARKER not in desired:
@@ -465,7 +465,7 @@ class EphemeralRunnerSetReconciler:
             desired[CLEANUP_MARKER] = marker.value
         if not p.status_due(desired):
             return None
-        current = status_of(p.obj)
+        current = status_of(p.object)
         now = self._now()
         key = p.key
         last = self._status_written.get(key)

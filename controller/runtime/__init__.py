@@ -40,7 +40,7 @@ Helpers (`controllerutil.py`, `events.py`, `expectations.py`)
 Passes (`passes.py`)
     `Passes(kind=, store=, expectations=, objects=, logger=)`: `.begin(request)` -> `Pass | None`
     (None: gone from the cache, its expectations forgotten), `.on(obj)`, `.forget(request)`.
-    `Pass`: `.lazy`, `.obj`, `.key`, `.uid`, `.log` (key and uid on every line),
+    `Pass`: `.lazy`, `.object`, `.key`, `.uid`, `.log` (key and uid on every line),
     `write_status(desired)`, `done` / `do_once` / `note` of `Step`s (an `Enum` member, alone or
     with a detail), `delete(kind, obj_or_key)`, `create_or_patch`, `warn_once(reason, ...)`.
 
@@ -97,9 +97,9 @@ __all__ = [
     "Reconciler",
     "Request",
     "Result",
-    "Step",
     "RuntimeMetrics",
     "RuntimeSettings",
+    "Step",
     "Store",
     "TerminalError",
     "UpdatePredicate",

@@ -25,6 +25,7 @@ never matches.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import logging
 from collections.abc import Collection, MutableMapping
@@ -40,7 +41,7 @@ from shared.kube.objects import Kind, Objects
 from shared.kube.views import metadata_of, status_of
 from shared.typedefs import JSONDict
 
-Step: TypeAlias = Enum | tuple[Enum, object]
+Step: TypeAlias = Enum | tuple[Enum, builtins.object]
 """An expectations step: a member of the reconciler's own `Enum`, alone or with a detail."""
 
 
@@ -87,12 +88,24 @@ class Pass:
         self.uid = str(metadata_of(obj)["uid"])
         self.log = PassLogger(logger, {"key": str(self.key), "uid": self.uid})
         self.expected = expectations
-        self.objs = objects
+        self.objects = objects
 
     @property
-    def obj(self) -> JSONDict:
-        """The object as this pass last knows it (read only; edit through `lazy.mutate()`)."""
+    def object(self) -> JSONDict:
+        """The object as this pass last knows it: read it, edit through `mutate()`."""
         return self.lazy.object
+
+    @property
+    def copied(self) -> bool:
+        return self.lazy.copied
+
+    def mutate(self) -> JSONDict:
+        """The copy to edit (`LazyObject.mutate`)."""
+        return self.lazy.mutate()
+
+    async def write(self, *, optimistic: bool = False) -> bool:
+        """Send the edits (`LazyObject.write`): whether anything was sent."""
+        return await self.lazy.write(self.objects, optimistic=optimistic)
 
     # --- once-steps ----------------------------------------------------------------------------
 
@@ -102,7 +115,7 @@ class Pass:
     def noted(self, step: Step) -> Note | None:
         return self.expected.noted(self.uid, step)
 
-    def note(self, step: Step, value: object = True) -> None:
+    def note(self, step: Step, value: builtins.object = True) -> None:
         self.expected.note(self.uid, step, value)
 
     def clear(self, step: Step) -> None:
@@ -122,7 +135,7 @@ class Pass:
         """Whether `write_status(desired)` would write: the object's status differs from
         `desired` and this is not a repeat of this process's last write behind a lagging cache
         (`compare`: the fields that decide that, all of `desired` by default)."""
-        current = status_of(self.obj)
+        current = status_of(self.object)
         if all(current.get(k) == v for k, v in desired.items()):
             return False
         checked = desired if compare is None else {k: desired[k] for k in compare}
@@ -142,13 +155,13 @@ class Pass:
         makes it fail with Conflict); `deep` merges nested dicts key by key. Whether it wrote."""
         if not self.status_due(desired, compare=compare):
             return False
-        current = status_of(self.obj)
+        current = status_of(self.object)
         status = self.lazy.mutate().setdefault("status", {})
         if deep:
             deep_merge(status, desired)
         else:
             status.update(desired)
-        await self.lazy.write(self.objs, optimistic=optimistic)
+        await self.lazy.write(self.objects, optimistic=optimistic)
         self.expected.wrote_status(self.uid, current=current, desired=desired)
         self.log.info("status written: %s", ", ".join(sorted(desired)))
         return True
@@ -171,7 +184,7 @@ class Pass:
             if controller_owner_uid(target) == self.uid:
                 self.expected.deleted(self.uid, target)
         try:
-            await self.objs.delete(kind, namespace, name, uid=uid)
+            await self.objects.delete(kind, namespace, name, uid=uid)
         except NotFound:
             return False
         self.log.info("deleted %s %s/%s", kind.kind, namespace, name)
@@ -186,7 +199,7 @@ class Pass:
         meta = desired["metadata"]
         if current is None:
             with contextlib.suppress(AlreadyExists):
-                created = await self.objs.create(kind, meta["namespace"], desired)
+                created = await self.objects.create(kind, meta["namespace"], desired)
                 self.log.info("created %s %s/%s", kind.kind, meta["namespace"], meta["name"])
                 return created
             return None
@@ -195,13 +208,13 @@ class Pass:
             "labels": meta.get("labels") or {},
             "annotations": meta.get("annotations") or {},
         }
-        patched = await self.objs.patch(kind, meta["namespace"], meta["name"], patch)
+        patched = await self.objects.patch(kind, meta["namespace"], meta["name"], patch)
         self.log.info("patched %s %s/%s", kind.kind, meta["namespace"], meta["name"])
         return patched
 
     # --- logging -------------------------------------------------------------------------------
 
-    def warn_once(self, reason: str, message: str, *args: object) -> None:
+    def warn_once(self, reason: str, message: str, *args: builtins.object) -> None:
         """Log a warning the first time this object meets `reason` (until it leaves the
         cache): a condition every pass meets again is one line, not one per pass."""
         if self.do_once((_Warned.WARNED, reason)):
