@@ -158,9 +158,7 @@ class EphemeralRunnerSetReconciler:
         def current(revision: int) -> Children:
             """The runners as cached, with what this process did that the cache does not show
             yet (its own writes' echoes wake nothing, so a pass goes on with this)."""
-            unseen = self._expected.unseen(
-                uid, lambda name: self._runners.get(request.namespace, name)
-            )
+            unseen = p.unseen(lambda name: self._runners.get(request.namespace, name))
             return self._children.children(uid, applied_revision=revision, unseen=unseen)
 
         applied = status_int(cached, "appliedActionableRevision")
@@ -337,7 +335,7 @@ class EphemeralRunnerSetReconciler:
         async def create() -> None:
             async with limit:
                 created = await self._objects.create(EPHEMERAL_RUNNER, namespace, body)
-            self._expected.created(p.uid, created)
+            p.created(created)
             self._expected.note(str(created["metadata"]["uid"]), CREATED_WITHOUT_SECRET)
 
         await _gather_all(create() for _ in range(count))

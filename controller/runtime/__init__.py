@@ -42,7 +42,8 @@ Passes (`passes.py`)
     (None: gone from the cache, its expectations forgotten), `.on(obj)`, `.forget(request)`.
     `Pass`: `.lazy`, `.object`, `.key`, `.uid`, `.log` (key and uid on every line),
     `write_status(desired)`, `done` / `do_once` / `note` of `Step`s (an `Enum` member, alone or
-    with a detail), `delete(kind, obj_or_key)`, `create_or_patch`, `warn_once(reason, ...)`.
+    with a detail), `delete(kind, obj_or_key)`, `created` / `unseen`, `create_or_patch`,
+    `warn_once(reason, ...)`.
 
 Manager (`manager.py`)
     `Manager(api=ApiClient, settings=RuntimeSettings(...))`: `.add(controller)`, `.cache(kind)`,

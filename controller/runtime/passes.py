@@ -28,12 +28,12 @@ from __future__ import annotations
 import builtins
 import contextlib
 import logging
-from collections.abc import Collection, MutableMapping
+from collections.abc import Callable, Collection, MutableMapping
 from enum import Enum
 from typing import Any, TypeAlias
 
 from controller.runtime.cache import Store, controller_owner_uid
-from controller.runtime.expectations import Expectations, Note
+from controller.runtime.expectations import Expectations, Note, Unseen
 from controller.runtime.lazy import LazyObject
 from controller.runtime.reconcile import Request
 from shared.kube.errors import AlreadyExists, NotFound
@@ -189,6 +189,15 @@ class Pass:
             return False
         self.log.info("deleted %s %s/%s", kind.kind, namespace, name)
         return True
+
+    def created(self, child: JSONDict) -> None:
+        """Record a child this pass created (the server's answer) for `unseen`."""
+        self.expected.created(self.uid, child)
+
+    def unseen(self, cached: Callable[[str], JSONDict | None]) -> Unseen:
+        """The children this process created or deleted that the cache does not show yet,
+        given the cache's child of a name (`Expectations.unseen`)."""
+        return self.expected.unseen(self.uid, cached)
 
     async def create_or_patch(
         self, kind: Kind, desired: JSONDict, current: JSONDict | None

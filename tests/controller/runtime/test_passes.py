@@ -112,7 +112,7 @@ async def test_a_status_someone_else_changed_is_written_again(
 
 
 async def test_delete_ignores_not_found_and_records_a_child(
-    objects: Objects, expected: Expectations, passes: Passes, ns: str, runner: JSONDict
+    objects: Objects, passes: Passes, ns: str, runner: JSONDict
 ) -> None:
     p = begin(passes, ns)
     child = await objects.create(
@@ -138,8 +138,18 @@ async def test_delete_ignores_not_found_and_records_a_child(
     assert await p.delete(SECRET, child)
     assert not await p.delete(SECRET, child)
     assert not await p.delete(POD, Request(ns, "never-made"))
-    unseen = expected.unseen(p.uid, lambda name: child if name == "child" else None)
+    unseen = p.unseen(lambda name: child if name == "child" else None)
     assert [c["metadata"]["deletionTimestamp"] for c in unseen.deleting] == [DELETING]
+
+
+async def test_a_child_created_is_unseen_until_the_cache_shows_it(
+    objects: Objects, passes: Passes, ns: str, runner: JSONDict
+) -> None:
+    p = begin(passes, ns)
+    child = await objects.create(EPHEMERAL_RUNNER, ns, runner_body("child"))
+    p.created(child)
+    assert begin(passes, ns).unseen(lambda name: None).created == [child]
+    assert begin(passes, ns).unseen(lambda name: child).created == []
 
 
 async def test_create_or_patch_creates_once_and_patches_keeping_foreign_labels(
