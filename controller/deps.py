@@ -26,7 +26,13 @@ object's uid, so two runners that share a runner id on different GitHub configur
 GitHub hosts number their runners independently) never stand in for each other."""
 
 
-CREATED_WITHOUT_SECRET = "created without a secret"
+class RunnerStep(enum.Enum):
+    """Expectations steps one runner reconciler notes for the other."""
+
+    CREATED_WITHOUT_SECRET = "created without a secret"
+
+
+CREATED_WITHOUT_SECRET = RunnerStep.CREATED_WITHOUT_SECRET
 """The expectations step, per runner uid, saying this process created the runner and has not
 created its JIT Secret yet: the runner reconciler then creates the Secret without reading it
 first (no GET that can only answer 404). A process that lost the lease exits, so nothing else

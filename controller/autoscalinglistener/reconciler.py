@@ -28,7 +28,6 @@ controller then needs no cluster-wide watch of Secrets, Roles, RoleBindings or L
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -58,9 +57,11 @@ from controller.runners.network import proxy_data, root_ca
 from controller.runtime import (
     Controller,
     EventRecorder,
-    LazyObject,
+    Expectations,
     Manager,
     Owns,
+    Pass,
+    Passes,
     Request,
     Result,
     Store,
@@ -82,7 +83,7 @@ from shared.api.names import (
     SECRET_GITHUB_APP_PRIVATE_KEY,
     SECRET_GITHUB_TOKEN,
 )
-from shared.kube.errors import AlreadyExists, KubeError, NotFound
+from shared.kube.errors import KubeError, NotFound
 from shared.kube.objects import (
     LEASE,
     POD,
@@ -152,6 +153,15 @@ class AutoscalingListenerReconciler:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._listeners = listeners
+        # Its steps and warnings, per listener uid; nothing it writes is shared with another
+        # reconciler.
+        self._passes = Passes(
+            kind=AUTOSCALING_LISTENER,
+            store=listeners,
+            expectations=Expectations(),
+            objects=objects,
+            logger=log,
+        )
         self._sets = sets
         self._pods = pods
         self._lease_owed: set[str] = set()
@@ -185,16 +195,16 @@ class AutoscalingListenerReconciler:
                     home,
                 )
             return Result()
-        cached = self._listeners.get(request.namespace, request.name)
-        if cached is None:
+        p = self._passes.begin(request)
+        if p is None:
             self._gauge.series.pop(request, None)
             return Result()
-        listener = LazyObject(cached, kind=AUTOSCALING_LISTENER)
-        uid = str(metadata_of(cached).get("uid"))
+        cached, uid = p.object, p.uid
         if is_deleting(cached):
             self._gauge.publish(cached, running=False)
-            return await self._finalize(listener, uid)
-        if await add_finalizers(listener, self._objects, [FINALIZER_AUTOSCALING_LISTENER]):
+            return await self._finalize(p)
+        if await add_finalizers(p.lazy, self._objects, [FINALIZER_AUTOSCALING_LISTENER]):
+            p.log.info("finalizer added")
             return Result()
         spec = cached.get("spec") or {}
         if (
@@ -204,7 +214,8 @@ class AutoscalingListenerReconciler:
             )
             is None
         ):
-            await self._delete(AUTOSCALING_LISTENER, request.namespace, request.name)
+            p.log.info("its AutoscalingRunnerSet is gone: deleting the listener")
+            await p.delete(AUTOSCALING_LISTENER, request)
             return Result()
         if (spec.get("vaultConfig") or {}).get("type"):
             await self._events.warning(
@@ -215,14 +226,14 @@ class AutoscalingListenerReconciler:
             )
             return Result()
 
-        await self._ensure(service_account(cached), SERVICE_ACCOUNT)
-        await self._ensure_role(cached)
-        await self._ensure_role_binding(cached)
+        await self._ensure(p, service_account(cached), SERVICE_ACCOUNT)
+        await self._ensure_role(p)
+        await self._ensure_role_binding(p)
         if spec.get("proxy"):
             data = await proxy_data(
                 self._objects, str(spec["autoscalingRunnerSetNamespace"]), spec["proxy"]
             )
-            await self._ensure(proxy_secret(cached, data), SECRET)
+            await self._ensure(p, proxy_secret(cached, data), SECRET)
         config = await self._config(cached)
         refused = config_problem(config)
         if refused is not None:
@@ -237,10 +248,10 @@ class AutoscalingListenerReconciler:
             return Result()
         self._refused.pop(uid, None)
         if standby_lease_name(cached):
-            await self._ensure_lease(cached)
+            await self._ensure_lease(p)
         secret = config_secret(cached, config)
-        await self._ensure(secret, SECRET)
-        return await self._ensure_pods(cached, uid, config_digest=_digest(secret))
+        await self._ensure(p, secret, SECRET)
+        return await self._ensure_pods(p, config_digest=_digest(secret))
 
     async def _refuse(self, listener: JSONDict, uid: str, reason: str, message: str) -> None:
         """A warning Event, once for each reason the listener cannot run."""
@@ -281,9 +292,9 @@ class AutoscalingListenerReconciler:
             standby=settings.standby,
         )
 
-    async def _ensure(self, desired: JSONDict, kind: Kind) -> None:
+    async def _ensure(self, p: Pass, desired: JSONDict, kind: Kind) -> None:
         meta = desired["metadata"]
-        await self._write(desired, kind, await self._read(kind, meta["namespace"], meta["name"]))
+        await self._write(p, desired, kind, await self._read(kind, meta["namespace"], meta["name"]))
 
     async def _read(self, kind: Kind, namespace: str, name: str) -> JSONDict | None:
         try:
@@ -292,20 +303,25 @@ class AutoscalingListenerReconciler:
             return None
 
     async def _write(
-        self, desired: JSONDict, kind: Kind, current: JSONDict | None, *, fields: Iterable[str] = ()
+        self,
+        p: Pass,
+        desired: JSONDict,
+        kind: Kind,
+        current: JSONDict | None,
+        *,
+        fields: Iterable[str] = (),
     ) -> None:
         """Create the object, or replace what we compute of it when its integrity hash differs
         or one of `fields` was edited (a key someone else added stays)."""
         meta = desired["metadata"]
         if current is None:
-            with contextlib.suppress(AlreadyExists):
-                await self._objects.create(kind, meta["namespace"], desired)
+            await p.create_or_patch(kind, desired, None)
             return
         have = (metadata_of(current).get("annotations") or {}).get(ANNOTATION_INTEGRITY_HASH)
         labels = metadata_of(current).get("labels") or {}
         drifted = [f for f in fields if _normalized(current.get(f)) != desired[f]]
         if drifted:
-            log.info(
+            p.log.info(
                 "repairing %s %s/%s: %s edited",
                 kind.kind,
                 meta["namespace"],
@@ -316,70 +332,67 @@ class AutoscalingListenerReconciler:
             labels.get(k) == v for k, v in meta["labels"].items()
         ):
             return
-        patch = {key: value for key, value in desired.items() if key not in ("apiVersion", "kind")}
-        patch["metadata"] = {"labels": meta["labels"], "annotations": meta["annotations"]}
-        await self._objects.patch(kind, meta["namespace"], meta["name"], patch)
+        await p.create_or_patch(kind, desired, current)
 
-    async def _ensure_role(self, listener: JSONDict) -> None:
+    async def _ensure_role(self, p: Pass) -> None:
         """The Role. When standby was turned off, the extra pods and the Lease are deleted
         before the rule that lets them renew it goes: a Role that still grants the Lease is
         what tells a later pass (or a restarted controller) that they may be left."""
+        listener = p.object
         desired = role(listener)
         meta = desired["metadata"]
         current = await self._read(ROLE, meta["namespace"], meta["name"])
         if current is not None and not standby_lease_name(listener) and grants_lease(current):
-            await self._delete_extra_pods(listener, keep=1)
-            await self._delete(LEASE, meta["namespace"], lease_name(listener))
-        await self._write(desired, ROLE, current, fields=("rules",))
+            await self._delete_extra_pods(p, keep=1)
+            await p.delete(LEASE, Request(meta["namespace"], lease_name(listener)))
+        await self._write(p, desired, ROLE, current, fields=("rules",))
 
-    async def _ensure_role_binding(self, listener: JSONDict) -> None:
+    async def _ensure_role_binding(self, p: Pass) -> None:
         """The RoleBinding, its subjects brought back when edited; its roleRef cannot be
         changed in place, so a binding to another role is deleted and made again."""
-        desired = role_binding(listener)
+        desired = role_binding(p.object)
         meta = desired["metadata"]
         current = await self._read(ROLE_BINDING, meta["namespace"], meta["name"])
         if current is not None and _normalized(current.get("roleRef")) != desired["roleRef"]:
-            log.info(
+            p.log.info(
                 "re-creating RoleBinding %s/%s: roleRef edited", meta["namespace"], meta["name"]
             )
-            await self._delete(ROLE_BINDING, meta["namespace"], meta["name"])
+            await p.delete(ROLE_BINDING, Request(meta["namespace"], meta["name"]))
             current = None
-        await self._write(desired, ROLE_BINDING, current, fields=("subjects",))
+        await self._write(p, desired, ROLE_BINDING, current, fields=("subjects",))
 
-    async def _ensure_lease(self, listener: JSONDict) -> None:
+    async def _ensure_lease(self, p: Pass) -> None:
         """Made before the pods, so that none of them needs `create` on Leases. Never updated:
         its holder, renewals and annotations belong to the pods."""
-        desired = lease(listener)
+        desired = lease(p.object)
         meta = desired["metadata"]
         if await self._read(LEASE, meta["namespace"], meta["name"]) is None:
-            with contextlib.suppress(AlreadyExists):
-                await self._objects.create(LEASE, meta["namespace"], desired)
+            await p.create_or_patch(LEASE, desired, None)
 
-    async def _delete_extra_pods(self, listener: JSONDict, *, keep: int) -> bool:
+    async def _delete_extra_pods(self, p: Pass, *, keep: int) -> bool:
         """Delete the pods of replicas `keep` and above (as the cache shows them); True while
         any of them is left."""
-        namespace = metadata_of(listener)["namespace"]
+        namespace = p.key.namespace
         left = False
         for replica in range(keep, MAX_LISTENER_REPLICAS):
-            name = pod_name(listener, replica)
+            name = pod_name(p.object, replica)
             pod = self._pods.get(namespace, name)
             if pod is None:
                 continue
             left = True
             if not is_deleting(pod):
-                await self._delete(POD, namespace, name)
+                await p.delete(POD, Request(namespace, name))
         return left
 
-    async def _ensure_pods(self, listener: JSONDict, uid: str, *, config_digest: str) -> Result:
+    async def _ensure_pods(self, p: Pass, *, config_digest: str) -> Result:
         """Each replica's pod on its own; the earliest requeue of any of them."""
+        listener = p.object
         replicas = listener_replicas(listener)
-        await self._delete_extra_pods(listener, keep=replicas)
+        await self._delete_extra_pods(p, keep=replicas)
         delays: list[float] = []
         states: list[bool] = []
         for replica in range(replicas):
-            result, running = await self._ensure_pod(
-                listener, uid, replica, config_digest=config_digest
-            )
+            result, running = await self._ensure_pod(p, replica, config_digest=config_digest)
             if result.requeue_after is not None:
                 delays.append(result.requeue_after)
             if running is not None:
@@ -389,9 +402,10 @@ class AutoscalingListenerReconciler:
         return Result(requeue_after=min(delays)) if delays else Result()
 
     async def _ensure_pod(
-        self, listener: JSONDict, uid: str, replica: int, *, config_digest: str
+        self, p: Pass, replica: int, *, config_digest: str
     ) -> tuple[Result, bool | None]:
         """One replica's pass, and whether its listener runs (None: unknown, being replaced)."""
+        listener, uid = p.object, p.uid
         namespace = metadata_of(listener)["namespace"]
         desired = listener_pod(
             listener,
@@ -407,19 +421,19 @@ class AutoscalingListenerReconciler:
         if pod is None:
             if now < restarts.not_before:
                 return Result(requeue_after=restarts.not_before - now), False
-            with contextlib.suppress(AlreadyExists):
-                await self._objects.create(POD, namespace, desired)
+            await p.create_or_patch(POD, desired, None)
             return Result(), False
         if is_deleting(pod):
             return Result(), None
         want = desired["metadata"]["annotations"][ANNOTATION_INTEGRITY_HASH]
         have = (metadata_of(pod).get("annotations") or {}).get(ANNOTATION_INTEGRITY_HASH)
         if have != want:
-            await self._delete(POD, namespace, name)
+            p.log.info("re-creating listener pod %s: its config changed", name)
+            await p.delete(POD, Request(namespace, name))
             return Result(), None
         stopped = self._stopped(pod)
         if stopped is not None:
-            return await self._restart(listener, name, restarts, stopped), False
+            return await self._restart(p, name, restarts, stopped), False
         await self._report_waiting(listener, uid, replica, pod)
         running = self._container_state(pod, "running")
         if pod_ready(pod):
@@ -432,9 +446,8 @@ class AutoscalingListenerReconciler:
             restarts.ready_since = None
         return Result(requeue_after=self._settings.resync_seconds), running
 
-    async def _restart(
-        self, listener: JSONDict, name: str, restarts: _Restarts, why: str
-    ) -> Result:
+    async def _restart(self, p: Pass, name: str, restarts: _Restarts, why: str) -> Result:
+        listener = p.object
         restarts.count += 1
         restarts.ready_since = None
         delay = min(
@@ -450,8 +463,8 @@ class AutoscalingListenerReconciler:
                 message=f"{who} stopped {restarts.count} times in a row ({why}); "
                 f"next start in {delay:.0f}s",
             )
-        log.warning("listener %s stopped (%s); restarting in %.1fs", name, why, delay)
-        await self._delete(POD, metadata_of(listener)["namespace"], name)
+        p.log.warning("listener %s stopped (%s); restarting in %.1fs", name, why, delay)
+        await p.delete(POD, Request(p.key.namespace, name))
         return Result(requeue_after=delay)
 
     async def _report_waiting(
@@ -507,18 +520,10 @@ class AutoscalingListenerReconciler:
                 return state in (container.get("state") or {})
         return False
 
-    async def _delete(self, kind: Kind, namespace: str, name: str) -> bool:
-        """Delete it; False when it was already gone."""
-        try:
-            await self._objects.delete(kind, namespace, name)
-        except NotFound:
-            return False
-        return True
-
     # --- deletion ------------------------------------------------------------------------------
 
-    async def _finalize(self, listener: LazyObject, uid: str) -> Result:
-        obj = listener.object
+    async def _finalize(self, p: Pass) -> Result:
+        obj, uid = p.object, p.uid
         if not has_any_finalizer(obj, [FINALIZER_AUTOSCALING_LISTENER]):
             return Result()
         meta = metadata_of(obj)
@@ -534,7 +539,7 @@ class AutoscalingListenerReconciler:
         # Pods first, and nothing else until they are gone: a listener stopping on SIGTERM
         # still needs its Role (a standby releases its Lease, the holder deletes its session's
         # state), so the Role, its binding and the Lease go only after the last pod.
-        if await self._delete_extra_pods(obj, keep=0):
+        if await self._delete_extra_pods(p, keep=0):
             return Result(requeue_after=WAIT)
         left = False
         children: list[tuple[Kind, str, str]] = [
@@ -550,13 +555,21 @@ class AutoscalingListenerReconciler:
         ]
         for kind, namespace, name in children:
             try:
-                left = await self._delete(kind, namespace, name) or left
+                left = await p.delete(kind, Request(namespace, name)) or left
             except KubeError as exc:
-                log.warning("cannot delete %s %s/%s: %s", kind.kind, namespace, name, exc)
+                p.warn_once(
+                    f"cannot delete {kind.kind} {namespace}/{name}",
+                    "cannot delete %s %s/%s: %s",
+                    kind.kind,
+                    namespace,
+                    name,
+                    exc,
+                )
                 left = True
         if left:
             return Result(requeue_after=WAIT)
-        await remove_finalizers(listener, self._objects, [FINALIZER_AUTOSCALING_LISTENER])
+        await remove_finalizers(p.lazy, self._objects, [FINALIZER_AUTOSCALING_LISTENER])
+        p.log.info("finalizer removed")
         for replica in range(MAX_LISTENER_REPLICAS):
             self._restarts.pop((uid, replica), None)
             self._waiting.pop((uid, replica), None)

@@ -24,7 +24,6 @@ Order of a pass (ARC's, with the decisions of docs/autoscaling.md#where-this-dif
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -56,6 +55,8 @@ from controller.runtime import (
     Manager,
     Owns,
     OwnWrite,
+    Pass,
+    Passes,
     Request,
     Result,
     Store,
@@ -82,7 +83,7 @@ from shared.api.names import (
     FINALIZER_AUTOSCALING_RUNNER_SET,
     FINALIZER_CLEANUP_PROTECTION,
 )
-from shared.kube.errors import AlreadyExists, Forbidden, KubeError, NotFound
+from shared.kube.errors import Forbidden, KubeError, NotFound
 from shared.kube.objects import Kind, Objects
 from shared.kube.views import annotation_int, created_at, is_deleting, metadata_of, status_of
 from shared.typedefs import JSONDict
@@ -134,19 +135,24 @@ class AutoscalingRunnerSetReconciler:
         self._settings = settings
         # Status values this process wrote and the cache does not show yet: a pass that reads
         # the older set does not write them again.
-        self._expected = expectations
+        self._passes = Passes(
+            kind=AUTOSCALING_RUNNER_SET,
+            store=sets,
+            expectations=expectations,
+            objects=objects,
+            logger=log,
+        )
         self._conditions: dict[tuple[str, str], tuple[str, str, str]] = {}
 
     async def reconcile(self, request: Request) -> Result:
-        cached = self._sets.get(request.namespace, request.name)
-        if cached is None:
-            self._expected.forget(AUTOSCALING_RUNNER_SET, request)
+        p = self._passes.begin(request)
+        if p is None:
             return Result()
-        self._expected.track(AUTOSCALING_RUNNER_SET, request, str(metadata_of(cached)["uid"]))
-        ars = LazyObject(cached, kind=AUTOSCALING_RUNNER_SET)
+        ars, cached = p.lazy, p.object
         if is_deleting(cached):
-            return await self._finalize(ars)
+            return await self._finalize(p)
         if await add_finalizers(ars, self._objects, [FINALIZER_AUTOSCALING_RUNNER_SET]):
+            p.log.info("finalizer added")
             return Result()
 
         # The scale set is looked up on GitHub only when a listener is about to be made: a
@@ -158,7 +164,7 @@ class AutoscalingRunnerSetReconciler:
         if scale_set_id is None:
             return Result()
 
-        owned = self._runner_sets.owned_by(str(metadata_of(cached)["uid"]))
+        owned = self._runner_sets.owned_by(p.uid)
         runner_set = self._current_runner_set(cached, owned)
         if runner_set is None:
             if owned:
@@ -174,23 +180,24 @@ class AutoscalingRunnerSetReconciler:
                     excluded_prefixes=self._settings.excluded_label_prefixes,
                 ),
             )
+            p.log.info("EphemeralRunnerSet created for scale set %d", scale_set_id)
             return Result()
-        await self._drain_others(ars.object, owned, keep=runner_set)
+        await self._drain_others(p, owned, keep=runner_set)
         self._record_runner_set(ars, runner_set)
         spec_changed = await self._update_runner_set(ars.object, runner_set, scale_set_id)
         if spec_changed:
             return Result()
 
         if self._outdated(runner_set):
-            return await self._hold_outdated(ars, runner_set, owned)
+            return await self._hold_outdated(p, runner_set, owned)
 
-        await self._report_foreign_listeners(ars)
+        await self._report_foreign_listeners(p)
         if await self._policy_refused(ars):
             # The listener it has keeps running on its config; none is made with this one.
-            await self._write_status(ars, owned, phase=PHASE_RUNNING)
+            await self._write_status(p, owned, phase=PHASE_RUNNING)
             return Result()
-        await self._ensure_listener(ars.object, scale_set_id, metadata_of(runner_set)["name"])
-        await self._write_status(ars, owned, phase=PHASE_RUNNING)
+        await self._ensure_listener(p, scale_set_id, metadata_of(runner_set)["name"])
+        await self._write_status(p, owned, phase=PHASE_RUNNING)
         return Result()
 
     # --- scale set on GitHub -------------------------------------------------------------------
@@ -319,20 +326,17 @@ class AutoscalingRunnerSetReconciler:
             return None
         return max(live, key=lambda s: (created_at(s), metadata_of(s)["name"]))
 
-    async def _drain_others(
-        self, ars: JSONDict, owned: Sequence[JSONDict], *, keep: JSONDict
-    ) -> None:
+    async def _drain_others(self, p: Pass, owned: Sequence[JSONDict], *, keep: JSONDict) -> None:
         """Delete every other set this one controls (an older ARC set, left by a spec change):
         its idle runners go at once, its busy ones finish their jobs under the set's finalizer,
         as ARC's `eventual` update drains them."""
+        ars = p.object
         for runner_set in owned:
             meta = metadata_of(runner_set)
             if runner_set is keep or is_deleting(runner_set):
                 continue
-            log.info(
-                "%s/%s: deleting EphemeralRunnerSet %s, older than %s (busy runners finish first)",
-                metadata_of(ars)["namespace"],
-                metadata_of(ars)["name"],
+            p.log.info(
+                "deleting EphemeralRunnerSet %s, older than %s (busy runners finish first)",
                 meta["name"],
                 metadata_of(keep)["name"],
             )
@@ -342,7 +346,7 @@ class AutoscalingRunnerSetReconciler:
                 message=f"EphemeralRunnerSet {meta['name']} is older than "
                 f"{metadata_of(keep)['name']}: deleted, its busy runners finish first",
             )
-            await self._delete(EPHEMERAL_RUNNER_SET, meta["namespace"], meta["name"])
+            await p.delete(EPHEMERAL_RUNNER_SET, Request.of(runner_set))
 
     @staticmethod
     def _record_runner_set(ars: LazyObject, runner_set: JSONDict) -> None:
@@ -419,10 +423,11 @@ class AutoscalingRunnerSetReconciler:
         return status.get("phase") == PHASE_OUTDATED and applied == revision
 
     async def _hold_outdated(
-        self, ars: LazyObject, runner_set: JSONDict, owned: Sequence[JSONDict]
+        self, p: Pass, runner_set: JSONDict, owned: Sequence[JSONDict]
     ) -> Result:
         """Upstream's later rule: stop, hold the runner set at 0, stay until the spec changes."""
-        await self._delete_listeners(ars.object, keep=None)
+        ars = p.lazy
+        await self._delete_listeners(p, keep=None)
         spec = runner_set.get("spec") or {}
         if spec.get("replicas") or spec.get("patchID"):
             await self._objects.patch(
@@ -437,7 +442,7 @@ class AutoscalingRunnerSetReconciler:
         )
         if self._condition(ars, CONDITION_RUNNERS, "False", "RunnerOutdated", message):
             await self._events.warning(ars.object, reason="RunnerOutdated", message=message)
-        await self._write_status(ars, owned, phase=PHASE_OUTDATED)
+        await self._write_status(p, owned, phase=PHASE_OUTDATED)
         return Result()
 
     # --- listener ------------------------------------------------------------------------------
@@ -460,11 +465,12 @@ class AutoscalingRunnerSetReconciler:
             self._condition(ars, CONDITION_POLICY, "True", "Valid", "")
         return False
 
-    async def _report_foreign_listeners(self, ars: LazyObject) -> None:
+    async def _report_foreign_listeners(self, p: Pass) -> None:
         """ARC's AutoscalingListener for this set, left in ARC's namespace (`arc-systems`), keeps
         a pod holding the scale set's message session. This controller may not delete in that
         namespace, so it says so: condition `SingleListener=False` and a Warning Event naming
         it (docs/install.md#keeping-arcs-helm-release); the condition turns True once it is gone."""
+        ars = p.lazy
         meta = metadata_of(ars.object)
         foreign = sorted(
             f"{metadata_of(listener)['namespace']}/{metadata_of(listener)['name']}"
@@ -481,16 +487,17 @@ class AutoscalingRunnerSetReconciler:
                 "`gha-controller migrate-from-arc --keep-helm-release --apply`"
             )
             if self._condition(ars, CONDITION_LISTENER, "False", "ForeignListener", message):
-                log.warning("%s/%s: %s", meta["namespace"], meta["name"], message)
+                p.log.warning("%s", message)
                 await self._events.warning(ars.object, reason="ForeignListener", message=message)
             return
         conditions = status_of(ars.object).get("conditions") or []
         if any(condition.get("type") == CONDITION_LISTENER for condition in conditions):
             self._condition(ars, CONDITION_LISTENER, "True", "Single", "")
 
-    async def _ensure_listener(self, ars: JSONDict, scale_set_id: int, runner_set: str) -> None:
+    async def _ensure_listener(self, p: Pass, scale_set_id: int, runner_set: str) -> None:
+        ars = p.object
         if not self._wants_listener(ars):
-            await self._delete_listeners(ars, keep=None)
+            await self._delete_listeners(p, keep=None)
             return
         desired = new_listener(
             ars,
@@ -502,14 +509,11 @@ class AutoscalingRunnerSetReconciler:
             excluded_prefixes=self._settings.excluded_label_prefixes,
         )
         name = desired["metadata"]["name"]
-        await self._delete_listeners(ars, keep=name)
+        await self._delete_listeners(p, keep=name)
         current = self._listeners.get(self._settings.controller_namespace, name)
         if current is None:
             # A create that the cache has not shown yet is not made twice.
-            with contextlib.suppress(AlreadyExists):
-                await self._objects.create(
-                    AUTOSCALING_LISTENER, self._settings.controller_namespace, desired
-                )
+            await p.create_or_patch(AUTOSCALING_LISTENER, desired, None)
             return
         if is_deleting(current):
             return
@@ -526,15 +530,16 @@ class AutoscalingRunnerSetReconciler:
                 name,
                 {"spec": {LISTENER_REPLICAS: desired["spec"].get(LISTENER_REPLICAS)}},
             )
+            p.log.info("listener %s scaled to %s", name, desired["spec"].get(LISTENER_REPLICAS))
             return
         if current.get("spec") != desired["spec"] or metadata_drifted:
             # A listener runs with what it was made with: re-create it (its delete event brings
             # the next pass, which makes the new one).
-            await self._delete(AUTOSCALING_LISTENER, self._settings.controller_namespace, name)
+            await p.delete(AUTOSCALING_LISTENER, Request.of(current))
 
-    async def _delete_listeners(self, ars: JSONDict, *, keep: str | None) -> bool:
+    async def _delete_listeners(self, p: Pass, *, keep: str | None) -> bool:
         """Delete this set's listeners but `keep`; True while any of them still exists."""
-        meta = metadata_of(ars)
+        meta = metadata_of(p.object)
         left = False
         for listener in self._listeners.list(self._settings.controller_namespace):
             spec = listener.get("spec") or {}
@@ -546,22 +551,12 @@ class AutoscalingRunnerSetReconciler:
                 continue
             left = True
             if not is_deleting(listener):
-                await self._delete(
-                    AUTOSCALING_LISTENER,
-                    self._settings.controller_namespace,
-                    metadata_of(listener)["name"],
-                )
+                await p.delete(AUTOSCALING_LISTENER, Request.of(listener))
         return left
-
-    async def _delete(self, kind: Kind, namespace: str, name: str) -> None:
-        with contextlib.suppress(NotFound):
-            await self._objects.delete(kind, namespace, name)
 
     # --- status --------------------------------------------------------------------------------
 
-    async def _write_status(
-        self, ars: LazyObject, owned: Sequence[JSONDict], *, phase: str
-    ) -> None:
+    async def _write_status(self, p: Pass, owned: Sequence[JSONDict], *, phase: str) -> None:
         """Phase and the counts of every runner of the scale set: those of each set this one
         controls, a set being drained included (ARC counts only its newest)."""
 
@@ -576,17 +571,10 @@ class AutoscalingRunnerSetReconciler:
             "failedEphemeralRunners": total("failedEphemeralRunners"),
         }
         if phase == PHASE_RUNNING:
-            self._condition(ars, CONDITION_RUNNERS, "True", "UpToDate", "")
-        current = status_of(ars.object)
-        uid = str(metadata_of(ars.object)["uid"])
-        counts_changed = drifted(current, desired) and not self._expected.status_redundant(
-            uid, current=current, desired=desired
-        )
-        if counts_changed:
-            ars.mutate().setdefault("status", {}).update(desired)
-        await ars.write(self._objects)
-        if counts_changed:
-            self._expected.wrote_status(uid, current=current, desired=desired)
+            self._condition(p.lazy, CONDITION_RUNNERS, "True", "UpToDate", "")
+        if not await p.write_status(desired):
+            # The conditions set in this pass go on their own.
+            await p.write()
 
     def _condition(
         self, ars: LazyObject, kind: str, status: str, reason: str, message: str
@@ -620,23 +608,20 @@ class AutoscalingRunnerSetReconciler:
 
     # --- deletion ------------------------------------------------------------------------------
 
-    async def _finalize(self, ars: LazyObject) -> Result:
-        obj = ars.object
+    async def _finalize(self, p: Pass) -> Result:
+        ars, obj = p.lazy, p.object
         if not has_any_finalizer(obj, [FINALIZER_AUTOSCALING_RUNNER_SET]):
             return Result()
         meta = metadata_of(obj)
-        if await self._delete_listeners(obj, keep=None):
+        if await self._delete_listeners(p, keep=None):
             return Result(requeue_after=WAIT)
-        owned = self._runner_sets.owned_by(str(meta["uid"]))
+        owned = self._runner_sets.owned_by(p.uid)
         if owned:
             # Every set it controls, an adopted or drained one of ARC's included; the scale set
             # on GitHub goes only once no runner of it is left.
             for runner_set in owned:
                 if not is_deleting(runner_set):
-                    runner_meta = metadata_of(runner_set)
-                    await self._delete(
-                        EPHEMERAL_RUNNER_SET, runner_meta["namespace"], runner_meta["name"]
-                    )
+                    await p.delete(EPHEMERAL_RUNNER_SET, Request.of(runner_set))
             return Result(requeue_after=WAIT)
         await self._delete_scale_set(ars)
         for annotation, kind in CLEANUP_TARGETS:
@@ -644,8 +629,8 @@ class AutoscalingRunnerSetReconciler:
             if name:
                 await self._strip_cleanup_protection(kind, meta["namespace"], name)
         await remove_finalizers(ars, self._objects, [FINALIZER_AUTOSCALING_RUNNER_SET])
-        uid = str(meta.get("uid"))
-        self._conditions = {key: v for key, v in self._conditions.items() if key[0] != uid}
+        p.log.info("finalizer removed")
+        self._conditions = {key: v for key, v in self._conditions.items() if key[0] != p.uid}
         return Result()
 
     async def _delete_scale_set(self, ars: LazyObject) -> None:

@@ -31,6 +31,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from enum import Enum
 
 from controller.deps import CREATED_WITHOUT_SECRET, Deps, Removal
 from controller.ephemeralrunner.metrics import RunnerMetrics
@@ -53,10 +54,11 @@ from controller.ephemeralrunner.timeline import pass_span, record_timeline, with
 from controller.runners.actions import GitHubConfigError
 from controller.runtime import (
     Controller,
-    LazyObject,
     Manager,
     Owns,
     OwnWrite,
+    Pass,
+    Passes,
     Request,
     Result,
     Store,
@@ -90,7 +92,7 @@ from shared.api.views import (
     secret_runner_id,
 )
 from shared.kube.errors import AlreadyExists, Conflict, Forbidden, Invalid, KubeError, NotFound
-from shared.kube.objects import POD, SECRET, Kind, Objects
+from shared.kube.objects import POD, SECRET, Objects
 from shared.kube.views import (
     is_deleting,
     metadata_of,
@@ -106,22 +108,22 @@ log = logging.getLogger(__name__)
 REGISTRATION_RETRY_SECONDS = 1.0
 ALREADY_EXISTS_RETRY_SECONDS = 5.0
 POD_EXPECTATION_SECONDS = 5.0
-# Steps recorded in the expectations, per runner uid.
-SECRET_DELETED = "secret deleted"
-POD_CREATED = "pod created"
-LEFT_BEHIND = "left registered"
-FINALIZERS_REMOVED = "finalizers removed"
 QUOTA_MESSAGE = "exceeded quota:"
 PENDING = EphemeralRunnerPhase.PENDING.value
 REASON_REGISTRATION_LEFT_BEHIND = "RegistrationLeftBehind"
 
 
-def deep_merge(target: JSONDict, patch: JSONDict) -> None:
-    for key, value in patch.items():
-        if isinstance(value, dict) and isinstance(target.get(key), dict):
-            deep_merge(target[key], value)
-        else:
-            target[key] = value
+class Step(Enum):
+    """The expectations steps of a runner's passes."""
+
+    SECRET_DELETED = "secret deleted"
+    POD_CREATED = "pod created"
+    POD_DELETED = "pod deleted"
+    """With the pod's uid."""
+    BUSY_POD_ANNOTATIONS = "busy pod annotations"
+    """With the pod's uid; the value is the annotations written."""
+    LEFT_BEHIND = "left registered"
+    FINALIZERS_REMOVED = "finalizers removed"
 
 
 class EphemeralRunnerReconciler:
@@ -149,13 +151,20 @@ class EphemeralRunnerReconciler:
         # deleted), which a pass reading an older runner or pod must not repeat, and the status
         # values written.
         self._expected = deps.expectations
+        self._passes = Passes(
+            kind=EPHEMERAL_RUNNER,
+            store=runners,
+            expectations=deps.expectations,
+            objects=objects,
+            logger=log,
+        )
         self._metrics = metrics
         self._now = now
 
     def forget(self, request: Request) -> None:
         """The runner left the cache: forget what was noted about it. Only then: until it goes,
         a pass may still read it, even after its last finalizer was removed."""
-        self._expected.forget(EPHEMERAL_RUNNER, request)
+        self._passes.forget(request)
 
     def pod_gone_matters(self, pod: JSONDict) -> bool:
         """Whether a pod's deletion wakes its runner (the pod's controller owner): not once the
@@ -177,13 +186,11 @@ class EphemeralRunnerReconciler:
         )
 
     async def reconcile(self, request: Request) -> Result:
-        cached = self._runners.get(request.namespace, request.name)
-        if cached is None:
-            self.forget(request)
+        runner = self._passes.begin(request)
+        if runner is None:
             return Result()
-        self._expected.track(EPHEMERAL_RUNNER, request, str(cached["metadata"]["uid"]))
         try:
-            return await self._pass(LazyObject(cached, kind=EPHEMERAL_RUNNER))
+            return await self._pass(runner)
         except AlreadyExists:
             raise
         except Conflict:
@@ -194,12 +201,11 @@ class EphemeralRunnerReconciler:
                 live = await self._objects.get(EPHEMERAL_RUNNER, request.namespace, request.name)
             except NotFound:
                 return Result()
-            return await self._pass(LazyObject(live, kind=EPHEMERAL_RUNNER))
+            return await self._pass(self._passes.on(live))
 
-    async def _pass(self, runner: LazyObject) -> Result:
+    async def _pass(self, runner: Pass) -> Result:
         cached = runner.object
-        uid = str(cached["metadata"]["uid"])
-        request = Request.of(cached)
+        request = runner.key
         if is_deleting(cached):
             return await self._finalize(runner)
         pod = self._pods.get(request.namespace, request.name)
@@ -208,10 +214,10 @@ class EphemeralRunnerReconciler:
         )
         if self._finished(cached):
             # A pass on the older runner would register it again, or report its failure twice.
-            await self._delete_resources(cached)
+            await self._delete_resources(runner)
             return Result()
-        await add_finalizers(runner, self._objects, EPHEMERAL_RUNNER_FINALIZERS)
-        if runner_id(runner.object) == 0 and not self._expected.written_status(uid).get("runnerId"):
+        await add_finalizers(runner.lazy, self._objects, EPHEMERAL_RUNNER_FINALIZERS)
+        if runner_id(runner.object) == 0 and not runner.written_status().get("runnerId"):
             retry = await self._register(runner)
             if retry is not None:
                 return retry
@@ -224,9 +230,9 @@ class EphemeralRunnerReconciler:
             return Result()
         pod = self._pods.get(request.namespace, request.name)
         if pod is not None:
-            self._expected.clear(uid, POD_CREATED)
+            runner.clear(Step.POD_CREATED)
         else:
-            created = self._expected.noted(uid, POD_CREATED)
+            created = runner.noted(Step.POD_CREATED)
             if created is not None and self._expected.age(created) < POD_EXPECTATION_SECONDS:
                 return Result(requeue_after=POD_EXPECTATION_SECONDS)
             return await self._without_pod(runner)
@@ -235,23 +241,22 @@ class EphemeralRunnerReconciler:
         )
         await self._apply(runner, pod, outcome)
         if not (outcome.delete_runner or outcome.delete_pod or is_deleting(pod)):
-            await self._protect_busy_pod(runner.object, pod)
+            await self._protect_busy_pod(runner, pod)
         if outcome.recheck_after is not None:
             return Result(requeue_after=max(outcome.recheck_after.total_seconds(), 0.001))
         return Result()
 
-    async def _protect_busy_pod(self, runner: JSONDict, pod: JSONDict) -> None:
+    async def _protect_busy_pod(self, runner: Pass, pod: JSONDict) -> None:
         """Keep node autoscalers off the pod while its runner is `Running`
         (docs/reconcilers.md#busy-pods): one pod patch when the runner turns `Running`, one when
         it is idle again. The pod watch ignores annotations, so the patch wakes no pass; the
         note keeps a pass that reads the pod before the cache shows the patch from repeating it."""
         if not self._settings.protect_busy_pods:
             return
-        changes = busy_pod_annotations(runner, pod)
+        changes = busy_pod_annotations(runner.object, pod)
         pod_meta = metadata_of(pod)
-        step = ("busy pod annotations", pod_meta.get("uid"))
-        uid = str(metadata_of(runner)["uid"])
-        noted = self._expected.noted(uid, step)
+        step = (Step.BUSY_POD_ANNOTATIONS, pod_meta.get("uid"))
+        noted = runner.noted(step)
         if not changes or (noted is not None and noted.value == changes):
             return
         with contextlib.suppress(NotFound):
@@ -261,38 +266,41 @@ class EphemeralRunnerReconciler:
                 pod_meta["name"],
                 {"metadata": {"annotations": changes}},
             )
-        self._expected.note(uid, step, changes)
+        runner.note(step, changes)
+        runner.log.info("busy pod annotations written: %s", changes)
 
     # --- deletion ------------------------------------------------------------------------------
 
-    async def _finalize(self, runner: LazyObject) -> Result:
+    async def _finalize(self, runner: Pass) -> Result:
         obj = runner.object
-        if not has_any_finalizer(obj, EPHEMERAL_RUNNER_FINALIZERS) or self._did(
-            obj, FINALIZERS_REMOVED
+        if not has_any_finalizer(obj, EPHEMERAL_RUNNER_FINALIZERS) or runner.done(
+            Step.FINALIZERS_REMOVED
         ):
             # Done, maybe behind a cache still showing the finalizers this process removed.
             return Result()
-        if has_any_finalizer(obj, [FINALIZER_EPHEMERAL_RUNNER_REGISTRATION]) and not self._did(
-            obj, LEFT_BEHIND
+        if has_any_finalizer(obj, [FINALIZER_EPHEMERAL_RUNNER_REGISTRATION]) and not runner.done(
+            Step.LEFT_BEHIND
         ):
             removal = await self._remove_registration(obj)
-            if removal is Removal.BUSY and not await self._gave_up_waiting(obj):
+            if removal is Removal.BUSY and not await self._gave_up_waiting(runner):
                 return Result(requeue_after=self._settings.job_still_running_retry_seconds)
             if removal is Removal.NO_CREDENTIALS:
-                wait = await self._credentials_wait(obj)
+                wait = await self._credentials_wait(runner)
                 if wait is not None:
                     return Result(requeue_after=wait)
-        await self._delete_resources(obj)
+        await self._delete_resources(runner)
         if has_container_hooks(obj):
-            await self._delete_hook_resources(obj)
-        await remove_finalizers(runner, self._objects, EPHEMERAL_RUNNER_FINALIZERS)
-        self._mark(obj, FINALIZERS_REMOVED)
+            await self._delete_hook_resources(runner)
+        await remove_finalizers(runner.lazy, self._objects, EPHEMERAL_RUNNER_FINALIZERS)
+        runner.note(Step.FINALIZERS_REMOVED)
+        runner.log.info("finalizers removed")
         return Result()
 
-    async def _gave_up_waiting(self, runner: JSONDict) -> bool:
+    async def _gave_up_waiting(self, p: Pass) -> bool:
         """Whether a runner the service still calls busy has been deleting for longer than
         `registration_removal_timeout_seconds` (a pod lost with its job keeps the service saying
         so until it times the job out, and the deleting runner holds its slot meanwhile)."""
+        runner = p.object
         timeout = self._settings.registration_removal_timeout_seconds
         if not timeout:
             return False
@@ -300,46 +308,43 @@ class EphemeralRunnerReconciler:
         if self._now() - since < timedelta(seconds=timeout):
             return False
         await self._left_behind(
-            runner,
+            p,
             f"The service still reports a job on runner {runner_id(runner)} after "
             f"{timeout:.0f} s; deleting the runner without unregistering it",
         )
         return True
 
-    async def _credentials_wait(self, runner: JSONDict) -> float | None:
+    async def _credentials_wait(self, p: Pass) -> float | None:
         """How long a deleting runner that cannot be unregistered for want of usable GitHub
         credentials still waits for them; None once `missing_credentials_removal_timeout_seconds`
         from its deletion have passed (a Warning Event and the metric say it stays registered).
         Without the bound a deleted config Secret (namespace deletion removes it at once, while
         the runners wait on their finalizers) would hold the runner, its set and the namespace
         for ever."""
+        runner = p.object
         timeout = self._settings.missing_credentials_removal_timeout_seconds
         since = parse_time(runner["metadata"]["deletionTimestamp"])
         left = timeout - (self._now() - since).total_seconds()
         if left > 0:
             return min(left, self._settings.job_still_running_retry_seconds)
         await self._left_behind(
-            runner,
+            p,
             f"No usable GitHub credentials to unregister runner {runner_id(runner)} after "
             f"{timeout:.0f} s (secret {(runner.get('spec') or {}).get('githubConfigSecret')}); "
             "deleting the runner without unregistering it",
         )
         return None
 
-    async def _left_behind(self, runner: JSONDict, message: str) -> None:
+    async def _left_behind(self, runner: Pass, message: str) -> None:
         """Report, once per runner, that it goes without being unregistered."""
-        if self._did(runner, LEFT_BEHIND):
+        if not runner.do_once(Step.LEFT_BEHIND):
             return
-        self._mark(runner, LEFT_BEHIND)
+        runner.log.warning("left registered: %s", message)
         if self._metrics is not None:
-            self._metrics.left_behind(runner)
-        await self._events.warning(runner, reason=REASON_REGISTRATION_LEFT_BEHIND, message=message)
-
-    def _did(self, runner: JSONDict, step: str) -> bool:
-        return self._expected.noted(str(metadata_of(runner).get("uid")), step) is not None
-
-    def _mark(self, runner: JSONDict, step: str) -> None:
-        self._expected.note(str(metadata_of(runner).get("uid")), step)
+            self._metrics.left_behind(runner.object)
+        await self._events.warning(
+            runner.object, reason=REASON_REGISTRATION_LEFT_BEHIND, message=message
+        )
 
     async def _remove_registration(self, runner: JSONDict) -> Removal:
         """Unregister the runner (a runner never registered counts as removed)."""
@@ -365,75 +370,66 @@ class EphemeralRunnerReconciler:
             return 0
         return secret_runner_id(secret)
 
-    def _collected(self, runner: JSONDict, pod: JSONDict | None) -> bool:
+    def _collected(self, runner: Pass, pod: JSONDict | None) -> bool:
         """Whether the garbage collector deletes the runner's pod and JIT Secret, both owned by
         it (`objects.py`): once the runner is being deleted, or `Succeeded` (its set deletes it
         next), an own delete of either is a request the cluster makes anyway
         (docs/reconcilers.md#what-the-garbage-collector-deletes). A pod of another owner, a
         `Failed` or `Outdated` runner that stays, are deleted here."""
-        uid = str(metadata_of(runner).get("uid"))
-        if pod is not None and controller_owner_uid(pod) != uid:
+        if pod is not None and controller_owner_uid(pod) != runner.uid:
             return False
         succeeded = EphemeralRunnerPhase.SUCCEEDED.value
-        return is_deleting(runner) or succeeded in (
-            status_of(runner).get("phase"),
-            self._expected.written_status(uid).get("phase"),
+        return is_deleting(runner.object) or succeeded in (
+            status_of(runner.object).get("phase"),
+            runner.written_status().get("phase"),
         )
 
-    async def _delete_resources(self, runner: JSONDict) -> None:
-        meta = runner["metadata"]
-        pod = self._pods.get(meta["namespace"], meta["name"])
+    async def _delete_resources(self, runner: Pass) -> None:
+        pod = self._pods.get(runner.key.namespace, runner.key.name)
         if self._collected(runner, pod):
             return
         if pod is not None and not is_deleting(pod):
-            deleted = f"pod {pod['metadata'].get('uid')}"
-            if not self._did(runner, deleted):
-                await self._delete(POD, pod)
-                self._mark(runner, deleted)
-        if not self._did(runner, SECRET_DELETED):
-            with contextlib.suppress(NotFound):
-                await self._objects.delete(SECRET, meta["namespace"], meta["name"])
-            self._mark(runner, SECRET_DELETED)
+            deleted = (Step.POD_DELETED, pod["metadata"].get("uid"))
+            if not runner.done(deleted):
+                await runner.delete(POD, pod)
+                runner.note(deleted)
+        if not runner.done(Step.SECRET_DELETED):
+            await runner.delete(SECRET, runner.key)
+            runner.note(Step.SECRET_DELETED)
 
-    async def _delete_hook_resources(self, runner: JSONDict) -> None:
-        meta = runner["metadata"]
+    async def _delete_hook_resources(self, runner: Pass) -> None:
+        meta = runner.object["metadata"]
         selector = {LABEL_RUNNER_POD: meta["name"]}
         for pod in self._pods.list(meta["namespace"], labels=selector):
             if not is_deleting(pod):
-                await self._delete(POD, pod)
+                await runner.delete(POD, pod)
         listing = await self._objects.list(
             SECRET, meta["namespace"], label_selector=f"{LABEL_RUNNER_POD}={meta['name']}"
         )
         for secret in listing.get("items") or []:
             if not is_deleting(secret):
-                await self._delete(SECRET, secret)
-
-    async def _delete(self, kind: Kind, obj: JSONDict) -> None:
-        meta = obj["metadata"]
-        with contextlib.suppress(NotFound):
-            await self._objects.delete(kind, meta["namespace"], meta["name"], uid=meta.get("uid"))
+                await runner.delete(SECRET, secret)
 
     # --- live runner -----------------------------------------------------------------------------
 
-    async def _register(self, runner: LazyObject) -> Result | None:
+    async def _register(self, runner: Pass) -> Result | None:
         """Record the runner id and name from the JIT Secret, creating both when missing."""
         obj = runner.object
         meta = obj["metadata"]
-        uid = str(meta["uid"])
         secret: JSONDict | None = None
         # A runner this process made has no Secret until this process makes it: no GET.
-        if self._expected.noted(uid, CREATED_WITHOUT_SECRET) is None:
+        if not runner.done(CREATED_WITHOUT_SECRET):
             with contextlib.suppress(NotFound):
                 secret = await self._objects.get(SECRET, meta["namespace"], meta["name"])
         if secret is None:
             created = await self._create_jit_secret(runner)
             if isinstance(created, Result):
                 return created
-            self._expected.clear(uid, CREATED_WITHOUT_SECRET)
+            runner.clear(CREATED_WITHOUT_SECRET)
             secret = created
         rid = secret_runner_id(secret)
         if rid == 0:
-            await self._delete(SECRET, secret)
+            await runner.delete(SECRET, secret)
             return Result(requeue_after=REGISTRATION_RETRY_SECONDS)
         current = status_of(obj)
         desired: JSONDict = {
@@ -445,12 +441,10 @@ class EphemeralRunnerReconciler:
         if current.get("reason") == REASON_REGISTRATION_FAILED:
             # A registration failure reported earlier is over.
             desired.update(reason="", message="")
-        runner.mutate().setdefault("status", {}).update(desired)
-        await runner.write(self._objects, optimistic=desired.get("phase") == PENDING)
-        self._expected.wrote_status(str(meta["uid"]), current=current, desired=desired)
+        await runner.write_status(desired, optimistic=desired.get("phase") == PENDING)
         return None
 
-    async def _create_jit_secret(self, runner: LazyObject) -> JSONDict | Result:
+    async def _create_jit_secret(self, runner: Pass) -> JSONDict | Result:
         obj = runner.object
         meta = obj["metadata"]
         spec = obj.get("spec") or {}
@@ -461,7 +455,7 @@ class EphemeralRunnerReconciler:
                 scale_set_id, name=meta["name"], work_folder=runner_work_folder(obj)
             )
         except RunnerExists:
-            return await self._resolve_name_clash(obj, scale_set_id)
+            return await self._resolve_name_clash(runner, scale_set_id)
         except (ActionsError, GitHubConfigError) as exc:
             if isinstance(exc, ActionsError):
                 self._clients.rejected(meta["namespace"], spec, exc)
@@ -482,7 +476,7 @@ class EphemeralRunnerReconciler:
         except AlreadyExists:
             return await self._objects.get(SECRET, meta["namespace"], meta["name"])
 
-    async def _registration_failed(self, runner: LazyObject, failure: RegistrationFailure) -> bool:
+    async def _registration_failed(self, runner: Pass, failure: RegistrationFailure) -> bool:
         """Report a failed registration on the runner; True when the runner is now `Failed`
         (the failure is permanent, or registration has been failing for longer than
         `registration_timeout_seconds`), False when the request is to be retried."""
@@ -497,21 +491,17 @@ class EphemeralRunnerReconciler:
                 message = f"Not registered {timeout:.0f} s after creation; last error: {message}"
             await self._mark_failed(runner, reason=reason, message=message)
             return True
-        uid = str(obj["metadata"]["uid"])
-        current = status_of(obj)
         desired: JSONDict = {"reason": failure.reason, "message": failure.message}
-        if current.get("reason") != failure.reason and not self._expected.status_redundant(
-            uid, current=current, desired={"reason": failure.reason}
+        if status_of(obj).get("reason") != failure.reason and await runner.write_status(
+            desired, compare=("reason",)
         ):
-            runner.mutate().setdefault("status", {}).update(desired)
-            await runner.write(self._objects)
-            self._expected.wrote_status(uid, current=current, desired=desired)
             await self._events.warning(obj, reason=failure.reason, message=failure.message)
         return False
 
-    async def _resolve_name_clash(self, runner: JSONDict, scale_set_id: int) -> Result:
+    async def _resolve_name_clash(self, p: Pass, scale_set_id: int) -> Result:
         """A runner of this name is registered but its JIT config was lost: remove it when it
         belongs to this scale set (then register again), else the name is taken for good."""
+        runner = p.object
         meta = runner["metadata"]
         client = await self._clients.for_spec(meta["namespace"], runner.get("spec") or {})
         found = await client.get_runner_by_name(meta["name"])
@@ -526,27 +516,28 @@ class EphemeralRunnerReconciler:
             reason="RunnerNameTaken",
             message=f"A runner named {meta['name']} exists in another scale set",
         )
-        await self._delete(EPHEMERAL_RUNNER, runner)
+        await p.delete(EPHEMERAL_RUNNER, runner)
         return Result()
 
-    async def _without_pod(self, runner: LazyObject) -> Result:
+    async def _without_pod(self, runner: Pass) -> Result:
         obj = runner.object
         if has_job(obj):
             # Its pod vanished (node drained or deleted) with the job: a new pod would re-use a
             # consumed JIT config, and the runner would hold a slot forever.
-            await self._delete(EPHEMERAL_RUNNER, obj)
+            await runner.delete(EPHEMERAL_RUNNER, obj)
             return Result()
         delay = retry_delay(obj, now=self._now(), policy=self._policy)
         if delay is not None:
             return Result(requeue_after=max(delay.total_seconds(), 0.001))
         return await self._create_pod(runner)
 
-    async def _create_pod(self, runner: LazyObject) -> Result:
+    async def _create_pod(self, runner: Pass) -> Result:
         obj = runner.object
         meta = obj["metadata"]
         try:
             await self._objects.create(POD, meta["namespace"], runner_pod(obj))
-            self._expected.note(str(meta["uid"]), POD_CREATED)
+            runner.note(Step.POD_CREATED)
+            runner.log.info("pod created")
         except AlreadyExists:
             return Result(requeue_after=ALREADY_EXISTS_RETRY_SECONDS)
         except Forbidden as exc:
@@ -555,67 +546,59 @@ class EphemeralRunnerReconciler:
                 return Result()
             age = self._now() - parse_time(meta["creationTimestamp"])
             if age > timedelta(seconds=self._settings.quota_give_up_seconds):
-                await self._delete(EPHEMERAL_RUNNER, obj)
+                await runner.delete(EPHEMERAL_RUNNER, obj)
                 return Result()
             return Result(requeue_after=self._settings.quota_retry_seconds)
         except Invalid as exc:
             await self._pod_refused(runner, exc)
         return Result()
 
-    async def _pod_refused(self, runner: LazyObject, exc: KubeError) -> None:
+    async def _pod_refused(self, runner: Pass, exc: KubeError) -> None:
         await self._mark_failed(
             runner,
             reason=REASON_INVALID_POD,
             message=MESSAGE_INVALID_POD_PREFIX + exc.status_message,
         )
 
-    async def _mark_failed(self, runner: LazyObject, *, reason: str, message: str) -> None:
+    async def _mark_failed(self, runner: Pass, *, reason: str, message: str) -> None:
         """Unregister first, so a failed unregistration retries the whole step (ARC wrote the
         status first and never retried the removal: docs/reconcilers.md#failed-runners)."""
         await self._remove_registration(runner.object)
-        current = status_of(runner.object)
         desired: JSONDict = {
             "phase": EphemeralRunnerPhase.FAILED.value,
             "ready": False,
             "reason": reason,
             "message": message,
         }
-        runner.mutate().setdefault("status", {}).update(desired)
-        await runner.write(self._objects)
-        self._expected.wrote_status(
-            str(runner.object["metadata"]["uid"]), current=current, desired=desired
-        )
+        await runner.write_status(desired)
+        runner.log.info("failed: %s: %s", reason, message)
         await self._events.warning(runner.object, reason=reason, message=message)
         # The pass goes on as one on the terminal runner would (its echo wakes nothing).
-        await self._delete_resources(runner.object)
+        await self._delete_resources(runner)
 
-    async def _apply(self, runner: LazyObject, pod: JSONDict, outcome: PodOutcome) -> None:
+    async def _apply(self, runner: Pass, pod: JSONDict, outcome: PodOutcome) -> None:
         obj = runner.object
         if outcome.delete_runner:
-            await self._delete(EPHEMERAL_RUNNER, obj)
+            await runner.delete(EPHEMERAL_RUNNER, obj)
             return
         if outcome.remove_registration:
             await self._remove_registration(obj)
-        uid = str(obj["metadata"]["uid"])
-        current = status_of(obj)
         outcome = with_cluster_moments(outcome, obj, pod)
-        if outcome.status and not self._expected.status_redundant(
-            uid, current=current, desired=outcome.status
-        ):
-            deep_merge(runner.mutate().setdefault("status", {}), outcome.status)
+        if outcome.status:
             # A `Pending` carries the resourceVersion it was decided on: behind a lagging cache
             # it must not overwrite the listener's `Running` (a Conflict re-reads the runner).
-            await runner.write(self._objects, optimistic=outcome.status.get("phase") == PENDING)
-            self._expected.wrote_status(uid, current=current, desired=outcome.status)
+            await runner.write_status(
+                outcome.status, optimistic=outcome.status.get("phase") == PENDING, deep=True
+            )
         terminal = is_terminal_phase(outcome.status.get("phase"))
         if outcome.delete_pod and not terminal:
-            await self._delete(POD, pod)
+            await runner.delete(POD, pod)
         if outcome.warning is not None:
             reason, message = outcome.warning
             await self._events.warning(runner.object, reason=reason, message=message)
         if terminal:
             # The pass goes on as one on the terminal runner would (its echo wakes nothing).
-            await self._delete_resources(runner.object)
+            await self._delete_resources(runner)
 
 
 def setup(manager: Manager, deps: Deps) -> EphemeralRunnerReconciler:

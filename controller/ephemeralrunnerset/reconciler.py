@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
+from enum import Enum
 
 from controller.deps import CREATED_WITHOUT_SECRET, Deps
 from controller.ephemeralrunnerset.children import ChildIndex
@@ -58,6 +58,8 @@ from controller.runtime import (
     Manager,
     Owns,
     OwnWrite,
+    Pass,
+    Passes,
     Request,
     Result,
     Store,
@@ -65,7 +67,6 @@ from controller.runtime import (
     has_any_finalizer,
     remove_finalizers,
 )
-from controller.runtime.cache import controller_owner_uid
 from shared.api import EphemeralRunnerSetPhase, patchid
 from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from shared.api.names import (
@@ -79,7 +80,6 @@ from shared.kube.objects import SECRET, Objects
 from shared.kube.views import (
     annotation_int,
     is_deleting,
-    metadata_of,
     spec_int,
     status_int,
     status_of,
@@ -89,8 +89,14 @@ from shared.typedefs import JSONDict
 log = logging.getLogger(__name__)
 
 CREATE_CONCURRENCY = 8
-# The expectations step, per set uid, holding the `finishedRunnerCleanupPatchID` last written.
 CLEANUP_MARKER = patchid.CLEANUP_MARKER_FIELD
+
+
+class SetStep(Enum):
+    """The expectations steps of a set's passes."""
+
+    CLEANUP_MARKER = "cleanup marker"
+    """The `finishedRunnerCleanupPatchID` last written (or held back to go with the counts)."""
 
 
 async def _gather_all(aws: Iterable[Awaitable[object]]) -> list[object]:
@@ -128,6 +134,13 @@ class EphemeralRunnerSetReconciler:
         # runners twice: docs/reconcilers.md#expectations), status values written, the cleanup
         # marker, and which runners were unregistered.
         self._expected = deps.expectations
+        self._passes = Passes(
+            kind=EPHEMERAL_RUNNER_SET,
+            store=runner_sets,
+            expectations=deps.expectations,
+            objects=objects,
+            logger=log,
+        )
         self._metrics = metrics
         self._now = now
         # Bounds the Actions removals and deletes one pass runs at once.
@@ -136,26 +149,22 @@ class EphemeralRunnerSetReconciler:
         self._status_written: dict[Request, datetime] = {}
 
     async def reconcile(self, request: Request) -> Result:
-        cached = self._sets.get(request.namespace, request.name)
-        if cached is None:
+        p = self._passes.begin(request)
+        if p is None:
             self._forget(request)
             return Result()
-        runner_set = LazyObject(cached, kind=EPHEMERAL_RUNNER_SET)
-        uid = str(cached["metadata"]["uid"])
-        self._expected.track(EPHEMERAL_RUNNER_SET, request, uid)
+        runner_set, uid, cached = p.lazy, p.uid, p.object
 
         def current(revision: int) -> Children:
             """The runners as cached, with what this process did that the cache does not show
             yet (its own writes' echoes wake nothing, so a pass goes on with this)."""
-            unseen = self._expected.unseen(
-                uid, lambda name: self._runners.get(request.namespace, name)
-            )
+            unseen = p.unseen(lambda name: self._runners.get(request.namespace, name))
             return self._children.children(uid, applied_revision=revision, unseen=unseen)
 
         applied = status_int(cached, "appliedActionableRevision")
         children = current(applied)
         if is_deleting(cached):
-            return await self._finalize(runner_set, children)
+            return await self._finalize(p, children)
         self._track_runner_spec(runner_set, children)
         try:
             await add_finalizers(runner_set, self._objects, [FINALIZER_EPHEMERAL_RUNNER_SET])
@@ -169,10 +178,10 @@ class EphemeralRunnerSetReconciler:
 
         revision = spec_int(cached, "actionableRevision")
         if revision > applied:
-            await self._clean_up(runner_set.object, children)
-            self._expected.note(uid, CLEANUP_MARKER, 0)
+            await self._clean_up(p, children)
+            p.note(SetStep.CLEANUP_MARKER, 0)
             await self._write_status(
-                runner_set,
+                p,
                 children,
                 phase=desired_phase(
                     current=str(runner_set_status(cached).get("phase") or ""),
@@ -191,20 +200,20 @@ class EphemeralRunnerSetReconciler:
             revision_advanced=False,
         )
         if phase == EphemeralRunnerSetPhase.OUTDATED:
-            await self._clean_up(runner_set.object, children)
-            await self._write_status(runner_set, children, phase=phase)
+            await self._clean_up(p, children)
+            await self._write_status(p, children, phase=phase)
             return Result()
 
         for stale in children.stale_outdated:
-            await self._delete_runner(stale)
+            await p.delete(EPHEMERAL_RUNNER, stale)
         requeue = await self._scale(
-            runner_set,
+            p,
             children,
             phase=phase,
             refresh=lambda: current(applied),
         )
         # The status counts what this pass created and deleted too.
-        held = await self._write_status(runner_set, current(applied), phase=phase, coalesce=True)
+        held = await self._write_status(p, current(applied), phase=phase, coalesce=True)
         return requeue.sooner(held)
 
     def _track_runner_spec(self, runner_set: LazyObject, children: Children) -> None:
@@ -224,24 +233,23 @@ class EphemeralRunnerSetReconciler:
 
     async def _scale(
         self,
-        runner_set: LazyObject,
+        p: Pass,
         children: Children,
         *,
         phase: str,
         refresh: Callable[[], Children],
     ) -> Result:
-        obj = runner_set.object
-        uid = str(obj["metadata"]["uid"])
+        obj = p.object
         replicas = spec_int(obj, "replicas")
         patch_id = spec_int(obj, patchid.SPEC_FIELD)
         due, wait = replacement_due(children.failed, now=self._now(), policy=self._replacement)
         replacements = plan_replacements(replicas=replicas, children=children, due=len(due))
-        await self._replace_failed(obj, due, replacements)
+        await self._replace_failed(p, due, replacements)
         plan = plan_scaling(
             replicas=replicas,
             patch_id=patch_id,
             children=children,
-            cleanup_marker=self._cleanup_marker(obj),
+            cleanup_marker=self._cleanup_marker(p),
             retired_failed=len(due),
             replacements=replacements,
         )
@@ -249,18 +257,23 @@ class EphemeralRunnerSetReconciler:
         if plan is None:
             return result
         if plan.cleanup_finished:
-            self._expected.note(uid, CLEANUP_MARKER, patch_id)
+            p.note(SetStep.CLEANUP_MARKER, patch_id)
             # Held with the counts: until written, the note is what this process reads.
             held = await self._write_status(
-                runner_set,
+                p,
                 children,
                 phase=phase,
                 extra={CLEANUP_MARKER: patch_id},
                 coalesce=True,
             )
             result = result.sooner(held)
+            p.log.info(
+                "cleaning up %d finished runner(s) under patch id %d",
+                len(children.finished),
+                patch_id,
+            )
             for finished in children.finished:
-                await self._delete_runner(finished)
+                await p.delete(EPHEMERAL_RUNNER, finished)
             # The pass goes on as the one its echo woke used to, with the finished runners
             # deleting: under this patch id that plan only says why it does not scale up.
             plan = plan_scaling(
@@ -271,47 +284,41 @@ class EphemeralRunnerSetReconciler:
             )
             if plan is None or plan.cleanup_finished:
                 return result
-        meta = metadata_of(obj)
         if plan.suppressed_by_cleanup:
-            log.info(
-                "%s/%s: no scale-up to %d under patch id %d: the gap was made by cleaning up "
+            p.log.info(
+                "no scale-up to %d under patch id %d: the gap was made by cleaning up "
                 "finished runners, not by new demand",
-                meta["namespace"],
-                meta["name"],
                 replicas,
                 patch_id,
             )
         if plan.create:
-            log.info(
-                "%s/%s: creating %d runner(s) for replicas=%d patchID=%d",
-                meta["namespace"],
-                meta["name"],
+            p.log.info(
+                "creating %d runner(s) for replicas=%d patchID=%d",
                 plan.create,
                 replicas,
                 patch_id,
             )
-            await self._create_runners(obj, count=plan.create, patch_id=patch_id)
+            await self._create_runners(p, count=plan.create, patch_id=patch_id)
         if plan.scale_down:
-            log.info(
-                "%s/%s: scaling down by %d idle runner(s) to replicas=%d",
-                meta["namespace"],
-                meta["name"],
+            p.log.info(
+                "scaling down by %d idle runner(s) to replicas=%d",
                 plan.scale_down,
                 replicas,
             )
-            await self._scale_down(obj, children, count=plan.scale_down)
+            await self._scale_down(p, children, count=plan.scale_down)
         return result
 
-    def _cleanup_marker(self, runner_set: JSONDict) -> int:
+    def _cleanup_marker(self, p: Pass) -> int:
         """`finishedRunnerCleanupPatchID` as this process last wrote it, else as cached."""
-        note = self._expected.noted(str(metadata_of(runner_set)["uid"]), CLEANUP_MARKER)
+        note = p.noted(SetStep.CLEANUP_MARKER)
         if note is not None and isinstance(note.value, int):
             return note.value
-        return status_int(runner_set, CLEANUP_MARKER)
+        return status_int(p.object, CLEANUP_MARKER)
 
     async def _create_runners(
-        self, runner_set: JSONDict, *, count: int, patch_id: int, lineage_of: int = 0
+        self, p: Pass, *, count: int, patch_id: int, lineage_of: int = 0
     ) -> None:
+        runner_set = p.object
         body = new_ephemeral_runner(
             runner_set,
             patch_id=patch_id,
@@ -320,7 +327,6 @@ class EphemeralRunnerSetReconciler:
             excluded_prefixes=self._settings.exclude_label_propagation_prefixes,
         )
         namespace = runner_set["metadata"]["namespace"]
-        uid = str(runner_set["metadata"]["uid"])
         spec = (runner_set.get("spec") or {}).get("ephemeralRunnerSpec") or {}
         if spec.get("proxy"):
             await self._ensure_proxy_secret(runner_set, spec["proxy"])
@@ -329,7 +335,7 @@ class EphemeralRunnerSetReconciler:
         async def create() -> None:
             async with limit:
                 created = await self._objects.create(EPHEMERAL_RUNNER, namespace, body)
-            self._expected.created(uid, created)
+            p.created(created)
             self._expected.note(str(created["metadata"]["uid"]), CREATED_WITHOUT_SECRET)
 
         await _gather_all(create() for _ in range(count))
@@ -353,18 +359,18 @@ class EphemeralRunnerSetReconciler:
             body["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
             await self._objects.replace(SECRET, meta["namespace"], body)
 
-    async def _replace_failed(
-        self, runner_set: JSONDict, due: list[JSONDict], replacements: int
-    ) -> None:
+    async def _replace_failed(self, p: Pass, due: list[JSONDict], replacements: int) -> None:
+        runner_set = p.object
         for index, failed in enumerate(due):
             if index < replacements:
                 await self._create_runners(
-                    runner_set,
+                    p,
                     count=1,
                     patch_id=annotation_int(failed, ANNOTATION_PATCH_ID) or 0,
                     lineage_of=lineage(failed) + 1,
                 )
             reason = status_of(failed).get("reason") or "Failed"
+            p.log.info("replacing failed runner %s (%s)", failed["metadata"]["name"], reason)
             await self._events.warning(
                 runner_set,
                 reason="ReplacingFailedRunner",
@@ -374,9 +380,9 @@ class EphemeralRunnerSetReconciler:
                 self._metrics.replaced_failed.add(
                     1, {"namespace": runner_set["metadata"]["namespace"]}
                 )
-            await self._delete_runner(failed)
+            await p.delete(EPHEMERAL_RUNNER, failed)
 
-    async def _scale_down(self, runner_set: JSONDict, children: Children, *, count: int) -> None:
+    async def _scale_down(self, p: Pass, children: Children, *, count: int) -> None:
         """Retire `count` victims in candidate order; a victim that took a job meanwhile (or
         could not be unregistered) is replaced by the next candidate, in parallel batches."""
         candidates = scale_down_candidates(children)
@@ -386,19 +392,19 @@ class EphemeralRunnerSetReconciler:
             batch = candidates[start : start + count - removed]
             start += len(batch)
             results = await asyncio.gather(
-                *(self._retire(victim) for victim in batch), return_exceptions=True
+                *(self._retire(p, victim) for victim in batch), return_exceptions=True
             )
             removed += sum(1 for r in results if r is True)
             errors += [r for r in results if isinstance(r, BaseException)]
         if errors:
             raise errors[0]
 
-    async def _retire(self, runner: JSONDict) -> bool:
+    async def _retire(self, p: Pass, runner: JSONDict) -> bool:
         """Unregister an idle runner, then delete it; False when it took a job meanwhile."""
         async with self._removals:
             if not await self._unregister(runner):
                 return False
-            await self._delete_runner(runner)
+            await p.delete(EPHEMERAL_RUNNER, runner)
             return True
 
     async def _unregister(self, runner: JSONDict) -> bool:
@@ -406,39 +412,30 @@ class EphemeralRunnerSetReconciler:
         rid = runner_id(runner)
         return rid == 0 or await self._deps.unregister(runner, rid)
 
-    async def _delete_runner(self, runner: JSONDict) -> None:
-        meta = runner["metadata"]
-        owner = controller_owner_uid(runner)
-        if owner is not None:
-            self._expected.deleted(owner, runner)
-        with contextlib.suppress(NotFound):
-            await self._objects.delete(
-                EPHEMERAL_RUNNER, meta["namespace"], meta["name"], uid=meta.get("uid")
-            )
-
     # --- cleanup and deletion --------------------------------------------------------------------
 
-    async def _clean_up(self, runner_set: JSONDict, children: Children) -> None:
+    async def _clean_up(self, p: Pass, children: Children) -> None:
         """Terminated runners go; idle ones are unregistered and go; busy ones finish."""
         for runner in children.terminated:
-            await self._delete_runner(runner)
-        await _gather_all(self._retire(runner) for runner in cleanup_candidates(children))
+            await p.delete(EPHEMERAL_RUNNER, runner)
+        await _gather_all(self._retire(p, runner) for runner in cleanup_candidates(children))
 
-    async def _finalize(self, runner_set: LazyObject, children: Children) -> Result:
-        obj = runner_set.object
+    async def _finalize(self, p: Pass, children: Children) -> Result:
+        obj = p.object
         if not has_any_finalizer(obj, EPHEMERAL_RUNNER_SET_FINALIZERS):
             return Result()
         live = children.pending + children.running + children.terminated + children.deleting
         if live:
-            await self._clean_up(obj, children)
+            await self._clean_up(p, children)
             return Result()
-        await remove_finalizers(runner_set, self._objects, EPHEMERAL_RUNNER_SET_FINALIZERS)
-        self._forget(Request.of(obj))
+        await remove_finalizers(p.lazy, self._objects, EPHEMERAL_RUNNER_SET_FINALIZERS)
+        p.log.info("finalizer removed")
+        self._forget(p.key)
         return Result()
 
     def _forget(self, request: Request) -> None:
         self._status_written.pop(request, None)
-        self._expected.forget(EPHEMERAL_RUNNER_SET, request)
+        self._passes.forget(request)
         if self._metrics is not None:
             self._metrics.forget(request)
 
@@ -446,7 +443,7 @@ class EphemeralRunnerSetReconciler:
 
     async def _write_status(
         self,
-        runner_set: LazyObject,
+        p: Pass,
         children: Children,
         *,
         phase: str,
@@ -458,20 +455,17 @@ class EphemeralRunnerSetReconciler:
         write is held: the seconds until it may go are returned, and the pass then runs again
         (one write carries every change of the window: docs/reconcilers.md#status-writes)."""
         if self._metrics is not None:
-            self._metrics.publish(runner_set.object, children)
+            self._metrics.publish(p.object, children)
         desired = {**counts_status(children), "phase": phase, **(extra or {})}
-        uid = str(runner_set.object["metadata"]["uid"])
-        marker = self._expected.noted(uid, CLEANUP_MARKER)
+        marker = p.noted(SetStep.CLEANUP_MARKER)
         if marker is not None and CLEANUP_MARKER not in desired:
             # A cleanup marker held back by an earlier pass goes with this write.
             desired[CLEANUP_MARKER] = marker.value
-        current = status_of(runner_set.object)
-        if all(current.get(k) == v for k, v in desired.items()):
+        if not p.status_due(desired):
             return None
-        if self._expected.status_redundant(uid, current=current, desired=desired):
-            return None
+        current = status_of(p.object)
         now = self._now()
-        key = Request.of(runner_set.object)
+        key = p.key
         last = self._status_written.get(key)
         if (
             coalesce
@@ -482,9 +476,7 @@ class EphemeralRunnerSetReconciler:
             held = COUNTS_WINDOW_SECONDS - (now - last).total_seconds()
             if held > 0:
                 return held
-        runner_set.mutate().setdefault("status", {}).update(desired)
-        await runner_set.write(self._objects)
-        self._expected.wrote_status(uid, current=current, desired=desired)
+        await p.write_status(desired)
         self._status_written[key] = now
         return None
 

@@ -37,6 +37,14 @@ Helpers (`controllerutil.py`, `events.py`, `expectations.py`)
     `controller_reference(owner)`; `EventRecorder(objects=, component=)`: Warning events that
     never fail a reconcile; `Expectations`: the writes the cache has not shown yet, one `forget`.
 
+Passes (`passes.py`)
+    `Passes(kind=, store=, expectations=, objects=, logger=)`: `.begin(request)` -> `Pass | None`
+    (None: gone from the cache, its expectations forgotten), `.on(obj)`, `.forget(request)`.
+    `Pass`: `.lazy`, `.object`, `.key`, `.uid`, `.log` (key and uid on every line),
+    `write_status(desired)`, `done` / `do_once` / `note` of `Step`s (an `Enum` member, alone or
+    with a detail), `delete(kind, obj_or_key)`, `created` / `unseen`, `create_or_patch`,
+    `warn_once(reason, ...)`.
+
 Manager (`manager.py`)
     `Manager(api=ApiClient, settings=RuntimeSettings(...))`: `.add(controller)`, `.cache(kind)`,
     `.objects`, `.run()`, `.stop()`, `.on_shutdown(async callback)` (awaited after the drain);
@@ -60,6 +68,7 @@ from controller.runtime.expectations import Expectations
 from controller.runtime.lazy import LazyObject
 from controller.runtime.manager import LeadershipLost, Manager, RuntimeSettings
 from controller.runtime.metrics import RuntimeMetrics
+from controller.runtime.passes import Pass, Passes, Step
 from controller.runtime.predicates import ProjectionPredicate, stable_metadata
 from controller.runtime.queue import Backoff, WorkQueue
 from controller.runtime.reconcile import Reconciler, Request, Result, TerminalError
@@ -83,12 +92,15 @@ __all__ = [
     "MonotonicClock",
     "OwnWrite",
     "Owns",
+    "Pass",
+    "Passes",
     "ProjectionPredicate",
     "Reconciler",
     "Request",
     "Result",
     "RuntimeMetrics",
     "RuntimeSettings",
+    "Step",
     "Store",
     "TerminalError",
     "UpdatePredicate",

@@ -16,9 +16,10 @@ concerns, and ask before they act:
   cached children until the cache shows them (or `ttl` runs out).
 
 `track(kind, request, uid)` remembers which uid a key held; once the key is gone from the cache,
-`forget(kind, request)` drops everything about it. One instance can serve several reconcilers:
-uids do not collide, and a step one reconciler notes (a runner unregistered by its set) is
-seen by the others.
+`forget(kind, request)` drops everything about it. Reconcilers reach all of this through the
+pass object (`passes.py`), which tracks, forgets and asks for them. One instance can serve
+several reconcilers: uids do not collide, and a step one reconciler notes (a runner unregistered
+by its set) is seen by the others.
 """
 
 from __future__ import annotations

@@ -1,0 +1,187 @@
+"""The pass object on the emulator: a pass starts from the cache and tracks the uid, writes a
+status once however stale the cache, deletes ignoring NotFound, and says a warning once."""
+
+from __future__ import annotations
+
+import logging
+from enum import Enum
+
+import pytest
+
+from controller.runtime import Expectations, Pass, Passes, Request, Store
+from controller.runtime.expectations import DELETING
+from sandbox.kube.emulator import KubeEmulator
+from shared.api.kinds import EPHEMERAL_RUNNER
+from shared.kube.objects import POD, SECRET, Objects
+from shared.typedefs import JSONDict
+from tests.controller.runtime.conftest import runner_body
+
+log = logging.getLogger("tests.passes")
+
+
+class Step(Enum):
+    MARKED = "marked"
+
+
+@pytest.fixture
+def store() -> Store:
+    return Store(EPHEMERAL_RUNNER)
+
+
+@pytest.fixture
+def expected() -> Expectations:
+    return Expectations()
+
+
+@pytest.fixture
+def passes(store: Store, expected: Expectations, objects: Objects) -> Passes:
+    return Passes(
+        kind=EPHEMERAL_RUNNER, store=store, expectations=expected, objects=objects, logger=log
+    )
+
+
+@pytest.fixture
+async def runner(objects: Objects, ns: str, store: Store) -> JSONDict:
+    created = await objects.create(EPHEMERAL_RUNNER, ns, runner_body("r"))
+    store.upsert(created)
+    return created
+
+
+def begin(passes: Passes, ns: str) -> Pass:
+    started = passes.begin(Request(ns, "r"))
+    assert started is not None
+    return started
+
+
+async def test_a_pass_carries_key_uid_and_forgets_once_the_object_left_the_cache(
+    passes: Passes, store: Store, ns: str, runner: JSONDict
+) -> None:
+    p = begin(passes, ns)
+    assert (p.key, p.uid) == (Request(ns, "r"), runner["metadata"]["uid"])
+    p.note(Step.MARKED)
+    assert begin(passes, ns).done(Step.MARKED)
+    store.remove(Request(ns, "r"))
+    assert passes.begin(Request(ns, "r")) is None
+    store.upsert(runner)
+    assert not begin(passes, ns).done(Step.MARKED)
+
+
+async def test_do_once_is_true_the_first_time_only(
+    passes: Passes, ns: str, runner: JSONDict
+) -> None:
+    assert begin(passes, ns).do_once(Step.MARKED)
+    assert not begin(passes, ns).do_once(Step.MARKED)
+    assert begin(passes, ns).do_once((Step.MARKED, "another child"))
+
+
+async def test_a_status_write_is_not_repeated_behind_a_stale_cache(
+    kube: KubeEmulator, objects: Objects, passes: Passes, ns: str, runner: JSONDict
+) -> None:
+    kube.requests.reset()
+    assert await begin(passes, ns).write_status({"phase": "Running"})
+    # The store still holds the object without the status: the next pass reads that.
+    assert not await begin(passes, ns).write_status({"phase": "Running"})
+    assert kube.requests.count(verb="patch", subresource="status") == 1
+    server = await objects.get(EPHEMERAL_RUNNER, ns, "r")
+    assert server["status"]["phase"] == "Running"
+    assert begin(passes, ns).written_status() == {"phase": "Running"}
+
+
+async def test_a_status_already_shown_is_not_written(
+    kube: KubeEmulator, objects: Objects, store: Store, passes: Passes, ns: str, runner: JSONDict
+) -> None:
+    store.upsert(
+        await objects.patch(
+            EPHEMERAL_RUNNER, ns, "r", {"status": {"phase": "Pending"}}, status=True
+        )
+    )
+    kube.requests.reset()
+    assert not await begin(passes, ns).write_status({"phase": "Pending"})
+    assert kube.requests.count() == 0
+
+
+async def test_a_status_someone_else_changed_is_written_again(
+    objects: Objects, store: Store, passes: Passes, ns: str, runner: JSONDict
+) -> None:
+    assert await begin(passes, ns).write_status({"phase": "Running"})
+    store.upsert(
+        await objects.patch(EPHEMERAL_RUNNER, ns, "r", {"status": {"phase": "Failed"}}, status=True)
+    )
+    assert await begin(passes, ns).write_status({"phase": "Running"})
+    assert (await objects.get(EPHEMERAL_RUNNER, ns, "r"))["status"]["phase"] == "Running"
+
+
+async def test_delete_ignores_not_found_and_records_a_child(
+    objects: Objects, passes: Passes, ns: str, runner: JSONDict
+) -> None:
+    p = begin(passes, ns)
+    child = await objects.create(
+        SECRET,
+        ns,
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": "child",
+                "ownerReferences": [
+                    {
+                        "apiVersion": runner["apiVersion"],
+                        "kind": runner["kind"],
+                        "name": "r",
+                        "uid": p.uid,
+                        "controller": True,
+                    }
+                ],
+            },
+        },
+    )
+    assert await p.delete(SECRET, child)
+    assert not await p.delete(SECRET, child)
+    assert not await p.delete(POD, Request(ns, "never-made"))
+    unseen = p.unseen(lambda name: child if name == "child" else None)
+    assert [c["metadata"]["deletionTimestamp"] for c in unseen.deleting] == [DELETING]
+
+
+async def test_a_child_created_is_unseen_until_the_cache_shows_it(
+    objects: Objects, passes: Passes, ns: str, runner: JSONDict
+) -> None:
+    p = begin(passes, ns)
+    child = await objects.create(EPHEMERAL_RUNNER, ns, runner_body("child"))
+    p.created(child)
+    assert begin(passes, ns).unseen(lambda name: None).created == [child]
+    assert begin(passes, ns).unseen(lambda name: child).created == []
+
+
+async def test_create_or_patch_creates_once_and_patches_keeping_foreign_labels(
+    objects: Objects, passes: Passes, ns: str, runner: JSONDict
+) -> None:
+    p = begin(passes, ns)
+    desired: JSONDict = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "s", "namespace": ns, "labels": {"mine": "1"}},
+        "stringData": {"k": "v"},
+    }
+    assert await p.create_or_patch(SECRET, desired, None) is not None
+    assert await p.create_or_patch(SECRET, desired, None) is None
+    await objects.patch(SECRET, ns, "s", {"metadata": {"labels": {"theirs": "1"}}})
+    current = await objects.get(SECRET, ns, "s")
+    desired["metadata"]["labels"]["mine"] = "2"
+    patched = await p.create_or_patch(SECRET, desired, current)
+    assert patched is not None
+    assert patched["metadata"]["labels"] == {"mine": "2", "theirs": "1"}
+
+
+async def test_a_warning_is_logged_once_per_reason_with_key_and_uid(
+    caplog: pytest.LogCaptureFixture, passes: Passes, ns: str, runner: JSONDict
+) -> None:
+    with caplog.at_level(logging.WARNING, logger=log.name):
+        for _ in range(3):
+            begin(passes, ns).warn_once("Refused", "refused: %s", "why")
+        begin(passes, ns).warn_once("Other", "other")
+    assert [r.getMessage() for r in caplog.records] == [f"{ns}/r: refused: why", f"{ns}/r: other"]
+    record = caplog.records[0]
+    assert (record.__dict__["key"], record.__dict__["uid"]) == (
+        f"{ns}/r",
+        runner["metadata"]["uid"],
+    )
