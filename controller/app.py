@@ -30,7 +30,7 @@ from controller import (
 from controller.autoscalinglistener.objects import StandbyTimings
 from controller.autoscalinglistener.reconciler import ListenerSettings
 from controller.autoscalingrunnerset.reconciler import AutoscalingSettings
-from controller.runners.actions import ActionsClients
+from controller.github.clients import ActionsClients
 from controller.runners.deps import RunnerDeps
 from controller.runners.settings import RunnerSettings
 from controller.runtime import EventRecorder, Expectations, LeadershipLost, Manager

@@ -55,7 +55,7 @@ from controller.autoscalinglistener.objects import (
     standby_lease_name,
     template_problem,
 )
-from controller.runners.network import proxy_data, root_ca
+from controller.github.network import proxy_data, root_ca
 from controller.runtime import (
     Controller,
     EventRecorder,
