@@ -1,3 +1,3 @@
-"""What the EphemeralRunner and EphemeralRunnerSet reconcilers share: the Actions client pool,
-the proxy and CA resolution of a runner spec, their settings and policies, the building blocks of
-runner objects, and the dependencies the composition root hands both."""
+"""What the EphemeralRunner and EphemeralRunnerSet reconcilers share: their settings and
+policies, the building blocks of runner objects, and the dependencies the composition root hands
+both (the Actions calls themselves are in controller/github/)."""
