@@ -28,7 +28,7 @@ from controller import (
     runnernamespace,
 )
 from controller.deps import Deps
-from controller.runners.actions import ActionsClients
+from controller.github.clients import ActionsClients
 from controller.runtime import EventRecorder, Expectations, LeadershipLost, Manager
 from controller.runtime.health import health_routes, metrics_routes, serve
 from controller.settings import (

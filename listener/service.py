@@ -46,12 +46,10 @@ from shared.actions.models import (
     JobAvailable,
     JobCompleted,
     JobStarted,
-    Label,
-    RunnerScaleSet,
     RunnerScaleSetMessage,
-    RunnerSetting,
     Statistics,
 )
+from shared.actions.scalesets import find_or_register
 from shared.actions.session import MessageSession
 from shared.api import patchid
 from shared.api.timeline import LISTENER_STAGES, Timeline
@@ -62,8 +60,6 @@ from shared.typedefs import JSONDict
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-DEFAULT_RUNNER_GROUP_ID = 1
 """The id ARC uses when no runner group is configured (the group named "default")."""
 SESSION_DELETE_TIMEOUT = 30.0
 
@@ -178,36 +174,16 @@ class Listener:
 
     async def _scale_set_by_name(self) -> int:
         name = self.settings.runner_scale_set_name
-        group = self.settings.runner_group
-        group_id = DEFAULT_RUNNER_GROUP_ID
-        if group:
-            found_group = await self._retry(
-                lambda: self.actions.get_runner_group_by_name(group), "runner group lookup"
-            )
-            group_id = found_group.id
-        existing = await self._retry(
-            lambda: self.actions.get_runner_scale_set(runner_group_id=group_id, name=name),
-            "runner scale set lookup",
+        scale_set, created = await find_or_register(
+            self.actions,
+            name=name,
+            runner_group=self.settings.runner_group,
+            labels=self.settings.runner_scale_set_labels,
+            attempt=self._retry,
         )
-        if existing is not None:
-            log.info("using runner scale set %r (id %d)", name, existing.id)
-            return existing.id
-        labels = [Label(name=name)] + [
-            Label(name=extra) for extra in self.settings.runner_scale_set_labels if extra != name
-        ]
-        created = await self._retry(
-            lambda: self.actions.create_runner_scale_set(
-                RunnerScaleSet(
-                    name=name,
-                    runner_group_id=group_id,
-                    labels=labels,
-                    runner_setting=RunnerSetting(disable_update=True),
-                )
-            ),
-            "runner scale set registration",
-        )
-        log.info("registered runner scale set %r (id %d)", name, created.id)
-        return created.id
+        verb = "registered" if created else "using"
+        log.info("%s runner scale set %r (id %d)", verb, name, scale_set.id)
+        return scale_set.id
 
     async def _end_previous_session(self) -> None:
         """Delete the session the previous Lease holder left (docs/listener.md#standby)."""

@@ -53,7 +53,7 @@ from controller.autoscalinglistener.objects import (
     template_problem,
 )
 from controller.deps import Deps
-from controller.runners.network import proxy_data, root_ca
+from controller.github.network import proxy_data, root_ca
 from controller.runtime import (
     Controller,
     EventRecorder,

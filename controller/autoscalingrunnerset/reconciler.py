@@ -45,7 +45,8 @@ from controller.autoscalingrunnerset.objects import (
 )
 from controller.autoscalingrunnerset.predicates import ERS_COUNTS, ERS_TO_ARS
 from controller.deps import Deps
-from controller.runners.actions import ActionsClients, GitHubConfigError
+from controller.github.clients import ActionsClients, GitHubConfigError
+from controller.github.scalesets import ScaleSet, ScaleSets
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
 from controller.runtime import (
     Controller,
@@ -66,9 +67,7 @@ from controller.runtime import (
     remove_finalizers,
 )
 from controller.settings import AutoscalingSettings
-from shared.actions.client import ActionsClient
 from shared.actions.errors import ActionsError, InvalidArgument, ScaleSetNotFound
-from shared.actions.models import Label, RunnerScaleSet, RunnerSetting
 from shared.api.kinds import (
     AUTOSCALING_LISTENER,
     AUTOSCALING_RUNNER_SET,
@@ -97,7 +96,6 @@ CONDITION_POLICY = "ScalingPolicyValid"
 CONDITION_LISTENER = "SingleListener"
 WAIT = 1.0
 """Seconds between looks at a child being deleted (its delete event usually comes first)."""
-DEFAULT_GROUP_ID = 1
 VAULT = (
     "Azure Key Vault credentials (spec.vaultConfig) are not supported: put the GitHub PAT or App "
     "in a Secret named by spec.githubConfigSecret and remove spec.vaultConfig"
@@ -130,7 +128,7 @@ class AutoscalingRunnerSetReconciler:
         self._runner_sets = runner_sets
         self._listeners = listeners
         self._objects = objects
-        self._clients = clients
+        self._scale_sets = ScaleSets(clients)
         self._events = events
         self._settings = settings
         # Status values this process wrote and the cache does not show yet: a pass that reads
@@ -212,7 +210,6 @@ class AutoscalingRunnerSetReconciler:
         obj = ars.object
         spec = obj.get("spec") or {}
         meta = metadata_of(obj)
-        namespace = meta["namespace"]
         if not spec.get("runnerScaleSetName"):
             ars.mutate()["spec"]["runnerScaleSetName"] = meta["name"]
             await ars.write(self._objects)
@@ -225,29 +222,24 @@ class AutoscalingRunnerSetReconciler:
         scale_set_id = annotation_int(obj, ANNOTATION_RUNNER_SCALE_SET_ID)
         annotations = meta.get("annotations") or {}
         try:
-            client = await self._clients.for_spec(namespace, spec)
+            await self._scale_sets.check_config(obj)
             if not scale_set_id or scale_set_id <= 0:
-                found = await self._register(client, spec)
-                await self._record_scale_set(ars, found)
+                await self._record_scale_set(ars, await self._scale_sets.find_or_register(obj))
                 return None
             group = str(spec.get("runnerGroup") or "")
             have_group = annotations.get(ANNOTATION_RUNNER_GROUP_NAME)
             if have_group is None or (group and group.lower() != have_group.lower()):
-                group_id = await self._group_id(client, group)
-                updated = await client.update_runner_scale_set(
-                    scale_set_id, RunnerScaleSet(runner_group_id=group_id)
-                )
+                updated = await self._scale_sets.move_to_group(obj, scale_set_id, group)
                 await self._record_scale_set(ars, updated)
                 return None
             name = str(spec["runnerScaleSetName"])
             if name.lower() != str(annotations.get(ANNOTATION_RUNNER_SCALE_SET_NAME, "")).lower():
-                updated = await client.update_runner_scale_set(
-                    scale_set_id, RunnerScaleSet(name=name)
+                await self._record_scale_set(
+                    ars, await self._scale_sets.rename(obj, scale_set_id, name)
                 )
-                await self._record_scale_set(ars, updated)
                 return None
             if verify:
-                await client.get_runner_scale_set_by_id(scale_set_id)
+                await self._scale_sets.check(obj, scale_set_id)
         except ScaleSetNotFound:
             # Deleted on GitHub behind our back: register it again.
             await self._events.warning(
@@ -261,9 +253,6 @@ class AutoscalingRunnerSetReconciler:
             await ars.write(self._objects)
             return None
         except (ActionsError, KubeError, GitHubConfigError) as exc:
-            # Credentials GitHub refused are read again on the next try (a Secret replaced,
-            # say with its namespace re-created, within the pool's trust period).
-            self._clients.rejected(namespace, spec, exc)
             text = _reason_text(exc)
             if self._condition(ars, CONDITION_SCALE_SET, "False", type(exc).__name__, text):
                 await self._events.warning(obj, reason="ScaleSetRegistrationFailed", message=text)
@@ -272,32 +261,7 @@ class AutoscalingRunnerSetReconciler:
         self._condition(ars, CONDITION_SCALE_SET, "True", "Registered", "")
         return scale_set_id
 
-    @staticmethod
-    async def _group_id(client: ActionsClient, group: str) -> int:
-        if not group:
-            return DEFAULT_GROUP_ID
-        return (await client.get_runner_group_by_name(group)).id
-
-    async def _register(self, client: ActionsClient, spec: JSONDict) -> RunnerScaleSet:
-        name = str(spec["runnerScaleSetName"])
-        group_id = await self._group_id(client, str(spec.get("runnerGroup") or ""))
-        found = await client.get_runner_scale_set(runner_group_id=group_id, name=name)
-        if found is not None:
-            return found
-        labels = [name]
-        for label in spec.get("runnerScaleSetLabels") or []:
-            if label not in labels:
-                labels.append(str(label))
-        return await client.create_runner_scale_set(
-            RunnerScaleSet(
-                name=name,
-                runner_group_id=group_id,
-                labels=[Label(name=label, type="System") for label in labels],
-                runner_setting=RunnerSetting(disable_update=True),
-            )
-        )
-
-    async def _record_scale_set(self, ars: LazyObject, scale_set: RunnerScaleSet) -> None:
+    async def _record_scale_set(self, ars: LazyObject, scale_set: ScaleSet) -> None:
         meta = ars.mutate()["metadata"]
         meta.setdefault("annotations", {}).update(
             {
@@ -639,12 +603,7 @@ class AutoscalingRunnerSetReconciler:
         if not scale_set_id or scale_set_id <= 0:
             return
         try:
-            client = await self._clients.for_spec(
-                metadata_of(obj)["namespace"], obj.get("spec") or {}
-            )
-            await client.delete_runner_scale_set(scale_set_id)
-        except ScaleSetNotFound:
-            pass
+            await self._scale_sets.delete(obj, scale_set_id)
         except (GitHubConfigError, InvalidArgument, NotFound, Forbidden) as exc:
             # Credentials gone (namespace deletion): waiting cannot bring them back.
             await self._events.warning(

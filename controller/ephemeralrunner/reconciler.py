@@ -33,7 +33,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 
-from controller.deps import CREATED_WITHOUT_SECRET, Deps, Removal
+from controller.deps import CREATED_WITHOUT_SECRET, Deps
 from controller.ephemeralrunner.metrics import RunnerMetrics
 from controller.ephemeralrunner.objects import jit_secret, runner_pod
 from controller.ephemeralrunner.predicates import POD_TO_ER
@@ -51,7 +51,8 @@ from controller.ephemeralrunner.rules import (
     too_many_failures,
 )
 from controller.ephemeralrunner.timeline import pass_span, record_timeline, with_cluster_moments
-from controller.runners.actions import GitHubConfigError
+from controller.github.clients import GitHubConfigError
+from controller.github.runners import NameClash, Removal
 from controller.runtime import (
     Controller,
     Manager,
@@ -68,11 +69,7 @@ from controller.runtime import (
 )
 from controller.runtime.cache import controller_owner, controller_owner_uid
 from controller.runtime.controller import PassSpan
-from shared.actions.errors import (
-    ActionsError,
-    RunnerExists,
-    RunnerNotFound,
-)
+from shared.actions.errors import ActionsError, RunnerExists
 from shared.api import EphemeralRunnerPhase, is_terminal_phase
 from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.api.names import (
@@ -141,7 +138,7 @@ class EphemeralRunnerReconciler:
         self._pods = pods
         self._objects = objects
         self._deps = deps
-        self._clients = deps.clients
+        self._github = deps.runners
         self._events = deps.events
         self._settings = deps.settings
         self._policy = deps.settings.failure_policy()
@@ -348,12 +345,12 @@ class EphemeralRunnerReconciler:
 
     async def _remove_registration(self, runner: JSONDict) -> Removal:
         """Unregister the runner (a runner never registered counts as removed)."""
-        if self._deps.unregistered(runner):
+        if self._github.unregistered(runner):
             return Removal.REMOVED
         rid = runner_id(runner) or await self._id_from_secret(runner)
         if rid == 0:
             return Removal.REMOVED
-        removal = await self._deps.remove(runner, rid)
+        removal = await self._github.remove(runner, rid)
         if removal is Removal.BUSY:
             log.info(
                 "runner still has a job, removal retried later",
@@ -450,15 +447,12 @@ class EphemeralRunnerReconciler:
         spec = obj.get("spec") or {}
         scale_set_id = int(spec.get("runnerScaleSetId") or 0)
         try:
-            client = await self._clients.for_spec(meta["namespace"], spec)
-            config = await client.generate_jit_runner_config(
-                scale_set_id, name=meta["name"], work_folder=runner_work_folder(obj)
+            config = await self._github.jit_config(
+                obj, scale_set_id, work_folder=runner_work_folder(obj)
             )
         except RunnerExists:
             return await self._resolve_name_clash(runner, scale_set_id)
         except (ActionsError, GitHubConfigError) as exc:
-            if isinstance(exc, ActionsError):
-                self._clients.rejected(meta["namespace"], spec, exc)
             failure = registration_failure(exc, scale_set_id=scale_set_id)
             if not await self._registration_failed(runner, failure):
                 raise
@@ -503,13 +497,7 @@ class EphemeralRunnerReconciler:
         belongs to this scale set (then register again), else the name is taken for good."""
         runner = p.object
         meta = runner["metadata"]
-        client = await self._clients.for_spec(meta["namespace"], runner.get("spec") or {})
-        found = await client.get_runner_by_name(meta["name"])
-        if found is None:
-            return Result(requeue_after=REGISTRATION_RETRY_SECONDS)
-        if found.runner_scale_set_id == scale_set_id:
-            with contextlib.suppress(RunnerNotFound):
-                await client.remove_runner(found.id)
+        if await self._github.free_name(runner, scale_set_id) is NameClash.FREED:
             return Result(requeue_after=REGISTRATION_RETRY_SECONDS)
         await self._events.warning(
             runner,

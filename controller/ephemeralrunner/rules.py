@@ -17,7 +17,7 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from controller.runners.actions import GitHubConfigError
+from controller.github.clients import GitHubConfigError
 from controller.runners.backoff import FailurePolicy
 from shared.actions.errors import (
     ActionsError,

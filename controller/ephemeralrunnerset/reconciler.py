@@ -50,7 +50,7 @@ from controller.ephemeralrunnerset.rules import (
     scale_down_candidates,
     track_runner_spec,
 )
-from controller.runners.network import proxy_data
+from controller.github.network import proxy_data
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, proxy_secret_name
 from controller.runtime import (
     Controller,
@@ -410,7 +410,7 @@ class EphemeralRunnerSetReconciler:
     async def _unregister(self, runner: JSONDict) -> bool:
         """Remove an idle runner from the service; False when it took a job meanwhile."""
         rid = runner_id(runner)
-        return rid == 0 or await self._deps.unregister(runner, rid)
+        return rid == 0 or await self._deps.runners.unregister(runner, rid)
 
     # --- cleanup and deletion --------------------------------------------------------------------
 

@@ -1,2 +1,3 @@
-"""What the reconcilers of runners share: the Actions client pool, the proxy and CA resolution
-of a runner spec, the failure and replacement policies, the building blocks of runner objects."""
+"""What the reconcilers of runners share: the failure and replacement policies and the building
+blocks of runner objects (the Actions calls are in controller/github/, the dependencies in
+controller/deps.py)."""

@@ -22,7 +22,7 @@ from kubernetes_asyncio import client
 from controller import app
 from controller.app import COMPONENT
 from controller.deps import Deps
-from controller.runners.actions import ActionsClients
+from controller.github.clients import ActionsClients
 from controller.runtime import Backoff, Manager, RuntimeSettings
 from controller.settings import AutoscalingSettings, ListenerSettings, RunnerSettings
 from sandbox.actions.emulator import ActionsEmulator

@@ -17,7 +17,7 @@ from controller.ephemeralrunner.rules import (
     registration_timed_out,
     retry_delay,
 )
-from controller.runners.actions import GitHubConfigError
+from controller.github.clients import GitHubConfigError
 from controller.runners.backoff import FailurePolicy
 from shared.actions.errors import (
     ActionsConnectionError,

@@ -9,7 +9,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from controller.runners.actions import credentials_from_secret
+from controller.github.clients import credentials_from_secret
 from sandbox.actions.emulator import ActionsEmulator
 from shared.actions.credentials import GitHubApp, PersonalAccessToken
 from shared.actions.errors import InvalidCredentials
