@@ -7,8 +7,8 @@ Order of a pass (ARC's, docs/reconcilers.md#ephemeralrunner, with this project's
    not found: fine; no usable credentials: wait a bounded time, then go without it,
    docs/reconcilers.md#deleting-a-runner), delete the pod, the JIT Secret and the container-hook
    resources labelled for this runner, then drop both finalizers in one write.
-3. Terminal runner (Succeeded, Failed, Outdated): delete its pod and JIT Secret; the
-   EphemeralRunnerSet deletes the runner.
+3. Terminal runner (Failed, Outdated, or a `Succeeded` one another controller wrote): delete
+   its pod and JIT Secret; the EphemeralRunnerSet deletes the runner.
 4. Both finalizers, in one write, when one is missing.
 5. Registration: JIT config from the service, Secret, then one status write with runner id,
    name and `Pending`. A failure is reported on the runner and fails it at once when only a
@@ -18,7 +18,9 @@ Order of a pass (ARC's, docs/reconcilers.md#ephemeralrunner, with this project's
 Every `Pending` write carries the resourceVersion it was decided on; a Conflict re-reads the
 runner and the pass runs again on it, so a lagging cache never overwrites the listener's
 `Running`.
-6. Pod: created after the failure backoff; its state decides the status (`rules.py`).
+6. Pod: created after the failure backoff; its state decides the status (`rules.py`). A runner
+   whose container exited 0 is deleted and finalized in the same pass, its set told
+   (docs/reconcilers.md#a-runner-that-succeeded).
 
 Requests saved against ARC (docs/reconcilers.md#requests): the JIT Secret is read only when the
 runner has no id yet or a pod must be created (ARC reads it on every pass), runner id and
@@ -33,7 +35,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 
-from controller.deps import CREATED_WITHOUT_SECRET, Deps
+from controller.deps import CREATED_WITHOUT_SECRET, SUCCEEDED_GONE, Deps
 from controller.ephemeralrunner.metrics import RunnerMetrics
 from controller.ephemeralrunner.objects import jit_secret, runner_pod
 from controller.ephemeralrunner.predicates import POD_TO_ER
@@ -73,6 +75,7 @@ from shared.actions.errors import ActionsError, RunnerExists
 from shared.api import EphemeralRunnerPhase, is_terminal_phase
 from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.api.names import (
+    ANNOTATION_PATCH_ID,
     EPHEMERAL_RUNNER_FINALIZERS,
     FINALIZER_EPHEMERAL_RUNNER_REGISTRATION,
     LABEL_RUNNER_POD,
@@ -91,6 +94,7 @@ from shared.api.views import (
 from shared.kube.errors import AlreadyExists, Conflict, Forbidden, Invalid, KubeError, NotFound
 from shared.kube.objects import POD, SECRET, Objects
 from shared.kube.views import (
+    annotation_int,
     is_deleting,
     metadata_of,
     parse_time,
@@ -236,8 +240,13 @@ class EphemeralRunnerReconciler:
         outcome = decide_from_pod(
             runner.object, pod, ready=pod_ready(pod), now=self._now(), policy=self._policy
         )
+        if outcome.delete_runner:
+            return await self._delete_self(runner)
+        if outcome.status.get("phase") == EphemeralRunnerPhase.SUCCEEDED:
+            self._note_succeeded_gone(runner.object)
+            return await self._delete_self(runner)
         await self._apply(runner, pod, outcome)
-        if not (outcome.delete_runner or outcome.delete_pod or is_deleting(pod)):
+        if not (outcome.delete_pod or is_deleting(pod)):
             await self._protect_busy_pod(runner, pod)
         if outcome.recheck_after is not None:
             return Result(requeue_after=max(outcome.recheck_after.total_seconds(), 0.001))
@@ -504,16 +513,14 @@ class EphemeralRunnerReconciler:
             reason="RunnerNameTaken",
             message=f"A runner named {meta['name']} exists in another scale set",
         )
-        await p.delete(EPHEMERAL_RUNNER, runner)
-        return Result()
+        return await self._delete_self(p)
 
     async def _without_pod(self, runner: Pass) -> Result:
         obj = runner.object
         if has_job(obj):
             # Its pod vanished (node drained or deleted) with the job: a new pod would re-use a
             # consumed JIT config, and the runner would hold a slot forever.
-            await runner.delete(EPHEMERAL_RUNNER, obj)
-            return Result()
+            return await self._delete_self(runner)
         delay = retry_delay(obj, now=self._now(), policy=self._policy)
         if delay is not None:
             return Result(requeue_after=max(delay.total_seconds(), 0.001))
@@ -534,8 +541,7 @@ class EphemeralRunnerReconciler:
                 return Result()
             age = self._now() - parse_time(meta["creationTimestamp"])
             if age > timedelta(seconds=self._settings.quota_give_up_seconds):
-                await runner.delete(EPHEMERAL_RUNNER, obj)
-                return Result()
+                return await self._delete_self(runner)
             return Result(requeue_after=self._settings.quota_retry_seconds)
         except Invalid as exc:
             await self._pod_refused(runner, exc)
@@ -566,9 +572,6 @@ class EphemeralRunnerReconciler:
 
     async def _apply(self, runner: Pass, pod: JSONDict, outcome: PodOutcome) -> None:
         obj = runner.object
-        if outcome.delete_runner:
-            await runner.delete(EPHEMERAL_RUNNER, obj)
-            return
         if outcome.remove_registration:
             await self._remove_registration(obj)
         outcome = with_cluster_moments(outcome, obj, pod)
@@ -587,6 +590,37 @@ class EphemeralRunnerReconciler:
         if terminal:
             # The pass goes on as one on the terminal runner would (its echo wakes nothing).
             await self._delete_resources(runner)
+
+    def _note_succeeded_gone(self, runner: JSONDict) -> None:
+        """A runner whose job is done goes at once, as in upstream ARC's newer source
+        (docs/reconcilers.md#a-runner-that-succeeded): its delete and the
+        finalizer removal are two requests, where a `Succeeded` status, its set's delete and
+        the finalizer removal were three. Its set is told, as if it had cleaned the runner up
+        itself, so the gap is not refilled under the patch id that made it."""
+        owner = controller_owner(runner)
+        if owner is None:
+            return
+        owner_uid = str(owner.get("uid"))
+        served = annotation_int(runner, ANNOTATION_PATCH_ID) or 0
+        gone = self._expected.noted(owner_uid, SUCCEEDED_GONE)
+        if gone is not None and isinstance(gone.value, int):
+            served = max(served, gone.value)
+        self._expected.note(owner_uid, SUCCEEDED_GONE, served)
+
+    async def _delete_self(self, runner: Pass) -> Result:
+        """Delete the runner and, in the same pass, finalize it (its echo wakes nothing); its
+        pod and JIT Secret go with it through the garbage collector."""
+        meta = runner.object["metadata"]
+        try:
+            held = await self._objects.delete(
+                EPHEMERAL_RUNNER, meta["namespace"], meta["name"], uid=meta.get("uid")
+            )
+        except NotFound:
+            return Result()
+        runner.log.info("runner deleted")
+        if held is None:
+            return Result()
+        return await self._finalize(self._passes.on(held))
 
 
 def setup(manager: Manager, deps: Deps) -> EphemeralRunnerReconciler:

@@ -5,8 +5,8 @@ do, and performs the writes. Nothing here does I/O, so every rule of ARC's pod c
 (docs/reconcilers.md#ephemeralrunner), with this project's changes, is tested as a table:
 
 * the controller publishes `Pending` and never `Running` (the listener owns `Running`);
-* a runner container that exits 0 makes the runner `Succeeded` (the EphemeralRunnerSet cleans
-  finished runners up under the patch-id protocol) instead of deleting it at once;
+* a runner container that exits 0 is a `Succeeded` outcome, which the reconciler carries out by
+  deleting the runner and telling its set (docs/reconcilers.md#a-runner-that-succeeded);
 * after more than `max_pod_failures` failed pods an idle runner becomes `Failed` with a reason,
   instead of disappearing (a visible failure reason: docs/reconcilers.md#failed-runners).
 """

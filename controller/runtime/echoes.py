@@ -9,7 +9,8 @@ first add or update event of an object carrying a recorded version wakes nothing
 
 Categories, because reconcilers differ in which of their writes end a pass:
 - `STATUS`: the primary object's `/status`;
-- `OBJECT`: the primary object itself (finalizers, annotations, spec);
+- `OBJECT`: the primary object itself (finalizers, annotations, spec, and its deletion when
+  finalizers hold it: a pass that deletes its own object finalizes it too);
 - `CHILDREN`: objects of the kinds it owns (creates, patches, and deletes answered with the
   object: a deletion held by finalizers).
 
@@ -60,9 +61,8 @@ class Echoes:
 
     def wrote(self, kind: Kind, obj: JSONDict, what: str) -> None:
         if kind == self._primary:
-            if what == "delete":
-                # A pass deleting its own object does not finalize it too: the echo does.
-                return
+            # A deletion held by finalizers is an `OBJECT` write: the pass that deleted its own
+            # object goes on to finalize it.
             category = OwnWrite.STATUS if what == "status" else OwnWrite.OBJECT
         elif kind in self._children:
             category = OwnWrite.CHILDREN

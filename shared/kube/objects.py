@@ -232,7 +232,8 @@ class Objects:
         *,
         uid: str | None = None,
         grace_period_seconds: int | None = None,
-    ) -> None:
+    ) -> JSONDict | None:
+        """Delete; the object as the answer has it when finalizers hold it (None: it went)."""
         body: JSONDict = {"propagationPolicy": "Background"}
         if uid:
             body["preconditions"] = {"uid": uid}
@@ -242,6 +243,8 @@ class Objects:
         if answer.get("kind") == kind.kind:
             # Held by finalizers: the answer is the object, now carrying its deletionTimestamp.
             self._on_write(kind, answer, "delete")
+            return answer
+        return None
 
     async def watch(
         self,

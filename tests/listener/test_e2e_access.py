@@ -137,7 +137,10 @@ def _edit_role(cluster: Cluster) -> Coroutine[Any, Any, None]:
 
 
 def _delete_set(cluster: Cluster) -> Coroutine[Any, Any, None]:
-    return cluster.objects.delete(EPHEMERAL_RUNNER_SET, cluster.namespace, RUNNER_SET)
+    async def delete() -> None:
+        await cluster.objects.delete(EPHEMERAL_RUNNER_SET, cluster.namespace, RUNNER_SET)
+
+    return delete()
 
 
 def _revoke_token(cluster: Cluster) -> Coroutine[Any, Any, None]:

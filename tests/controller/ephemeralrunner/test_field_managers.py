@@ -1,7 +1,7 @@
 """Who owns an EphemeralRunner's `status.phase` over its life, as the API server records it in
 managedFields from each process's User-Agent (docs/listener.md#kubernetes-requests): the
 controller while Pending, the listener once it promotes the runner to Running, the controller
-again when the runner has Succeeded."""
+again when the runner is Outdated."""
 
 from __future__ import annotations
 
@@ -59,6 +59,8 @@ async def test_status_phase_moves_between_the_controller_and_the_listener(
     assert running["status"]["phase"] == "Running"
     assert phase_owner(running) == (PROGRAM, "status")
 
-    await rig.pod_status(name, exited(0))
-    succeeded = await phase(rig, name, "Succeeded")
-    assert phase_owner(succeeded) == (COMPONENT, "status")
+    # A runner that exits 0 is deleted without a status write (docs/reconcilers.md#a-runner-
+    # that-succeeded); one that exits 7 is `Outdated`, written by the controller again.
+    await rig.pod_status(name, exited(7))
+    outdated = await phase(rig, name, "Outdated")
+    assert phase_owner(outdated) == (COMPONENT, "status")

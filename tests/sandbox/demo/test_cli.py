@@ -62,7 +62,9 @@ def test_a_short_workload_completes_in_cluster_with_every_invariant_held(tmp_pat
     assert runners["killed_while_busy"] == 0
     assert report["invariant_violations"] == []
     assert report["leftovers"] == {"kubernetes": [], "actions": []}
-    assert runners["lifecycles"] == {"New>Pending>Running>Succeeded>deleted": runners["created"]}
+    # A runner whose job is done is deleted without a `Succeeded` status write
+    # (docs/reconcilers.md#a-runner-that-succeeded).
+    assert runners["lifecycles"] == {"New>Pending>Running>deleted": runners["created"]}
     identity = report["components"]["listener_identity"]
     assert identity.startswith(f"system:serviceaccount:{CONTROLLER_NAMESPACE}:demo-runners-")
     assert identity != LISTENER_USER
@@ -137,7 +139,7 @@ def test_a_trace_replays_with_its_labels_and_results(tmp_path: Path) -> None:
     assert report["leftovers"] == {"kubernetes": [], "actions": []}
     assert report["invariant_violations"] == []
     runners = report["runners"]
-    assert runners["lifecycles"] == {"New>Pending>Running>Succeeded>deleted": runners["created"]}
+    assert runners["lifecycles"] == {"New>Pending>Running>deleted": runners["created"]}
     assert runners["running_written_by"] == {LISTENER_USER: runners["created"]}
     assert report["components"]["exit_codes"] == {"listener": 0, "controller": 0}
     assert report["workload"] == {

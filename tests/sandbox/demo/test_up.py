@@ -165,7 +165,7 @@ def test_up_runs_added_jobs_and_sigterm_leaves_nothing_behind(
     assert sum(name.startswith("gha-controller-") for name in logs) == 2
     assert all(name.endswith(".log") for name in logs)
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["runners"]["lifecycles"] == {"New>Pending>Running>Succeeded>deleted": 2}
+    assert report["runners"]["lifecycles"] == {"New>Pending>Running>deleted": 2}
     assert report["invariant_violations"] == []
     assert report["leftovers"] == {"kubernetes": [], "actions": []}
 
