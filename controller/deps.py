@@ -19,14 +19,6 @@ class RunnerStep(enum.Enum):
     """Expectations steps one runner reconciler notes for the other."""
 
     CREATED_WITHOUT_SECRET = "created without a secret"
-    SUCCEEDED_GONE = "succeeded runners deleted"
-
-
-SUCCEEDED_GONE = RunnerStep.SUCCEEDED_GONE
-"""The expectations step, per runner set uid, saying the runner reconciler deleted runners of
-the set whose job was done; its value is the highest patch id they carried. The set counts them
-as the finished runners a cleanup would have deleted (docs/reconcilers.md#a-runner-that-
-succeeded), so the gap they leave is not refilled under the patch id that made them."""
 
 
 CREATED_WITHOUT_SECRET = RunnerStep.CREATED_WITHOUT_SECRET

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 
-from controller.deps import CREATED_WITHOUT_SECRET, SUCCEEDED_GONE, Deps
+from controller.deps import CREATED_WITHOUT_SECRET, Deps
 from controller.ephemeralrunner.metrics import RunnerMetrics
 from controller.ephemeralrunner.objects import jit_secret, runner_pod
 from controller.ephemeralrunner.predicates import POD_TO_ER
@@ -75,7 +75,6 @@ from shared.actions.errors import ActionsError, RunnerExists
 from shared.api import EphemeralRunnerPhase, is_terminal_phase
 from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.api.names import (
-    ANNOTATION_PATCH_ID,
     EPHEMERAL_RUNNER_FINALIZERS,
     FINALIZER_EPHEMERAL_RUNNER_REGISTRATION,
     LABEL_RUNNER_POD,
@@ -94,7 +93,6 @@ from shared.api.views import (
 from shared.kube.errors import AlreadyExists, Conflict, Forbidden, Invalid, KubeError, NotFound
 from shared.kube.objects import POD, SECRET, Objects
 from shared.kube.views import (
-    annotation_int,
     is_deleting,
     metadata_of,
     parse_time,
@@ -243,7 +241,8 @@ class EphemeralRunnerReconciler:
         if outcome.delete_runner:
             return await self._delete_self(runner)
         if outcome.status.get("phase") == EphemeralRunnerPhase.SUCCEEDED:
-            self._note_succeeded_gone(runner.object)
+            # Its job is done: it goes at once, as in upstream ARC's newer source
+            # (docs/reconcilers.md#a-runner-that-succeeded).
             return await self._delete_self(runner)
         await self._apply(runner, pod, outcome)
         if not (outcome.delete_pod or is_deleting(pod)):
@@ -590,22 +589,6 @@ class EphemeralRunnerReconciler:
         if terminal:
             # The pass goes on as one on the terminal runner would (its echo wakes nothing).
             await self._delete_resources(runner)
-
-    def _note_succeeded_gone(self, runner: JSONDict) -> None:
-        """A runner whose job is done goes at once, as in upstream ARC's newer source
-        (docs/reconcilers.md#a-runner-that-succeeded): its delete and the
-        finalizer removal are two requests, where a `Succeeded` status, its set's delete and
-        the finalizer removal were three. Its set is told, as if it had cleaned the runner up
-        itself, so the gap is not refilled under the patch id that made it."""
-        owner = controller_owner(runner)
-        if owner is None:
-            return
-        owner_uid = str(owner.get("uid"))
-        served = annotation_int(runner, ANNOTATION_PATCH_ID) or 0
-        gone = self._expected.noted(owner_uid, SUCCEEDED_GONE)
-        if gone is not None and isinstance(gone.value, int):
-            served = max(served, gone.value)
-        self._expected.note(owner_uid, SUCCEEDED_GONE, served)
 
     async def _delete_self(self, runner: Pass) -> Result:
         """Delete the runner and, in the same pass, finalize it (its echo wakes nothing); its

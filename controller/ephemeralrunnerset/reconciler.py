@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from enum import Enum
 
-from controller.deps import CREATED_WITHOUT_SECRET, SUCCEEDED_GONE, Deps
+from controller.deps import CREATED_WITHOUT_SECRET, Deps
 from controller.ephemeralrunnerset.children import ChildIndex
 from controller.ephemeralrunnerset.metrics import RunnerSetMetrics
 from controller.ephemeralrunnerset.objects import new_ephemeral_runner, proxy_secret
@@ -159,12 +159,7 @@ class EphemeralRunnerSetReconciler:
             """The runners as cached, with what this process did that the cache does not show
             yet (its own writes' echoes wake nothing, so a pass goes on with this)."""
             unseen = p.unseen(lambda name: self._runners.get(request.namespace, name))
-            children = self._children.children(uid, applied_revision=revision, unseen=unseen)
-            gone = p.noted(SUCCEEDED_GONE)
-            if gone is not None and isinstance(gone.value, int):
-                children.finished_gone = True
-                children.latest_patch_id = max(children.latest_patch_id, gone.value)
-            return children
+            return self._children.children(uid, applied_revision=revision, unseen=unseen)
 
         applied = status_int(cached, "appliedActionableRevision")
         children = current(applied)
@@ -279,7 +274,6 @@ class EphemeralRunnerSetReconciler:
             )
             for finished in children.finished:
                 await p.delete(EPHEMERAL_RUNNER, finished)
-            p.clear(SUCCEEDED_GONE)
             # The pass goes on as the one its echo woke used to, with the finished runners
             # deleting: under this patch id that plan only says why it does not scale up.
             plan = plan_scaling(

@@ -60,8 +60,6 @@ class Children:
     stale_outdated: list[JSONDict] = field(default_factory=list)
     deleting: list[JSONDict] = field(default_factory=list)
     latest_patch_id: int = 0
-    finished_gone: bool = False
-    """Finished runners went before a cleanup: their runner reconciler deleted them."""
 
     @property
     def scale_total(self) -> int:
@@ -188,7 +186,7 @@ def plan_scaling(
     """
     if patchid.already_served(patch_id, latest_served=children.latest_patch_id):
         return None
-    if children.finished or children.finished_gone:
+    if children.finished:
         return ScalePlan(cleanup_finished=True)
     total = children.scale_total - retired_failed + replacements
     occupied = total + len(children.deleting) + retired_failed
