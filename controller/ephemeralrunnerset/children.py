@@ -10,6 +10,7 @@ copies its set's buckets as lists (docs/reconcilers.md#ephemeralrunnerset).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from controller.ephemeralrunnerset.rules import (
@@ -52,14 +53,20 @@ class _Place:
 class ChildIndex:
     """An informer event handler: the runners of each set by `rules.BUCKETS`.
 
-    `scanned` counts the runners bucketed, one per event (for tests: a pass adds none)."""
+    `scanned` counts the runners bucketed, one per event (for tests: a pass adds none).
+    `observed(owner_uid, name)` is told of every runner added, so that a runner its set created
+    is no longer expected once the cache has shown it (`Expectations.observed`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, observed: Callable[[str, str], None] | None = None) -> None:
         self._owners: dict[str, _Owned] = {}
         self._places: dict[Request, _Place] = {}
+        self._observed = observed
         self.scanned = 0
 
     def on_add(self, obj: JSONDict) -> None:
+        owner = controller_owner_uid(obj)
+        if self._observed is not None and owner is not None:
+            self._observed(owner, str(obj["metadata"]["name"]))
         self._put(obj)
 
     def on_update(self, old: JSONDict, new: JSONDict) -> None:

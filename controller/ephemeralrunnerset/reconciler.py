@@ -483,8 +483,10 @@ class EphemeralRunnerSetReconciler:
 
 def setup(manager: Manager, deps: Deps) -> EphemeralRunnerSetReconciler:
     """Add the EphemeralRunnerSet controller to `manager`: sets, and the runners they own."""
-    # Registered before the informers run, so the index sees every runner the cache does.
-    children = ChildIndex()
+    # Registered before the informers run, so the index sees every runner the cache does. A
+    # runner that appears and goes between two passes of its set (its deletion starting only
+    # counted, so deferred) is then not taken for one created and not cached yet.
+    children = ChildIndex(observed=deps.expectations.observed)
     manager.informer(EPHEMERAL_RUNNER).add_handler(children)
     reconciler = EphemeralRunnerSetReconciler(
         runner_sets=manager.cache(EPHEMERAL_RUNNER_SET),

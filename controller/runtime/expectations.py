@@ -141,6 +141,14 @@ class Expectations:
             self._clock(),
         )
 
+    def observed(self, owner_uid: str, name: str) -> None:
+        """The cache has shown a child this process created: it is no longer unseen, even when
+        it goes again before its owner's next pass (else it would be laid over the cached
+        children as created until `ttl` runs out). Called by an informer handler."""
+        record = self._records.get(owner_uid)
+        if record is not None:
+            record.created.pop(name, None)
+
     def unseen(self, owner_uid: str, cached: Callable[[str], JSONDict | None]) -> Unseen:
         """What the cache does not show yet of the owner's children this process created or
         deleted, given the cache's child of a name. Costs one lookup per child created or

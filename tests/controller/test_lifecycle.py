@@ -30,8 +30,8 @@ ARC_ER_RECONCILES = 13
 ARC_ERS_RECONCILES = 14
 # What may wake each reconciler in this lifecycle (docs/reconcilers.md#wakes-per-runner): the
 # runner's creation, its pod turning ready and ending, the listener's `Running`; for the set, the
-# listener's three patches, the runner's counted changes (deferred), its deletion starting and its
-# going. Never the echo
+# listener's three patches, the runner's counted changes and its deletion starting (deferred:
+# it keeps its slot until gone), and its going. Never the echo
 # of a reconciler's own write (the runner deleting itself included: it was one wake more), the
 # pod's deletion, or the runner's.
 ER_CAUSES = {
@@ -41,8 +41,7 @@ ER_CAUSES = {
 }
 ERS_CAUSES = {
     "ephemeralrunnerset update": 3,
-    "ephemeralrunner-to-ephemeralrunnerset update deferred": 2,
-    "ephemeralrunner-to-ephemeralrunnerset update": 1,
+    "ephemeralrunner-to-ephemeralrunnerset update deferred": 3,
     "ephemeralrunner-to-ephemeralrunnerset delete": 1,
     # A status write of counts held to the one-second window (docs/reconcilers.md#status-writes).
     "requeue": 1,

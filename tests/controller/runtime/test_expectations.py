@@ -89,3 +89,18 @@ def test_an_expected_deletion_of_a_name_taken_again_is_dropped() -> None:
     memory.deleted("owner", child("r", "first"))
 
     assert memory.unseen("owner", {"r": child("r", "second")}.get) == Unseen()
+
+
+def test_a_created_child_the_cache_showed_is_not_unseen_after_it_went() -> None:
+    """A child that appeared and went between two passes of its owner: without `observed` it
+    was laid over the owner's children as created-not-cached until the ttl ran out (a runner
+    set then counted a runner gone long ago, and did not refill its slot)."""
+    memory = Expectations()
+    memory.created("owner", child("brief", "u-brief"))
+    memory.observed("owner", "brief")
+    assert memory.unseen("owner", lambda name: None) == Unseen()
+    # Without the informer's word it is still expected.
+    memory.created("owner", child("other", "u-other"))
+    assert [c["metadata"]["name"] for c in memory.unseen("owner", lambda name: None).created] == [
+        "other"
+    ]
