@@ -4,7 +4,8 @@ and a reconciler choosing the tracer, parent and attributes through `PassTracing
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from kubernetes_asyncio import client
@@ -56,8 +57,9 @@ class Traced:
         return Result()
 
 
-@pytest.fixture
-async def traced(namespace: str) -> AsyncIterator[tuple[Objects, InMemorySpanExporter, Traced]]:
+@contextlib.asynccontextmanager
+async def running(namespace: str, add: Callable[[Manager], object]) -> AsyncIterator[Objects]:
+    """A manager over an emulator with the controllers `add` puts on it, synced."""
     async with KubeEmulator(kubelet=False) as kube:
         kube.apply_crds(project_crds())
         kube.apply(namespace_body(namespace))
@@ -70,16 +72,27 @@ async def traced(namespace: str) -> AsyncIterator[tuple[Objects, InMemorySpanExp
                     leader_election=None,
                 ),
             )
-            exporter = InMemorySpanExporter()
-            reconciler = Traced(manager, exporter)
-            manager.add(Controller(name="runner", for_=EPHEMERAL_RUNNER, reconciler=reconciler))
+            add(manager)
             task = asyncio.create_task(manager.run())
             try:
                 await asyncio.wait_for(manager.wait_synced(), 10)
-                yield Objects(api, timeout=5.0), exporter, reconciler
+                yield Objects(api, timeout=5.0)
             finally:
                 manager.stop()
                 await asyncio.wait_for(task, 10)
+
+
+@pytest.fixture
+async def traced(namespace: str) -> AsyncIterator[tuple[Objects, InMemorySpanExporter, Traced]]:
+    exporter = InMemorySpanExporter()
+    made: list[Traced] = []
+
+    def add(manager: Manager) -> None:
+        made.append(Traced(manager, exporter))
+        manager.add(Controller(name="runner", for_=EPHEMERAL_RUNNER, reconciler=made[0]))
+
+    async with running(namespace, add) as objects:
+        yield objects, exporter, made[0]
 
 
 async def test_every_pass_is_a_span_with_its_result(
@@ -145,27 +158,15 @@ async def test_a_reconciler_that_chooses_nothing_gets_the_managers_tracer(namesp
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    async with KubeEmulator(kubelet=False) as kube:
-        kube.apply_crds(project_crds())
-        kube.apply(namespace_body(namespace))
-        async with client.ApiClient(await kube.configuration()) as api:
-            manager = Manager(
-                api=api,
-                settings=RuntimeSettings(namespaces=frozenset({namespace}), leader_election=None),
-            )
-            manager.tracer = provider.get_tracer("test")
-            plain = Plain()
-            manager.add(Controller(name="plain", for_=EPHEMERAL_RUNNER, reconciler=plain))
-            task = asyncio.create_task(manager.run())
-            try:
-                await asyncio.wait_for(manager.wait_synced(), 10)
-                await Objects(api, timeout=5.0).create(
-                    EPHEMERAL_RUNNER, namespace, runner_body("three")
-                )
-                await asyncio.wait_for(plain.passed.wait(), 10)
-            finally:
-                manager.stop()
-                await asyncio.wait_for(task, 10)
+    plain = Plain()
+
+    def add(manager: Manager) -> None:
+        manager.tracer = provider.get_tracer("test")
+        manager.add(Controller(name="plain", for_=EPHEMERAL_RUNNER, reconciler=plain))
+
+    async with running(namespace, add) as objects:
+        await objects.create(EPHEMERAL_RUNNER, namespace, runner_body("three"))
+        await asyncio.wait_for(plain.passed.wait(), 10)
     (span,) = exporter.get_finished_spans()
     assert span.name == "reconcile plain"
     assert span.attributes is not None
