@@ -292,10 +292,11 @@ async def test_a_runner_lifecycle_under_the_manifests_rbac_sees_no_403(
                     {"status": {"phase": "Running", "jobId": "job-1", "jobRequestId": job}},
                     status=True,
                 )
-                # The listener's next count, under a new patch id: the finished runner is
-                # cleaned up under it (docs/reconcilers.md#the-patch-id-protocol).
+                # The listener's count for the finished job, under a new patch id, before the
+                # runner ends; the runner then deletes itself and nothing replaces it
+                # (docs/reconcilers.md#a-runner-that-succeeded).
                 await objects.patch(
-                    EPHEMERAL_RUNNER_SET, RUNNERS, "arc", {"spec": {"replicas": 1, "patchID": 2}}
+                    EPHEMERAL_RUNNER_SET, RUNNERS, "arc", {"spec": {"replicas": 0, "patchID": 2}}
                 )
                 actions.state.finish_job(job)
 
