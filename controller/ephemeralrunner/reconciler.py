@@ -591,19 +591,10 @@ class EphemeralRunnerReconciler:
             await self._delete_resources(runner)
 
     async def _delete_self(self, runner: Pass) -> Result:
-        """Delete the runner and, in the same pass, finalize it (its echo wakes nothing); its
-        pod and JIT Secret go with it through the garbage collector."""
-        meta = runner.object["metadata"]
-        try:
-            held = await self._objects.delete(
-                EPHEMERAL_RUNNER, meta["namespace"], meta["name"], uid=meta.get("uid")
-            )
-        except NotFound:
-            return Result()
-        runner.log.info("runner deleted")
-        if held is None:
-            return Result()
-        return await self._finalize(self._passes.on(held))
+        """Delete the runner and finalize it in the same pass; its pod and JIT Secret go with it
+        through the garbage collector."""
+        held = await runner.delete_self()
+        return Result() if held is None else await self._finalize(self._passes.on(held))
 
 
 def setup(manager: Manager, deps: Deps) -> EphemeralRunnerReconciler:

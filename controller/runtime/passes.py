@@ -190,6 +190,20 @@ class Pass:
         self.log.info("deleted %s %s/%s", kind.kind, namespace, name)
         return True
 
+    async def delete_self(self) -> JSONDict | None:
+        """Delete this pass's object; the object as the answer has it when finalizers hold it,
+        for the same pass to finalize (the deletion is an own write: its echo wakes nothing,
+        docs/controller-runtime.md#own-writes), else None (gone, or gone already)."""
+        meta = metadata_of(self.object)
+        try:
+            held = await self.objects.delete(
+                self.kind, meta["namespace"], meta["name"], uid=meta.get("uid")
+            )
+        except NotFound:
+            return None
+        self.log.info("deleted")
+        return held
+
     def created(self, child: JSONDict) -> None:
         """Record a child this pass created (the server's answer) for `unseen`."""
         self.expected.created(self.uid, child)

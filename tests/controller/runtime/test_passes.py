@@ -185,3 +185,28 @@ async def test_a_warning_is_logged_once_per_reason_with_key_and_uid(
         f"{ns}/r",
         runner["metadata"]["uid"],
     )
+
+
+async def test_delete_self_answers_the_object_its_finalizers_hold_and_none_once_gone(
+    objects: Objects, ns: str, store: Store, expected: Expectations
+) -> None:
+    """The pass that deletes its own object gets the copy to finalize with (its resourceVersion
+    is the one a finalizer removal must carry); a second delete finds it gone."""
+    held_body = {**runner_body("held"), "metadata": {"name": "held", "finalizers": ["x/y"]}}
+    store.upsert(await objects.create(EPHEMERAL_RUNNER, ns, held_body))
+    passes = Passes(
+        kind=EPHEMERAL_RUNNER, store=store, expectations=expected, objects=objects, logger=log
+    )
+    p = passes.begin(Request(ns, "held"))
+    assert p is not None
+    held = await p.delete_self()
+    assert held is not None
+    assert held["metadata"]["deletionTimestamp"]
+    assert held["metadata"]["finalizers"] == ["x/y"]
+    await objects.patch(
+        EPHEMERAL_RUNNER,
+        ns,
+        "held",
+        {"metadata": {"finalizers": None, "resourceVersion": held["metadata"]["resourceVersion"]}},
+    )
+    assert await p.delete_self() is None
