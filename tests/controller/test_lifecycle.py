@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from shared.api.kinds import EPHEMERAL_RUNNER_SET
 from tests.controller.conftest import CONTROLLER_USER, Rig, RigOptions
 
 # ARC's figures (docs/reconcilers.md#arcs-figures): its EphemeralRunner and EphemeralRunnerSet
@@ -158,7 +159,11 @@ async def test_a_runner_whose_job_is_done_before_the_listeners_patch_is_replaced
     [successor] = await rig.until(replaced, what="the finished runner replaced")
     assert successor != name
     await rig.registered(1)
-    await rig.scale(0, 0)
+    # The settled patch, sent with the listener's identity and Role.
+    listener = await rig.as_listener("arc")
+    await listener.patch(
+        EPHEMERAL_RUNNER_SET, rig.namespace, "arc", {"spec": {"replicas": None, "patchID": 0}}
+    )
 
     async def gone() -> bool:
         return not await rig.runners()
