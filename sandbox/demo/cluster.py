@@ -103,6 +103,8 @@ class Teardown:
     kubernetes: list[str] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
     reconciles: dict[str, float] = field(default_factory=dict)
+    wakes: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per controller, its wakes by `watch event fields` (docs/controller-runtime.md#wakes)."""
 
 
 class RegistrationDelay:
@@ -513,10 +515,10 @@ class System:
                         urls.append(f"http://{address}:{port['containerPort']}/metrics")
         return urls
 
-    async def scrape_reconciles(self) -> dict[str, float]:
-        """controller_runtime_reconcile_total by controller, from the /metrics of every
-        controller process (in-cluster: both replicas; the follower reconciles nothing)."""
-        totals: dict[str, float] = {}
+    async def scrape_reconciles(self, teardown: Teardown) -> None:
+        """controller_runtime_reconcile_total by controller, and gha_runtime_wakes_total by
+        controller and cause, from the /metrics of every controller process (in-cluster: both
+        replicas; the follower reconciles nothing) into `teardown`."""
         async with aiohttp.ClientSession() as session:
             for url in self._metrics_urls():
                 try:
@@ -526,10 +528,23 @@ class System:
                     continue
                 for family in text_string_to_metric_families(text):
                     for sample in family.samples:
+                        controller = sample.labels.get("controller", "")
                         if sample.name == "controller_runtime_reconcile_total":
-                            controller = sample.labels.get("controller", "")
+                            totals = teardown.reconciles
                             totals[controller] = totals.get(controller, 0.0) + sample.value
-        return totals
+                        elif sample.name == "gha_runtime_wakes_total":
+                            labels = sample.labels
+                            cause = " ".join(
+                                part
+                                for part in (
+                                    labels.get("watch"),
+                                    labels.get("event"),
+                                    labels.get("fields"),
+                                )
+                                if part
+                            )
+                            causes = teardown.wakes.setdefault(controller, {})
+                            causes[cause] = causes.get(cause, 0.0) + sample.value
 
     def _leftovers(self) -> set[str]:
         left = self.namespace_objects() - self._baseline
@@ -603,7 +618,7 @@ class System:
             if rt is not None and self.kube.store.get(ARS_KEY, NAMESPACE, SCALE_SET):
                 self.kube.registry.delete(rt, ns=NAMESPACE, name=SCALE_SET)
             await self._settle(settle)
-            teardown.reconciles = await self.scrape_reconciles()
+            await self.scrape_reconciles(teardown)
             left = self._leftovers()
             await self._stop_deployment()
             self._save_pod_logs()
@@ -621,7 +636,7 @@ class System:
             controller = self.components.get("controller")
             if controller is not None and controller.proc.returncode is None:
                 await self._settle(settle)
-                teardown.reconciles = await self.scrape_reconciles()
+                await self.scrape_reconciles(teardown)
             left = self._leftovers()
             if controller is not None:
                 teardown.exit_codes["controller"] = await controller.stop()

@@ -114,6 +114,14 @@ def build_report(
             name: round(total / created, 2) if created else 0.0
             for name, total in sorted(teardown.reconciles.items())
         },
+        # What woke each controller, per runner, by `watch event fields`.
+        "wakes_per_runner": {
+            name: {
+                cause: round(total / created, 2) if created else 0.0
+                for cause, total in sorted(causes.items(), key=lambda item: -item[1])
+            }
+            for name, causes in sorted(teardown.wakes.items())
+        },
         "api_calls_per_job": {
             "kubernetes": per_job(sum(kube_requests.values())),
             "kubernetes_by_identity": {

@@ -79,6 +79,8 @@ def test_a_short_workload_completes_in_cluster_with_every_invariant_held(tmp_pat
         "ephemeralrunnerset",
         "runnernamespace",
     }
+    # What woke each controller, by cause (docs/sandbox.md#summary-and-report).
+    assert report["wakes_per_runner"]["ephemeralrunner"]["ephemeralrunner add"] > 0
     assert report["queue_time_s"]["max"] >= report["queue_time_s"]["p50"] > 0
     assert report["api_calls_per_job"]["kubernetes_by_identity"]["listener"] > 0
     assert report["components"]["exit_codes"] == {"listener": 0, "controller": 0}
