@@ -44,10 +44,12 @@ from controller.ephemeralrunnerset.rules import (
     counts_status,
     desired_phase,
     lineage,
+    only_listener_fields_changed,
     plan_replacements,
     plan_scaling,
     replacement_due,
     scale_down_candidates,
+    scaling_is_no_op,
     track_runner_spec,
 )
 from controller.github.network import proxy_data
@@ -62,6 +64,7 @@ from controller.runtime import (
     Passes,
     Request,
     Result,
+    RulePredicate,
     Store,
     add_finalizers,
     has_any_finalizer,
@@ -80,6 +83,7 @@ from shared.kube.objects import SECRET, Objects
 from shared.kube.views import (
     annotation_int,
     is_deleting,
+    metadata_of,
     spec_int,
     status_int,
     status_of,
@@ -147,8 +151,41 @@ class EphemeralRunnerSetReconciler:
         self._removals = asyncio.Semaphore(CREATE_CONCURRENCY)
         # When this process last wrote each set's status, to coalesce count writes.
         self._status_written: dict[Request, datetime] = {}
+        # The sets a pass is running on (it decided on the spec it read).
+        self._in_pass: set[Request] = set()
+
+    def wakes_on_update(self, old: JSONDict, new: JSONDict) -> bool:
+        """The set's update predicate: False for a patch of replicas and patch id alone (the
+        listener's) when a pass over the new set would do nothing (`rules.scaling_is_no_op`),
+        judged on the runner index and on what this process created and deleted that the cache
+        does not show yet, as a pass judges. A pass running on the set decided on the old spec:
+        the update wakes it again. Measured: docs/reconcilers.md#wakes-per-runner."""
+        request = Request.of(new)
+        if (
+            request in self._in_pass
+            or is_deleting(new)
+            or not has_any_finalizer(new, [FINALIZER_EPHEMERAL_RUNNER_SET])
+            or not only_listener_fields_changed(old, new)
+        ):
+            return True
+        uid = str(metadata_of(new).get("uid"))
+        unseen = self._expected.unseen(uid, lambda name: self._runners.get(request.namespace, name))
+        children = self._children.children(
+            uid, applied_revision=status_int(new, "appliedActionableRevision"), unseen=unseen
+        )
+        if track_runner_spec(new, children) is not None:
+            return True
+        marker = self._cleanup_marker(uid, new)
+        return not scaling_is_no_op(new, children, cleanup_marker=marker)
 
     async def reconcile(self, request: Request) -> Result:
+        self._in_pass.add(request)
+        try:
+            return await self._reconcile(request)
+        finally:
+            self._in_pass.discard(request)
+
+    async def _reconcile(self, request: Request) -> Result:
         p = self._passes.begin(request)
         if p is None:
             self._forget(request)
@@ -249,7 +286,7 @@ class EphemeralRunnerSetReconciler:
             replicas=replicas,
             patch_id=patch_id,
             children=children,
-            cleanup_marker=self._cleanup_marker(p),
+            cleanup_marker=self._cleanup_marker(p.uid, p.object),
             retired_failed=len(due),
             replacements=replacements,
         )
@@ -308,12 +345,12 @@ class EphemeralRunnerSetReconciler:
             await self._scale_down(p, children, count=plan.scale_down)
         return result
 
-    def _cleanup_marker(self, p: Pass) -> int:
+    def _cleanup_marker(self, uid: str, runner_set: JSONDict) -> int:
         """`finishedRunnerCleanupPatchID` as this process last wrote it, else as cached."""
-        note = p.noted(SetStep.CLEANUP_MARKER)
+        note = self._expected.noted(uid, SetStep.CLEANUP_MARKER)
         if note is not None and isinstance(note.value, int):
             return note.value
-        return status_int(p.object, CLEANUP_MARKER)
+        return status_int(runner_set, CLEANUP_MARKER)
 
     async def _create_runners(
         self, p: Pass, *, count: int, patch_id: int, lineage_of: int = 0
@@ -501,6 +538,7 @@ def setup(manager: Manager, deps: Deps) -> EphemeralRunnerSetReconciler:
             name="ephemeralrunnerset",
             for_=EPHEMERAL_RUNNER_SET,
             reconciler=reconciler,
+            predicate=RulePredicate("ephemeralrunnerset-acts", reconciler.wakes_on_update),
             owns=[Owns(EPHEMERAL_RUNNER, predicate=ER_TO_ERS, defer=ER_COUNTS)],
             # Every write of a pass is followed by the rest of the pass on the server's answer
             # (runners it creates are expected: `Expectations.unseen`).

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from controller.runners.backoff import ReplacementPolicy
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
 from controller.runtime.cache import controller_owner
+from controller.runtime.predicates import stable_metadata
 from shared.api import EphemeralRunnerPhase, EphemeralRunnerSetPhase, patchid
 from shared.api.names import (
     ANNOTATION_ACTIONABLE_REVISION,
@@ -197,6 +198,45 @@ def plan_scaling(
     if patchid.allows_scale_down(patch_id) and total > replicas:
         return ScalePlan(scale_down=total - replicas)
     return ScalePlan()
+
+
+LISTENER_FIELDS = ("replicas", patchid.SPEC_FIELD)
+"""The `spec` fields the listener's patch writes (with the scale set id, which it rewrites
+unchanged)."""
+
+
+def only_listener_fields_changed(old: JSONDict, new: JSONDict) -> bool:
+    """Whether an update of a set changed its replicas or patch id and nothing else a pass reads
+    (the generation moves with the spec)."""
+
+    def rest(obj: JSONDict) -> JSONDict:
+        meta = {k: v for k, v in stable_metadata(obj).items() if k != "generation"}
+        spec = {k: v for k, v in (obj.get("spec") or {}).items() if k not in LISTENER_FIELDS}
+        return {**obj, "metadata": meta, "spec": spec}
+
+    return rest(old) == rest(new)
+
+
+def scaling_is_no_op(runner_set: JSONDict, children: Children, *, cleanup_marker: int) -> bool:
+    """Whether a pass over `runner_set` would do nothing but what it did for the set's previous
+    replicas and patch id: no revision to apply, no Outdated phase, no finished, failed or
+    Outdated runner, and a scaling plan that neither creates, removes nor cleans up. Status
+    counts do not depend on the spec (their own changes wake the set)."""
+    if spec_int(runner_set, "actionableRevision") > status_int(
+        runner_set, "appliedActionableRevision"
+    ):
+        return False
+    if runner_set_status(runner_set).get("phase") == EphemeralRunnerSetPhase.OUTDATED:
+        return False
+    if children.finished or children.failed or children.outdated or children.stale_outdated:
+        return False
+    plan = plan_scaling(
+        replicas=spec_int(runner_set, "replicas"),
+        patch_id=spec_int(runner_set, patchid.SPEC_FIELD),
+        children=children,
+        cleanup_marker=cleanup_marker,
+    )
+    return plan is None or not (plan.create or plan.scale_down or plan.cleanup_finished)
 
 
 def _oldest_first(runners: Iterable[JSONDict]) -> list[JSONDict]:

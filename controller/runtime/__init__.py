@@ -9,14 +9,15 @@ Reconcile contract (`reconcile.py`)
     key with per-key exponential backoff; `TerminalError` is logged and not requeued.
 
 Controllers (`controller.py`)
-    `Controller(name=, for_=Kind, reconciler=, owns=[Owns(kind, predicate=)],
+    `Controller(name=, for_=Kind, reconciler=, predicate=, owns=[Owns(kind, predicate=)],
     watches=[Watches(kind, map=obj -> Iterable[Request], predicate=)], workers=, backoff=)`.
-    Primary watches see every event; owned watches enqueue the controller owner's key;
-    predicates filter updates only.
+    Primary watches see every event but the updates their predicate drops; owned watches
+    enqueue the controller owner's key; predicates filter updates only.
 
 Predicates (`predicates.py`)
     `ProjectionPredicate(name, kind, project)`: drops an update when old and new project to equal
     values; `stable_metadata(obj)`. The projections live with their reconcilers.
+    `RulePredicate(name, wakes)`: a reconciler's own rule for its primary's updates.
 
 Cache (`cache.py`), reached through `manager.cache(kind)`
     `Store.get(namespace, name) -> dict | None`, `Store.list(namespace=None, labels=None)`,
@@ -69,7 +70,7 @@ from controller.runtime.lazy import LazyObject
 from controller.runtime.manager import LeadershipLost, Manager, RuntimeSettings
 from controller.runtime.metrics import RuntimeMetrics
 from controller.runtime.passes import Pass, Passes, Step
-from controller.runtime.predicates import ProjectionPredicate, stable_metadata
+from controller.runtime.predicates import ProjectionPredicate, RulePredicate, stable_metadata
 from controller.runtime.queue import Backoff, WorkQueue
 from controller.runtime.reconcile import Reconciler, Request, Result, TerminalError
 from shared.clock import Clock, FakeClock, MonotonicClock
@@ -98,6 +99,7 @@ __all__ = [
     "Reconciler",
     "Request",
     "Result",
+    "RulePredicate",
     "RuntimeMetrics",
     "RuntimeSettings",
     "Step",

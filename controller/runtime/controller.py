@@ -8,7 +8,9 @@
         workers=4,
     )
 
-- `for_`: the primary kind; every add, update and delete enqueues the object's own key.
+- `for_`: the primary kind; every add, update and delete enqueues the object's own key, but
+  for updates `predicate` drops (a reconciler's own rule that an update changes nothing it
+  would do, as controller-runtime's `For(obj, WithPredicates(...))`).
 - `owns`: child kinds; an event on a child enqueues the key of its controller owner (the
   ownerReference with `controller: true` whose kind is `for_`), in the child's namespace.
   `predicate` filters updates only.
@@ -109,6 +111,8 @@ class Controller:
     name: str
     for_: Kind | None
     reconciler: Reconciler
+    predicate: UpdatePredicate | None = None
+    """Filters the primary's updates (adds and deletes always wake)."""
     owns: Sequence[Owns] = ()
     watches: Sequence[Watches] = ()
     workers: int | None = None
@@ -256,7 +260,7 @@ def handlers(ctrl: Controller, metrics: RuntimeMetrics) -> list[tuple[Kind, _Enq
     if ctrl.for_ is not None:
         primary = ctrl.for_
         sources[:0] = [
-            (primary, _own_key, None, None, _primary_deleted(ctrl.deleted)),
+            (primary, _own_key, ctrl.predicate, None, _primary_deleted(ctrl.deleted)),
             *(
                 (
                     owned.kind,
@@ -306,10 +310,10 @@ def _primary_deleted(
 def _watch_name(ctrl: Controller, kind: Kind, predicate: UpdatePredicate | None) -> str:
     """The wake metric's `watch`: the predicate's name, else `<kind>-to-<controller>`, and the
     controller's own name for its primary kind."""
-    if predicate is not None:
-        return predicate.name
     if kind == ctrl.for_:
         return ctrl.name
+    if predicate is not None:
+        return predicate.name
     return f"{kind.kind.lower()}-to-{ctrl.name}"
 
 

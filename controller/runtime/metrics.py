@@ -11,7 +11,8 @@
   none came: timeout, refused connection)
 - workqueue_adds_total{name}: keys added (an add coalesced into a waiting one is not counted)
 - workqueue_retries_total{name}: rate-limited requeues after an error
-- gha_runtime_predicate_dropped_total{watch}: owned-watch updates dropped by a projection
+- gha_runtime_predicate_dropped_total{watch}: updates dropped by a predicate (an owned watch's
+  projection, or a primary watch's rule)
 - gha_runtime_wakes_total{controller,watch,event,fields}: adds that woke a reconciler (not
   coalesced into a waiting key), by cause: the watch (its predicate's name, the controller's
   name for its primary kind), the event (add, update, delete) and, for an update, the fields it

@@ -5,8 +5,10 @@ reads has changed. Each predicate is a projection; an update is dropped only whe
 of the old and the new object are equal, so a field left out of a projection is a field the
 owner's reconciler promises not to read. Objects of another kind (or not objects at all) always
 pass: a predicate never hides what it does not understand. Create, delete and generic events are
-never filtered, and primary watches have no predicate. The projections themselves live with the
-reconcilers that read them (`controller/*/predicates.py`; docs/controller-runtime.md#predicates).
+never filtered. A primary watch's predicate (`Controller.predicate`) is no projection but a
+reconciler's own rule for updates that change nothing it would do. The projections themselves
+live with the reconcilers that read them (`controller/*/predicates.py`;
+docs/controller-runtime.md#predicates).
 
 "metadata" in a projection means all of it but `resourceVersion` and `managedFields`, which change
 on every write and carry nothing a reconciler decides on; with them, no update would ever drop.
@@ -48,4 +50,18 @@ class ProjectionPredicate:
     def update(self, old: object, new: object) -> bool:
         if self._expected(old) and self._expected(new):
             return self.project(old) != self.project(new)
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class RulePredicate:
+    """Passes an update unless the reconciler's rule `wakes(old, new)` says it changes nothing
+    the reconciler would do (a primary watch's predicate: `Controller.predicate`)."""
+
+    name: str
+    wakes: Callable[[JSONDict, JSONDict], bool]
+
+    def update(self, old: object, new: object) -> bool:
+        if isinstance(old, dict) and isinstance(new, dict):
+            return self.wakes(old, new)
         return True

@@ -641,3 +641,56 @@ async def test_deletion_also_drops_the_finalizer_arc_0_14_2_put_on_sets(rig: Rig
         return not (await rig.objects.list(EPHEMERAL_RUNNER_SET, rig.namespace))["items"]
 
     await rig.until(gone, what="set gone")
+
+
+def acts_dropped(rig: Rig) -> float:
+    return metric(
+        rig.metrics(), "gha_runtime_predicate_dropped_total", watch="ephemeralrunnerset-acts"
+    )
+
+
+async def test_a_listener_patch_the_set_would_do_nothing_about_wakes_nothing(rig: Rig) -> None:
+    """The listener's patches at maxRunners, or after a job whose runner has not gone yet, leave
+    nothing to do: no runner to add (none missing) and none to remove (a non-zero patch id).
+    They used to wake the set each time, 1.9 of its 3.5 passes per runner on the default
+    workload (docs/reconcilers.md#wakes-per-runner). A patch that leaves a runner missing wakes
+    it."""
+    await rig.create_runner_set(replicas=2, patch_id=1)
+    first, _ = await converge(rig, 2)
+    before = rig.reconciles("ephemeralrunnerset")
+    await rig.scale(2, 2)  # a job offered at maxRunners: a new id, the same count
+    await rig.scale(1, 3)  # a job finished, its runner not gone yet
+    await rig.settle()
+    assert rig.reconciles("ephemeralrunnerset") == before
+    assert acts_dropped(rig) == 2
+    # The finished job's runner goes: under patch 3 nothing is missing (1 of 1).
+    await rig.objects.delete(EPHEMERAL_RUNNER, rig.namespace, first["metadata"]["name"])
+    await converge(rig, 1)
+    # A job offered: one runner missing under a new id, so the patch wakes the set.
+    await rig.scale(2, 4)
+    await converge(rig, 2)
+    assert acts_dropped(rig) == 2
+
+
+async def test_a_listener_patch_during_a_pass_wakes_the_set_again(rig: Rig) -> None:
+    """A pass decides on the spec it read: a patch arriving meanwhile is judged after it, even
+    one that would change nothing against the runners cached so far (here the pass is still
+    creating the runners that the settled patch asks to remove)."""
+    await rig.create_runner_set(replicas=1, patch_id=1)
+    await converge(rig, 1)
+    slow = rig.kube.faults.latency(0.5, verb="create", resource="ephemeralrunners")
+    await rig.scale(3, 2)
+
+    async def in_pass() -> bool:
+        text = rig.metrics()
+        return (
+            metric(text, "controller_runtime_active_workers", controller="ephemeralrunnerset") > 0
+        )
+
+    await rig.until(in_pass, what="the scale-up's pass")
+    wakes = rig.wakes("ephemeralrunnerset", fields=False)["ephemeralrunnerset update"]
+    await rig.scale(1, 0)  # against 1 cached runner and none created yet: nothing to do
+    await rig.settle()
+    rig.kube.faults.remove(slow)
+    assert rig.wakes("ephemeralrunnerset", fields=False)["ephemeralrunnerset update"] == wakes + 1
+    assert acts_dropped(rig) == 0

@@ -14,11 +14,13 @@ from controller.ephemeralrunnerset.rules import (
     classify,
     counts_status,
     desired_phase,
+    only_listener_fields_changed,
     plan_replacements,
     plan_scaling,
     replacement_due,
     runner_spec_hash,
     scale_down_candidates,
+    scaling_is_no_op,
     track_runner_spec,
 )
 from controller.runners.backoff import ReplacementPolicy
@@ -354,3 +356,72 @@ def test_a_set_an_autoscaling_runner_set_controls_is_left_to_it() -> None:
         {"kind": "AutoscalingRunnerSet", "name": "arc", "uid": "u", "controller": True}
     ]
     assert track_runner_spec(obj, IDLE) is None
+
+
+def listener_patched(replicas: int, patch: int, **status: object) -> JSONDict:
+    obj: JSONDict = {
+        "metadata": {"name": "arc", "generation": patch + 1, "resourceVersion": str(patch)},
+        "spec": {"replicas": replicas, "patchID": patch, "ephemeralRunnerSpec": {"x": 1}},
+        "status": dict(status),
+    }
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("new", "expected"),
+    [
+        (listener_patched(3, 5), True),
+        (listener_patched(2, 4, currentReplicas=1), False),
+        ({**listener_patched(2, 4), "spec": {"replicas": 2, "patchID": 4}}, False),
+        (
+            {
+                **listener_patched(2, 4),
+                "metadata": {"name": "arc", "generation": 5, "labels": {"a": "b"}},
+            },
+            False,
+        ),
+    ],
+)
+def test_only_listener_fields_changed(new: JSONDict, expected: bool) -> None:
+    """Replicas, patch id, generation and the volatile metadata are the listener's patch."""
+    assert only_listener_fields_changed(listener_patched(2, 4), new) is expected
+
+
+@pytest.mark.parametrize(
+    ("case", "runner_set", "children", "marker", "no_op"),
+    [
+        ("at maxRunners, a new id", listener_patched(2, 4), kids(running=2, latest=3), 0, True),
+        ("fewer wanted, non-zero id", listener_patched(1, 4), kids(running=2, latest=3), 0, True),
+        ("already served", listener_patched(5, 3), kids(running=2, latest=3), 0, True),
+        ("a runner missing", listener_patched(3, 4), kids(running=2, latest=3), 0, False),
+        ("settled, idle to remove", listener_patched(1, 0), kids(pending=2), 0, False),
+        ("settled, nothing to do", listener_patched(2, 0), kids(pending=2), 0, True),
+        (
+            "the cleanup's gap",
+            listener_patched(3, 4),
+            kids(running=2, latest=3),
+            4,
+            True,
+        ),
+        ("finished runners", listener_patched(2, 4), kids(running=1, finished=1), 0, False),
+        ("failed runners", listener_patched(2, 4), kids(running=1, failed=1), 0, False),
+        (
+            "a revision to apply",
+            {**listener_patched(2, 4), "spec": {"replicas": 2, "actionableRevision": 2}},
+            kids(running=2, latest=3),
+            0,
+            False,
+        ),
+        (
+            "Outdated",
+            listener_patched(2, 4, phase="Outdated"),
+            kids(running=2, latest=3),
+            0,
+            False,
+        ),
+    ],
+)
+def test_scaling_is_no_op(
+    case: str, runner_set: JSONDict, children: Children, marker: int, no_op: bool
+) -> None:
+    assert scaling_is_no_op(runner_set, children, cleanup_marker=marker) is no_op, case
