@@ -13,7 +13,9 @@ grants), and the finalizer goes when the last of those objects has gone, by a pa
 itself still allows. (A Role in the namespace would not do: releasing either of a Role and its
 binding first leaves no permission to release the other.) One key per
 namespace; only additions and deletions of those objects wake it (their updates never change
-the answer), and it writes only when the answer changes, so a runner's life costs nothing here.
+the answer), and only those that may change the answer: an object appearing where the binding
+is protected, or going where another is left, does not (`keys`). It writes only when the answer
+changes, so a runner's life costs nothing here, neither a pass nor a request.
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ MISSING_RETRY_SECONDS = 300.0
 """How soon a namespace without the Role is looked at again (Roles are not watched)."""
 
 
-def _namespace_key(obj: JSONDict) -> tuple[Request]:
-    return (Request((obj.get("metadata") or {}).get("namespace", ""), ROLE_NAME),)
+def _namespace_of(obj: JSONDict) -> str:
+    return str((obj.get("metadata") or {}).get("namespace", ""))
 
 
 class RunnerNamespaceReconciler:
@@ -62,11 +64,32 @@ class RunnerNamespaceReconciler:
         self._events = events
         self._protected: dict[str, bool] = {}
         """Per namespace, what this process last made true (absent: not known yet)."""
+        self._in_pass: set[str] = set()
+        """The namespaces a pass is running on (it decided on what the caches held then)."""
+
+    def keys(self, obj: JSONDict) -> tuple[Request, ...]:
+        """The key of the object's namespace when the object's add or delete may change the
+        answer: not when whether a runner object is left there is what this process last made
+        true (the caches are updated before their event handlers run), unless a pass is running
+        on the namespace."""
+        namespace = _namespace_of(obj)
+        if namespace not in self._in_pass and self._protected.get(namespace) == self._needed(
+            namespace
+        ):
+            return ()
+        return (Request(namespace, ROLE_NAME),)
 
     def _needed(self, namespace: str) -> bool:
         return any(store.keys_in(namespace) for store in self._caches.values())
 
     async def reconcile(self, request: Request) -> Result:
+        self._in_pass.add(request.namespace)
+        try:
+            return await self._reconcile(request)
+        finally:
+            self._in_pass.discard(request.namespace)
+
+    async def _reconcile(self, request: Request) -> Result:
         namespace = request.namespace
         needed = self._needed(namespace)
         if self._protected.get(namespace) == needed:
@@ -137,7 +160,7 @@ class RunnerNamespaceReconciler:
 
 def setup(manager: Manager, deps: Deps) -> RunnerNamespaceReconciler:
     """Add the runner-namespace controller to `manager`: one key per namespace, woken when a
-    runner object appears there or goes."""
+    runner object appearing there or going may change the answer."""
     caches = {kind: manager.cache(kind, reads=()) for kind in RUNNER_KINDS}
     reconciler = RunnerNamespaceReconciler(
         caches=caches, objects=manager.objects, events=deps.events
@@ -150,7 +173,7 @@ def setup(manager: Manager, deps: Deps) -> RunnerNamespaceReconciler:
             watches=[
                 Watches(
                     kind,
-                    map=_namespace_key,
+                    map=reconciler.keys,
                     # Existence is all that counts: no update changes it.
                     predicate=ProjectionPredicate(
                         f"runnernamespace-{kind.plural}", kind, lambda _: None

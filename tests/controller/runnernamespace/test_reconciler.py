@@ -184,3 +184,31 @@ async def test_a_binding_protected_by_an_earlier_process_is_not_reported_unprote
         return not await rig.exists(ROLE_BINDING, rig.namespace, ROLE_NAME)
 
     await rig.until(binding_gone, what="the binding released")
+
+
+@pytest.mark.parametrize("rig_options", [DOCKER_RUN], ids=["docker-run"])
+async def test_runner_churn_in_a_protected_namespace_costs_no_pass(rig: Rig) -> None:
+    """Runners coming and going beside their set cannot change the answer (the set is left):
+    they used to wake the namespace's key twice per runner (a pass that found nothing to do,
+    1.9 passes per runner on the default workload). The last object going does wake it."""
+    await runners_for(rig, in_cluster=False, busy=0, idle=2)
+    await rig.settle()
+    before = rig.reconciles("runnernamespace")
+    listener = await rig.as_listener("arc")
+    await listener.patch(
+        EPHEMERAL_RUNNER_SET, rig.namespace, "arc", {"spec": {"replicas": 4, "patchID": 2}}
+    )
+    await rig.registered(4)
+    await listener.patch(
+        EPHEMERAL_RUNNER_SET, rig.namespace, "arc", {"spec": {"replicas": 1, "patchID": 0}}
+    )
+    await rig.registered(1)
+    await rig.settle()
+    assert rig.reconciles("runnernamespace") == before
+    await rig.objects.delete(EPHEMERAL_RUNNER_SET, rig.namespace, "arc")
+
+    async def released() -> bool:
+        return not await protected(rig)
+
+    await rig.until(released, what="the RoleBinding released")
+    assert rig.reconciles("runnernamespace") > before
