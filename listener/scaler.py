@@ -60,6 +60,18 @@ class Scaler:
         """A JobStarted or JobCompleted was handled since the last publication."""
         self._dirty = True
 
+    def replicas(self, assigned_jobs: int) -> int:
+        """The count `desired` would publish now, without moving the sequence or the policy's
+        state."""
+        return decide(
+            assigned_jobs=assigned_jobs,
+            min_runners=self.min_runners,
+            max_runners=self.max_runners,
+            policy=self.policy,
+            state=self._policy_state,
+            now=self._clock(),
+        ).replicas
+
     def desired(self, assigned_jobs: int) -> Desired:
         decision = decide(
             assigned_jobs=assigned_jobs,

@@ -114,9 +114,9 @@ class Listener:
         )
         self.scale_set_id = settings.runner_scale_set_id
         self.written_scale_set_id: int | None = None
-        # The last state the set was patched with: (assigned jobs it was computed from, patch id).
-        self.published: tuple[int, int] | None = None
         """The id found or registered by name that the EphemeralRunnerSet last took."""
+        self.published: tuple[int, int] | None = None
+        """The last state the set was patched with: (replicas, patch id)."""
         self.latest = Statistics()
         self.unrecorded: list[JobStarted] = []
         self.job_clock = JobClock()
@@ -339,16 +339,30 @@ class Listener:
                 self.job_clock.forget(done)
                 self.metrics.record_job_completed(done)
                 self.scaler.job_event()
-            if patchid.publication_needed(
-                started_only=not (available or completed),
-                last=self.published,
-                assigned_jobs=self.latest.total_assigned_jobs,
+            last = self.published
+            if last is None or patchid.publication_needed(
+                completed=bool(completed),
+                last=last,
+                replicas=self.scaler.replicas(self.latest.total_assigned_jobs),
             ):
                 await self._record_and_publish()
             else:
+                self._unchanged(last)
                 await self._record_unrecorded()
             if lost is not None:
                 raise lost
+
+    def _unchanged(self, last: tuple[int, int]) -> None:
+        """A batch not published (`patchid.publication_needed`): the count the set holds
+        (`last`) covers its offered jobs as far as it can (docs/listener.md, "Replicas and the
+        patch id")."""
+        replicas, patch_id = last
+        log.debug("not published: replicas=%d under patchID=%d stand", replicas, patch_id)
+        self.job_clock.published(
+            desired=replicas,
+            assigned=self.latest.total_assigned_jobs,
+            max_runners=self.settings.max_runners,
+        )
 
     async def _record_and_publish(self, *, record: bool = True) -> None:
         """Write the pending JobStarted messages and publish the desired count side by side.
@@ -467,7 +481,7 @@ class Listener:
             )
             return
         log.debug("published replicas=%d patchID=%d", desired.replicas, desired.patch_id)
-        self.published = (self.latest.total_assigned_jobs, desired.patch_id)
+        self.published = (desired.replicas, desired.patch_id)
         if scale_set_id is not None and scale_set_id != self.written_scale_set_id:
             self.written_scale_set_id = scale_set_id
             log.info(

@@ -46,18 +46,18 @@ def published(sequence: int, *, settled: bool) -> int:
     return SETTLED if settled else sequence
 
 
-def publication_needed(
-    *, started_only: bool, last: tuple[int, int] | None, assigned_jobs: int
-) -> bool:
-    """Whether a message batch is published. Not one of JobStarted alone when the set was last
-    patched (`last`: the assigned jobs it was computed from, its patch id) for the same
-    `assigned_jobs` under a non-zero id: a new patch could only carry the same count under a
-    new id, which lets the reader add runners where there are fewer than `replicas` (a started
-    job leaves none missing), and under the id it served the reader removes none either."""
-    if not started_only or last is None:
+def publication_needed(*, completed: bool, last: tuple[int, int] | None, replicas: int) -> bool:
+    """Whether a message batch is published. Not one without a JobCompleted when the set was
+    last patched (`last`: its replicas and patch id) for the same `replicas` under a non-zero id:
+    a new patch could only carry the same count under a new id, which lets the reader add
+    runners where there are fewer than `replicas`. With no job completed since, no runner has
+    gone for a finished job (a started or offered job leaves none missing: the count that asked
+    for its runner was published), and under the id it served the reader removes none either.
+    A job offered while the count is held at maxRunners is the common case."""
+    if completed or last is None:
         return True
-    last_assigned, last_patch_id = last
-    return last_patch_id == SETTLED or last_assigned != assigned_jobs
+    last_replicas, last_patch_id = last
+    return last_patch_id == SETTLED or last_replicas != replicas
 
 
 def spec_patch(*, replicas: int, patch_id: int) -> JSONDict:

@@ -292,3 +292,51 @@ async def test_a_batch_of_job_started_alone_is_not_published(
         )
         == patches
     )
+
+
+async def test_a_job_offered_at_max_runners_is_not_published_until_one_completes(
+    cluster: Cluster,
+    github: GitHub,
+    start_listener: StartListener,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """At maxRunners an offered job leaves the count where it is: a new patch id with it would
+    let the controller add a runner where one is missing, and none is (no job completed). It
+    used to be published, a set patch per job and a wake of the controller's set for nothing
+    (docs/listener.md, "Replicas and the patch id"). A completed job is published: its runner's
+    slot may need refilling."""
+    caplog.set_level(logging.DEBUG, logger="listener.service")
+    await cluster.create_runner("runner-a", phase="Pending")
+    await start_listener(max_runners=1, long_poll_timeout_seconds=50)
+    [first] = github.enqueue(duration=0.5)
+
+    async def published_for_the_first() -> bool:
+        spec = await cluster.runner_set_spec()
+        return spec.get("replicas") == 1 and spec.get("patchID", 0) > 0
+
+    await eventually(published_for_the_first, what="replicas=1 under a new patch id")
+    before = await cluster.runner_set_spec()
+
+    def set_patches() -> int:
+        return cluster.kube.requests.count(
+            verb="patch", resource="ephemeralrunnersets", user=cluster.listener_user
+        )
+
+    patches = set_patches()
+    github.enqueue(duration=60.0)
+
+    async def held() -> bool:
+        return any("not published: replicas=1" in r.getMessage() for r in caplog.records)
+
+    await eventually(held, what="the offer at maxRunners not published")
+    assert await cluster.runner_set_spec() == before
+    assert set_patches() == patches
+    await github.start_runner("runner-a")
+
+    async def completed_published() -> bool:
+        spec = await cluster.runner_set_spec()
+        done = github.emulator.state.jobs[first].state == "completed"
+        return done and spec.get("patchID", 0) > before["patchID"]
+
+    await eventually(completed_published, what="the completed job published")
+    assert (await cluster.runner_set_spec())["replicas"] == 1

@@ -84,19 +84,19 @@ def test_what_the_writer_publishes_at_rest_lets_the_reader_scale_down() -> None:
 
 
 @pytest.mark.parametrize(
-    ("started_only", "last", "assigned", "needed"),
+    ("completed", "last", "replicas", "needed"),
     [
-        (True, (3, 7), 3, False),  # JobStarted alone, same count under a served non-zero id
-        (True, (3, SETTLED), 3, True),  # the last was settled: a new id protects the runner
-        (True, (2, 7), 3, True),  # the count moved
-        (True, None, 3, True),  # nothing published yet
-        (False, (3, 7), 3, True),  # a job offered or completed: a gap may need refilling
+        (False, (3, 7), 3, False),  # JobStarted or JobAvailable, the same count, a non-zero id
+        (False, (3, SETTLED), 3, True),  # the last was settled: a new id protects the runner
+        (False, (2, 7), 3, True),  # the count moved
+        (False, None, 3, True),  # nothing published yet
+        (True, (3, 7), 3, True),  # a job completed: its runner's slot may need refilling
     ],
 )
-def test_the_writer_skips_only_a_batch_of_job_started_alone_under_a_served_id(
-    started_only: bool, last: tuple[int, int] | None, assigned: int, needed: bool
+def test_the_writer_skips_a_batch_without_a_completed_job_that_changes_no_count(
+    completed: bool, last: tuple[int, int] | None, replicas: int, needed: bool
 ) -> None:
-    assert (
-        patchid.publication_needed(started_only=started_only, last=last, assigned_jobs=assigned)
-        is needed
-    )
+    """It used to skip a batch of JobStarted alone; offers at maxRunners were published, 1.9
+    set patches per job on the default workload (docs/listener.md, "Replicas and the patch
+    id")."""
+    assert patchid.publication_needed(completed=completed, last=last, replicas=replicas) is needed
