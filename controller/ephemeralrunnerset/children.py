@@ -63,6 +63,10 @@ class ChildIndex:
         self._observed = observed
         self.scanned = 0
 
+    def __contains__(self, key: Request) -> bool:
+        """Whether the index holds the runner of `key`."""
+        return key in self._places
+
     def on_add(self, obj: JSONDict) -> None:
         owner = controller_owner_uid(obj)
         if self._observed is not None and owner is not None:

@@ -1,9 +1,10 @@
 """What the EphemeralRunnerSet reconciler reads from its EphemeralRunners: the projection of its
 owned watch (metadata, spec, `status.phase`, `status.runnerId`), and which of those changes it
 only counts: a runner registering, taking a job or starting to be deleted changes the set's
-status counts and nothing it acts on, so those wake it once per window. A runner finishing or
-gone wakes it at once: either can free capacity, and deferring them was measured to lengthen the
-queue-time tail (docs/reconcilers.md#wakes-per-runner)."""
+status counts and nothing it acts on, so those wake it once per window. A runner finishing
+wakes it at once, and so does a runner gone whose slot is wanted
+(`EphemeralRunnerSetReconciler.wakes_on_runner_gone`): either can free capacity, and deferring
+them was measured to lengthen the queue-time tail (docs/reconcilers.md#wakes-per-runner)."""
 
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ DELETION_FIELDS = ("deletionTimestamp", "deletionGracePeriodSeconds", "generatio
 def only_counted(old: JSONDict, new: JSONDict) -> bool:
     """A live runner's phase (none, Pending, Running) or runner id changed, or its deletion
     started, and nothing else the set reads. A runner being deleted holds its slot until it is
-    gone (`rules.plan_scaling`), so only the counts move; its going wakes the set at once. A
-    terminal phase, labels or spec wake it at once too."""
+    gone (`rules.plan_scaling`), so only the counts move; its going wakes the set at once when
+    its slot is wanted. A terminal phase, labels or spec wake it at once too."""
     if old.get("spec") != new.get("spec"):
         return False
     if stable_metadata(old) != stable_metadata(new):

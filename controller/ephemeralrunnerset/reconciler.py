@@ -70,6 +70,7 @@ from controller.runtime import (
     has_any_finalizer,
     remove_finalizers,
 )
+from controller.runtime.cache import controller_owner
 from shared.api import EphemeralRunnerSetPhase, patchid
 from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from shared.api.names import (
@@ -156,27 +157,44 @@ class EphemeralRunnerSetReconciler:
 
     def wakes_on_update(self, old: JSONDict, new: JSONDict) -> bool:
         """The set's update predicate: False for a patch of replicas and patch id alone (the
-        listener's) when a pass over the new set would do nothing (`rules.scaling_is_no_op`),
-        judged on the runner index and on what this process created and deleted that the cache
-        does not show yet, as a pass judges. A pass running on the set decided on the old spec:
-        the update wakes it again. Measured: docs/reconcilers.md#wakes-per-runner."""
-        request = Request.of(new)
+        listener's) when a pass over the new set would do nothing (`_acts`). Measured:
+        docs/reconcilers.md#wakes-per-runner."""
+        return not only_listener_fields_changed(old, new) or self._acts(new)
+
+    def wakes_on_runner_gone(self, runner: JSONDict) -> bool:
+        """Whether a runner's delete event wakes its set: not when the runner was being deleted
+        already (it was in no count, so the status does not change) and a pass over the set
+        would do nothing now that it is gone (`_acts`), as when the listener's count went down
+        before the runner went. The index is an earlier handler of the same informer: a runner
+        it still holds has not gone for it, and wakes the set."""
+        if not is_deleting(runner) or Request.of(runner) in self._children:
+            return True
+        owner = controller_owner(runner)
+        if owner is None or owner.get("kind") != EPHEMERAL_RUNNER_SET.kind:
+            return True
+        runner_set = self._sets.get(Request.of(runner).namespace, str(owner.get("name")))
+        return runner_set is None or self._acts(runner_set)
+
+    def _acts(self, runner_set: JSONDict) -> bool:
+        """Whether a pass over `runner_set` would do anything (`rules.scaling_is_no_op`), judged
+        on the runner index and on what this process created and deleted that the cache does
+        not show yet, as a pass judges. A pass running on the set decided on what it read then:
+        it acts, to be safe."""
+        request = Request.of(runner_set)
         if (
             request in self._in_pass
-            or is_deleting(new)
-            or not has_any_finalizer(new, [FINALIZER_EPHEMERAL_RUNNER_SET])
-            or not only_listener_fields_changed(old, new)
+            or is_deleting(runner_set)
+            or not has_any_finalizer(runner_set, [FINALIZER_EPHEMERAL_RUNNER_SET])
         ):
             return True
-        uid = str(metadata_of(new).get("uid"))
+        uid = str(metadata_of(runner_set).get("uid"))
         unseen = self._expected.unseen(uid, lambda name: self._runners.get(request.namespace, name))
-        children = self._children.children(
-            uid, applied_revision=status_int(new, "appliedActionableRevision"), unseen=unseen
-        )
-        if track_runner_spec(new, children) is not None:
+        applied = status_int(runner_set, "appliedActionableRevision")
+        children = self._children.children(uid, applied_revision=applied, unseen=unseen)
+        if track_runner_spec(runner_set, children) is not None:
             return True
-        marker = self._cleanup_marker(uid, new)
-        return not scaling_is_no_op(new, children, cleanup_marker=marker)
+        marker = self._cleanup_marker(uid, runner_set)
+        return not scaling_is_no_op(runner_set, children, cleanup_marker=marker)
 
     async def reconcile(self, request: Request) -> Result:
         self._in_pass.add(request)
@@ -520,7 +538,8 @@ class EphemeralRunnerSetReconciler:
 
 def setup(manager: Manager, deps: Deps) -> EphemeralRunnerSetReconciler:
     """Add the EphemeralRunnerSet controller to `manager`: sets, and the runners they own."""
-    # Registered before the informers run, so the index sees every runner the cache does. A
+    # Registered before the informers run, so the index sees every runner the cache does, each
+    # event before the controller's handlers (attached when the manager runs) see it. A
     # runner that appears and goes between two passes of its set (its deletion starting only
     # counted, so deferred) is then not taken for one created and not cached yet.
     children = ChildIndex(observed=deps.expectations.observed)
@@ -539,7 +558,14 @@ def setup(manager: Manager, deps: Deps) -> EphemeralRunnerSetReconciler:
             for_=EPHEMERAL_RUNNER_SET,
             reconciler=reconciler,
             predicate=RulePredicate("ephemeralrunnerset-acts", reconciler.wakes_on_update),
-            owns=[Owns(EPHEMERAL_RUNNER, predicate=ER_TO_ERS, defer=ER_COUNTS)],
+            owns=[
+                Owns(
+                    EPHEMERAL_RUNNER,
+                    predicate=ER_TO_ERS,
+                    defer=ER_COUNTS,
+                    wake_on_delete=reconciler.wakes_on_runner_gone,
+                )
+            ],
             # Every write of a pass is followed by the rest of the pass on the server's answer
             # (runners it creates are expected: `Expectations.unseen`).
             own_writes=frozenset(OwnWrite),

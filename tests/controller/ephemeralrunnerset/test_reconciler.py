@@ -694,3 +694,34 @@ async def test_a_listener_patch_during_a_pass_wakes_the_set_again(rig: Rig) -> N
     rig.kube.faults.remove(slow)
     assert rig.wakes("ephemeralrunnerset", fields=False)["ephemeralrunnerset update"] == wakes + 1
     assert acts_dropped(rig) == 0
+
+
+def gone_wakes(rig: Rig) -> int:
+    return rig.wakes("ephemeralrunnerset", fields=False)[
+        "ephemeralrunner-to-ephemeralrunnerset delete"
+    ]
+
+
+async def test_a_runner_going_wakes_its_set_only_when_its_slot_is_wanted(rig: Rig) -> None:
+    """A runner being deleted is in no count and holds its slot until gone (docs/reconcilers.md
+    #wakes-per-runner): its going changes the set's decision only when the slot is wanted and
+    may be refilled. After the listener's count went down it wakes nothing (it used to, 0.96
+    wakes per runner on the default workload); when the listener's patch came while the runner
+    still held its slot, its going is what refills the slot."""
+    await rig.create_runner_set(replicas=2, patch_id=1)
+    first, second = await converge(rig, 2)
+    await rig.scale(1, 2)  # the job of `first` completed
+    await rig.objects.delete(EPHEMERAL_RUNNER, rig.namespace, first["metadata"]["name"])
+    await converge(rig, 1)
+    await rig.settle(deferred=True)
+    assert gone_wakes(rig) == 0
+    # A job offered while `second` is being deleted: its slot counts until it is gone.
+    await rig.scale(2, 3)
+    await converge(rig, 2)
+    await rig.objects.delete(EPHEMERAL_RUNNER, rig.namespace, second["metadata"]["name"])
+    await rig.settle(deferred=True)
+    await rig.scale(2, 4)  # `second` still holds its slot: nothing to do, no wake
+    await rig.settle()
+    await rig.strip_finalizers()
+    await converge(rig, 2)
+    assert gone_wakes(rig) == 1
