@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from shared.api import patchid
-from shared.policy import PolicyState, ScalingPolicy, decide, utc_now
+from shared.policy import Decision, PolicyState, ScalingPolicy, decide, utc_now
 from shared.typedefs import JSONDict
 
 
@@ -60,9 +60,7 @@ class Scaler:
         """A JobStarted or JobCompleted was handled since the last publication."""
         self._dirty = True
 
-    def replicas(self, assigned_jobs: int) -> int:
-        """The count `desired` would publish now, without moving the sequence or the policy's
-        state."""
+    def _decide(self, assigned_jobs: int) -> Decision:
         return decide(
             assigned_jobs=assigned_jobs,
             min_runners=self.min_runners,
@@ -70,17 +68,21 @@ class Scaler:
             policy=self.policy,
             state=self._policy_state,
             now=self._clock(),
-        ).replicas
+        )
+
+    def replicas(self, assigned_jobs: int) -> int:
+        """The count `desired` would publish now, without moving the sequence or the policy's
+        state."""
+        return self._decide(assigned_jobs).replicas
+
+    def unpublished(self, assigned_jobs: int) -> None:
+        """A batch for `assigned_jobs` was not published (its count stood): the policy's state
+        moves on as if it had been (a scale-down delay starts when its lower count is first
+        seen), the patch-id sequence does not."""
+        self._policy_state = self._decide(assigned_jobs).state
 
     def desired(self, assigned_jobs: int) -> Desired:
-        decision = decide(
-            assigned_jobs=assigned_jobs,
-            min_runners=self.min_runners,
-            max_runners=self.max_runners,
-            policy=self.policy,
-            state=self._policy_state,
-            now=self._clock(),
-        )
+        decision = self._decide(assigned_jobs)
         self._policy_state = decision.state
         target = decision.replicas
         self._sequence = patchid.next_sequence(self._sequence)

@@ -357,6 +357,7 @@ class Listener:
         (`last`) covers its offered jobs as far as it can (docs/listener.md, "Replicas and the
         patch id")."""
         replicas, patch_id = last
+        self.scaler.unpublished(self.latest.total_assigned_jobs)
         log.debug("not published: replicas=%d under patchID=%d stand", replicas, patch_id)
         self.job_clock.published(
             desired=replicas,

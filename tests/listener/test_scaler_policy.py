@@ -22,6 +22,15 @@ class FakeClock:
         self.now += timedelta(seconds=seconds)
 
 
+def delayed_scaler(clock: FakeClock) -> Scaler:
+    return Scaler(
+        min_runners=0,
+        max_runners=10,
+        policy=ScalingPolicy.model_validate({"scaleDownDelaySeconds": 300}),
+        clock=clock,
+    )
+
+
 def test_idle_at_min_idle_is_settled() -> None:
     """ARC's scaler would never publish 0 here: its resting count is min_runners (0)."""
     scaler = Scaler(
@@ -33,12 +42,7 @@ def test_idle_at_min_idle_is_settled() -> None:
 
 def test_a_held_count_is_never_settled_until_the_hold_ends() -> None:
     clock = FakeClock()
-    scaler = Scaler(
-        min_runners=0,
-        max_runners=10,
-        policy=ScalingPolicy.model_validate({"scaleDownDelaySeconds": 300}),
-        clock=clock,
-    )
+    scaler = delayed_scaler(clock)
     scaler.desired(0)
     scaler.desired(5)
     clock.advance(10)
@@ -47,3 +51,20 @@ def test_a_held_count_is_never_settled_until_the_hold_ends() -> None:
     clock.advance(300)
     assert scaler.desired(0) == Desired(replicas=0, patch_id=5)
     assert scaler.desired(0) == Desired(replicas=0, patch_id=0)
+
+
+def test_a_batch_not_published_moves_the_policy_but_not_the_sequence() -> None:
+    """`replicas` says what `desired` would publish, and asking moves nothing; a batch whose
+    count stands is not published (docs/listener.md, "Replicas and the patch id"), but its
+    lower count starts the scale-down delay as a published one would."""
+    clock = FakeClock()
+    scaler = delayed_scaler(clock)
+    scaler.desired(0)
+    assert scaler.replicas(5) == 5
+    assert scaler.desired(5) == Desired(replicas=5, patch_id=1)
+    clock.advance(10)
+    assert scaler.replicas(0) == 5  # held by the delay: the batch is not published
+    scaler.unpublished(0)
+    clock.advance(300)
+    assert scaler.replicas(0) == 0
+    assert scaler.desired(0) == Desired(replicas=0, patch_id=2)
