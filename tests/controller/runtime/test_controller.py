@@ -20,6 +20,7 @@ from controller.runtime import (
     Owns,
     Request,
     Result,
+    RulePredicate,
     RuntimeSettings,
     Watches,
     WatchSettings,
@@ -87,6 +88,12 @@ async def quiet_kube() -> AsyncIterator[KubeEmulator]:
         yield emulator
 
 
+def quiet(obj: JSONDict) -> bool:
+    """The test reconciler's rule: an update leaving a runner annotated `quiet` changes nothing
+    it would do."""
+    return bool((obj["metadata"].get("annotations") or {}).get("quiet"))
+
+
 @pytest.fixture
 async def setup(
     quiet_kube: KubeEmulator, namespace: str
@@ -112,6 +119,7 @@ async def setup(
                 name="runner",
                 for_=EPHEMERAL_RUNNER,
                 reconciler=reconciler,
+                predicate=RulePredicate("runner-rule", lambda _old, new: not quiet(new)),
                 owns=[Owns(POD, predicate=POD_TO_ER)],
                 watches=[Watches(CONFIG_MAP, map=by_config_map)],
             )
@@ -191,6 +199,35 @@ async def test_the_primary_watch_sees_every_update(setup: Setup) -> None:
         before = rec.calls["r"]
         await objects.patch(EPHEMERAL_RUNNER, ns, "r", {"metadata": {"annotations": {"n": str(i)}}})
         await rec.wait("r", before + 1)
+
+
+async def test_a_primary_predicate_drops_only_the_updates_its_rule_rejects(setup: Setup) -> None:
+    """`Controller(predicate=...)`: the reconciler's own rule for updates of its primary
+    (docs/controller-runtime.md#a-primary-watchs-predicate); adds and deletes always wake, and
+    a wake keeps the controller's name as its watch."""
+    manager, rec, objects, ns = setup
+    await objects.create(EPHEMERAL_RUNNER, ns, runner_body("r"))
+    await rec.wait("r", 1)
+    calls = rec.calls["r"]
+    dropped = 0
+
+    async def one_more_dropped() -> bool:
+        return metric(manager, "gha_runtime_predicate_dropped_total", watch="runner-rule") == (
+            dropped + 1
+        )
+
+    await objects.patch(EPHEMERAL_RUNNER, ns, "r", {"metadata": {"annotations": {"quiet": "1"}}})
+    await eventually(one_more_dropped)
+    dropped += 1
+    assert rec.calls["r"] == calls
+    woken = metric(manager, "gha_runtime_wakes_total", watch="runner", event="update")
+    await objects.patch(EPHEMERAL_RUNNER, ns, "r", {"metadata": {"annotations": {"quiet": None}}})
+    await rec.wait("r", calls + 1)
+    assert metric(manager, "gha_runtime_wakes_total", watch="runner", event="update") == woken + 1
+    await objects.patch(EPHEMERAL_RUNNER, ns, "r", {"metadata": {"annotations": {"quiet": "2"}}})
+    await eventually(one_more_dropped)
+    await objects.delete(EPHEMERAL_RUNNER, ns, "r")
+    await rec.wait("r", calls + 2)
 
 
 async def test_informers_report_their_lists_and_objects(setup: Setup) -> None:
