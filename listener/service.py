@@ -474,6 +474,8 @@ class Listener:
             raise lost from exc
         except KubeError as exc:
             self.scaler.publication_failed()
+            # What the set holds is not known now: the next batch is published whatever it is.
+            self.published = None
             log.error(
                 "could not publish replicas=%d patchID=%d: %s",
                 desired.replicas,

@@ -66,6 +66,17 @@ class ActionsEmulator:
         self.ca_pem: bytes | None = None
         self.url = ""
 
+    @property
+    def long_poll_timeout(self) -> float:
+        """How long GET message holds a request before answering 202; settable while running
+        (a test that must see which message batch a listener acts on sets it above its own
+        deadline, so that no empty poll acts in between)."""
+        return self._app.long_poll_timeout
+
+    @long_poll_timeout.setter
+    def long_poll_timeout(self, seconds: float) -> None:
+        self._app.long_poll_timeout = seconds
+
     async def start(self) -> None:
         context: ssl.SSLContext | None = None
         if self._tls:

@@ -260,3 +260,48 @@ async def test_session_without_statistics_is_refused_and_publishes_nothing(
     assert (spec["replicas"], spec["patchID"]) == (2, 0)
     assert github.emulator.state.count("create_session", status=200) == 3
     assert still_running(second)
+
+
+async def test_after_a_failed_publication_the_next_batch_is_published(
+    cluster: Cluster,
+    github: GitHub,
+    start_listener: StartListener,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A batch whose count stands is not published (docs/listener.md, "Replicas and the patch
+    id"), but only while the set is known to hold that count: after a publication that failed
+    (here the completed job's, the one a refill needs) the next batch is published, even a job
+    offered at maxRunners. Without it the set would wait for the next long poll to time out
+    (held here beyond the test's deadline, so that only a message batch can publish)."""
+    github.emulator.long_poll_timeout = 60.0
+    await cluster.create_runner("runner-a", phase="Pending")
+    await start_listener(max_runners=1, long_poll_timeout_seconds=50)
+    [first] = github.enqueue(duration=0.2)
+
+    async def patch_id() -> int:
+        return int((await cluster.runner_set_spec()).get("patchID", 0))
+
+    async def published_for_the_first() -> bool:
+        return await patch_id() > 0
+
+    await eventually(published_for_the_first, what="the first job published")
+    github.enqueue(duration=60.0)  # offered at maxRunners: not published
+    refused = cluster.kube.faults.inject(
+        verb="patch", resource="ephemeralrunnersets", status=500, count=1000
+    )
+    before = await patch_id()
+    await github.start_runner("runner-a")
+
+    async def failed() -> bool:
+        done = github.emulator.state.jobs[first].state == "completed"
+        return done and any("could not publish" in r.getMessage() for r in caplog.records)
+
+    await eventually(failed, what="the completed job's publication failed")
+    cluster.kube.faults.remove(refused)
+    github.enqueue(duration=60.0)  # another offer at maxRunners
+
+    async def published_again() -> bool:
+        return await patch_id() > before
+
+    await eventually(published_again, what="the next batch published")
+    assert (await cluster.runner_set_spec())["replicas"] == 1
