@@ -604,7 +604,9 @@ class AutoscalingListenerReconciler:
                 continue
             kind, namespace, name = child
             try:
-                if await self._objects.delete(kind, namespace, name) is not None:
+                answer = await self._objects.delete(kind, namespace, name)
+                # Some kinds answer with the deleted object: held only with finalizers left.
+                if answer is not None and metadata_of(answer).get("finalizers"):
                     left = True
                     continue
                 p.log.info("deleted %s %s/%s", kind.kind, namespace, name)

@@ -619,8 +619,7 @@ def _restricted_volumes(_meta: Obj, spec: Obj) -> Result:
     names, types = [], set()
     for volume in spec.get("volumes") or []:
         sources = [key for key in volume if key != "name" and volume[key] is not None]
-        # A volume without a source is an emptyDir once defaulted.
-        if not sources or any(key in _ALLOWED_VOLUMES for key in sources):
+        if any(key in _ALLOWED_VOLUMES for key in sources):
             continue
         names.append(str(volume.get("name")))
         # 1.32's plugin does not know the `image` source yet: "unknown", as there.

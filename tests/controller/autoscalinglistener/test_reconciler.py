@@ -27,7 +27,13 @@ from shared.kube.objects import (
 )
 from shared.typedefs import JSONDict
 from tests.controller.autoscaling import create_ars
-from tests.controller.conftest import FAST_LISTENER, LISTENER_IMAGE, Rig, RigOptions
+from tests.controller.conftest import (
+    CONTROLLER_USER,
+    FAST_LISTENER,
+    LISTENER_IMAGE,
+    Rig,
+    RigOptions,
+)
 
 NAME = "arc-listener"
 HOLD = "test.example/hold"
@@ -195,6 +201,30 @@ async def test_delete_removes_every_child_then_the_listener(rig: Rig) -> None:
         (ROLE_BINDING, NAME, rig.namespace),
     ]:
         assert await get(rig, kind, name, namespace) is None, (kind.kind, name)
+
+
+@pytest.mark.parametrize("proxy", [None, {"http": {"url": "http://proxy:3128"}}])
+async def test_delete_sends_no_delete_of_what_is_not_there(
+    rig: Rig, proxy: JSONDict | None
+) -> None:
+    """Before: each deletion sent three DELETEs answered 404, the proxy Secret's twice though
+    no proxy was configured and the config Secret's once more after it went."""
+    await create_listener(rig, **({"proxy": proxy} if proxy else {}))
+    await pod(rig)
+    await rig.objects.delete(AUTOSCALING_LISTENER, rig.system_namespace, NAME)
+
+    async def gone() -> bool:
+        return await get(rig, AUTOSCALING_LISTENER, NAME) is None
+
+    await rig.until(gone, what="listener gone")
+    deletes = [
+        (r.resource, r.path.split("?")[0].rsplit("/", 1)[-1], r.code)
+        for r in rig.kube.requests.log
+        if r.user == CONTROLLER_USER and r.verb == "delete"
+    ]
+    assert [d for d in deletes if d[2] == 404] == [], deletes
+    secrets = sorted(name for resource, name, _ in deletes if resource == "secrets")
+    assert secrets == [f"{NAME}-config", *([f"{NAME}-proxy"] if proxy else [])]
 
 
 async def test_the_role_goes_only_after_the_listener_pods(rig: Rig) -> None:
