@@ -14,13 +14,15 @@ Order of a pass:
    roleRef brought back when edited), the proxy Secret, the standby Lease with
    `listenerReplicas` above 1, the config Secret (its data rebuilt from the GitHub Secret and
    the CA each pass, so a rotation reaches the listener; a config the listener would refuse is
-   not written, and looked at again after `resync_seconds`). A template running ARC's listener
-   with features it lacks is refused.
+   not written, and looked at again after `resync_seconds`). A template that sets more than a
+   listener needs tuned is refused unless the operator trusts templates
+   (docs/security.md#listener-pod); one running ARC's listener with features it lacks is
+   refused.
 5. The pods, one per replica, each on its own: created, or deleted to be made again when its
    integrity hash changed, when it was evicted or its listener exited, with an exponential
    backoff between re-creations (ARC re-creates a crashing listener at once, hammering GitHub).
-   Replicas beyond `listenerReplicas` are deleted. A container that cannot start is named in
-   an Event on the listener.
+   Replicas beyond `listenerReplicas` are deleted. A container that cannot start, or a pod the
+   API server refuses (Pod Security), is named in an Event on the listener.
 
 ServiceAccount, Role, RoleBinding, Secrets and the Lease are read through the API, not a cache:
 a listener is reconciled on its own and its pods' events only, a few times in its life, and the
