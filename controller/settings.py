@@ -42,8 +42,8 @@ LISTENER_RESOURCES: dict[str, dict[str, str]] = {
     "limits": {"cpu": "1", "memory": "256Mi"},
 }
 """The listener container's requests and limits by default (docs/autoscaling.md#the-listener-pod):
-`gha-listener` serving one set holds 51 MB idle and 52 MB after a burst of 100 jobs, 64 MB with
-100 sets (BENCHMARKS.md, listener memory); one core is all its event loop can use."""
+`gha-listener` serving one set holds 51.5 MB idle and 52.8 MB after a burst of 100 jobs, 64 MB
+with 100 sets (`bench.listener_memory`); one core is all its event loop can use."""
 _QUANTITY = re.compile(
     r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE])?$"
 )
