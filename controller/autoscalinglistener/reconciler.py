@@ -250,8 +250,10 @@ class AutoscalingListenerReconciler:
         refusals = [] if self._settings.trust_templates else template_refusals(spec.get("template"))
         if refusals:
             # Not from a tenant's namespace into ours (docs/security.md#listener-pod): said on
-            # the set, where its writer looks, and on the listener. Its edit brings it back.
+            # the set, where its writer looks, and on the listener; a pod made from it before
+            # (templates were trusted then) goes. Its edit brings it back.
             await self._refuse_template(p, refusals)
+            await self._delete_extra_pods(p, keep=0)
             return Result()
         refused = template_problem(cached)
         if refused is not None:

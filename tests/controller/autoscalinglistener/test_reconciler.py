@@ -455,6 +455,29 @@ async def test_a_template_beyond_the_allow_list_makes_no_pod_and_names_each_fiel
     assert await get(rig, SECRET, f"{NAME}-config") is None, "nothing is written for it"
 
 
+async def test_a_pod_made_before_its_template_was_refused_goes(rig: Rig) -> None:
+    """A listener whose template is edited beyond the allow-list (or a controller restarted
+    without GHA_CONTROLLER_TRUST_LISTENER_TEMPLATES) keeps no pod made from the old one."""
+    await create_listener(rig)
+    await pod(rig)
+    await rig.objects.patch(
+        AUTOSCALING_LISTENER,
+        rig.system_namespace,
+        NAME,
+        {
+            "spec": {
+                "template": {"spec": {"hostNetwork": True, "containers": [{"name": "listener"}]}}
+            }
+        },
+    )
+
+    async def deleted() -> bool:
+        found = await get(rig, POD, NAME)
+        return found is None or bool(found["metadata"].get("deletionTimestamp"))
+
+    await rig.until(deleted, what="the listener pod deleted")
+
+
 TRUSTING = RigOptions(
     controllers=("autoscalinglistener",),
     kubelet=False,
