@@ -67,7 +67,7 @@ def test_liveness_and_readiness_wait_for_the_process_to_listen() -> None:
     [container] = build()["spec"]["containers"]
     startup = container["startupProbe"]
     assert startup["httpGet"] == {"path": "/healthz", "port": "metrics"}
-    assert startup["initialDelaySeconds"] >= 5
+    assert startup["initialDelaySeconds"] >= 10
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 60
     assert "initialDelaySeconds" not in container["readinessProbe"]
 
