@@ -70,7 +70,8 @@ def rendered_namespace() -> dict[str, Any]:
     [namespace] = [
         doc for doc in yaml.safe_load_all(rendered) if doc and doc["kind"] == "Namespace"
     ]
-    return namespace
+    found: dict[str, Any] = namespace
+    return found
 
 
 def test_the_controller_namespace_enforces_restricted_and_its_pods_pass() -> None:
