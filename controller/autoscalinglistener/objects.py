@@ -495,12 +495,15 @@ def template_refusals(template: JSONDict | None) -> list[str]:
             if key not in TEMPLATE_CONTAINER_FIELDS and value is not None
         ]
         for j, variable in enumerate(container.get("env") or []):
-            name = str((variable or {}).get("name", ""))
+            if not isinstance(variable, dict):
+                refused.append(f"{at}.env[{j}]")
+                continue
+            name = str(variable.get("name", ""))
             if name == ENV_LISTENER_CONFIG_PATH or name.startswith(TEMPLATE_ENV_REFUSED_PREFIXES):
                 refused.append(f"{at}.env[{j}].name")
             refused += [
                 f"{at}.env[{j}].valueFrom.{source}"
-                for source in (variable or {}).get("valueFrom") or {}
+                for source in variable.get("valueFrom") or {}
                 if source not in TEMPLATE_ENV_SOURCES
             ]
     return refused
