@@ -12,11 +12,13 @@ root's (`parse_settings`, `*_from_environment`); the reconcilers receive the set
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import os
+import re
 import socket
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from importlib import metadata
 from typing import Literal, NoReturn
@@ -33,6 +35,18 @@ ENV_PREFIX = "GHA_CONTROLLER_"
 DISTRIBUTION = "gha-runner-scaler"
 LISTENER_COMMAND = "gha-listener"
 """The listener container's command by default: this project's listener."""
+
+
+LISTENER_RESOURCES: dict[str, dict[str, str]] = {
+    "requests": {"cpu": "50m", "memory": "64Mi"},
+    "limits": {"cpu": "1", "memory": "256Mi"},
+}
+"""The listener container's requests and limits by default (docs/autoscaling.md#the-listener-pod):
+`gha-listener` serving one set holds 51.5 MB idle and 52.8 MB after a burst of 100 jobs, 64 MB
+with 100 sets (`bench.listener_memory`); one core is all its event loop can use."""
+_QUANTITY = re.compile(
+    r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE])?$"
+)
 
 
 class ConfigError(Exception):
@@ -314,10 +328,25 @@ class InClusterSettings(BaseSettings):
     )
     """Pull secrets of listener pods (ARC's `--auto-scaler-image-pull-secrets`), a JSON list."""
     listener_metrics_addr: str = Field(
-        default=":8080", validation_alias="GHA_CONTROLLER_LISTENER_METRICS_ADDR"
+        default=":8090", validation_alias="GHA_CONTROLLER_LISTENER_METRICS_ADDR"
     )
     """Where each listener serves /metrics, /healthz and /readyz; "0" turns metrics off (and
-    the probes with them)."""
+    the probes with them). Not the controller's 8080, so listener pods and the controller can
+    share a host network; ARC's listener pods use `:8080`."""
+    listener_resources: dict[str, dict[str, str]] = Field(
+        default_factory=lambda: copy.deepcopy(LISTENER_RESOURCES),
+        validation_alias="GHA_CONTROLLER_LISTENER_RESOURCES",
+    )
+    """The listener container's `resources` (a JSON object of `requests` and `limits`); `{}`
+    leaves them unset. A template's `resources` replaces them for its listener."""
+    trust_listener_templates: bool = Field(
+        default=False, validation_alias="GHA_CONTROLLER_TRUST_LISTENER_TEMPLATES"
+    )
+    """Make listener pods from any `listenerTemplate`, as ARC does: whoever may write an
+    AutoscalingRunnerSet may then run any image, command, volume or security context in the
+    controller's namespace, next to every listener's credentials (docs/security.md#listener-pod).
+    Off: a template may set only labels, annotations, scheduling, and the listener container's
+    resources and env."""
     listener_metrics_endpoint: str = Field(
         default="/metrics", validation_alias="GHA_CONTROLLER_LISTENER_METRICS_ENDPOINT"
     )
@@ -361,6 +390,21 @@ class InClusterSettings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _resources(self) -> InClusterSettings:
+        for part, values in self.listener_resources.items():
+            if part not in ("requests", "limits"):
+                raise ValueError(
+                    f"GHA_CONTROLLER_LISTENER_RESOURCES: {part!r} is not requests or limits"
+                )
+            for resource, quantity in values.items():
+                if not _QUANTITY.match(quantity):
+                    raise ValueError(
+                        f"GHA_CONTROLLER_LISTENER_RESOURCES: {part}.{resource} {quantity!r} "
+                        "is not a Kubernetes quantity (say 100m, 64Mi)"
+                    )
+        return self
+
     @property
     def enabled(self) -> bool:
         return bool(self.controller_namespace and self.listener_image)
@@ -383,6 +427,8 @@ class InClusterSettings(BaseSettings):
             log_format=self.listener_log_format,
             entrypoint=self.listener_entrypoint,
             controller_namespace=self.controller_namespace,
+            resources=self.listener_resources,
+            trust_templates=self.trust_listener_templates,
             standby=StandbyTimings(
                 lease_duration_seconds=self.listener_standby_lease_duration_seconds,
                 renew_deadline_seconds=self.listener_standby_renew_deadline_seconds,
@@ -424,7 +470,7 @@ class StandbyTimings:
 class ListenerSettings:
     """What every listener pod is given (ARC's `--listener-metrics-addr` and friends)."""
 
-    metrics_addr: str = ":8080"
+    metrics_addr: str = ":8090"
     """Where the listener serves /metrics, /healthz and /readyz; "" or "0" turns metrics off."""
     metrics_endpoint: str = "/metrics"
     log_level: str = "info"
@@ -444,3 +490,9 @@ class ListenerSettings:
     namespace) are not reconciled. "" reconciles every namespace."""
     standby: StandbyTimings = dataclasses.field(default_factory=StandbyTimings)
     """The Lease timings given to listeners with standby replicas."""
+    resources: Mapping[str, Mapping[str, str]] = dataclasses.field(
+        default_factory=lambda: copy.deepcopy(LISTENER_RESOURCES)
+    )
+    """The listener container's requests and limits, unless its template sets its own."""
+    trust_templates: bool = False
+    """Make pods from any listenerTemplate (GHA_CONTROLLER_TRUST_LISTENER_TEMPLATES)."""

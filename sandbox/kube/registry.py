@@ -23,6 +23,7 @@ from typing import Any
 
 from sandbox.kube import patch as patches
 from sandbox.kube import schema as schemas
+from sandbox.kube.admission import podsecurity
 from sandbox.kube.apply import AppliedFields, leaf_paths
 from sandbox.kube.clock import Clock, timestamp, utcnow
 from sandbox.kube.kinds import builtins, crds, namespaces, pods, services, subresources
@@ -247,6 +248,7 @@ class Registry:
             obj.pop("status", None)
         self._prepare_create(rt, obj)
         self._validate(rt, obj)
+        self._admit(rt, obj, None)
         if dry_run:
             return self.render(rt, obj)
         manager, paths = applied if applied is not None else (FIELD_MANAGER.get(), None)
@@ -585,6 +587,8 @@ class Registry:
         ) != _strip_for_generation(cur, status_subresource=rt.status):
             meta["generation"] = int(cur_meta.get("generation") or 0) + 1
         self._validate(rt, new)
+        if not subresource:
+            self._admit(rt, new, cur)
         if _strip_for_noop(new) == _strip_for_noop(cur):
             return self.render(rt, cur)
         if dry_run:
@@ -667,6 +671,19 @@ class Registry:
             causes.extend(schemas.validate(rt.schema, obj))
         if causes:
             raise invalid(rt.kind, group=rt.group, name=meta.get("name", ""), causes=causes)
+
+    def _admit(self, rt: ResourceType, obj: Obj, cur: Obj | None) -> None:
+        """The validating admission plugins, after validation as on a real server: PodSecurity
+        (its warnings reach only a request's answer: none without one)."""
+        ns = obj["metadata"].get("namespace", "") if rt.namespaced else ""
+        request = FIELD_VALIDATION.get(None)
+        podsecurity.admit(
+            rt.key,
+            obj,
+            cur,
+            namespace=self.store.get(NAMESPACES, "", ns) if ns else None,
+            warnings=request[1] if request is not None else None,
+        )
 
     def _field_validation(self, rt: ResourceType, unknown: Sequence[str]) -> None:
         """fieldValidation=Strict rejects unknown fields; Warn reports them (kubectl's default
