@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import sys
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from shared.retryafter import retry_after_seconds
+from shared.wire import DecodeError, decode_json
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client.exceptions import ApiException
@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 # this module never imports it itself (docs/listener.md#memory); an ApiException can only exist
 # when the module is loaded.
 _CLIENT_EXCEPTIONS = "kubernetes_asyncio.client.exceptions"
+
+MAX_STATUS_BYTES = 2**20
+"""The cap on an error answer: a Status is a few hundred bytes, with its causes a few KiB."""
 
 
 class KubeError(Exception):
@@ -92,6 +95,13 @@ class ServerError(KubeError):
     retryable = True
 
 
+class BadResponse(KubeError):
+    """The answer could not be used: over its size cap, or not the JSON it should be
+    (`shared.wire`). Nothing of it was applied; like a server error, retry with backoff."""
+
+    retryable = True
+
+
 class Timeout(KubeError):
     """No answer within the request timeout, or the connection failed."""
 
@@ -109,12 +119,10 @@ _BY_CODE: dict[int, type[KubeError]] = {
 
 
 def _status(body: Any) -> dict[str, Any]:
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
-    if isinstance(body, str):
+    if isinstance(body, bytes | str):
         try:
-            body = json.loads(body)
-        except ValueError:
+            body = decode_json(body, limit=MAX_STATUS_BYTES, what="the Status")
+        except DecodeError:
             return {}
     return body if isinstance(body, dict) else {}
 
