@@ -65,17 +65,19 @@ async def test_a_hostile_answer_is_an_unexpected_response(
 
 @pytest_asyncio.fixture
 async def endless() -> AsyncIterator[tuple[str, list[int]]]:
-    """A loopback server streaming a body without Content-Length that never ends; the list
-    holds the bytes it managed to send."""
+    """A loopback server streaming a body without Content-Length, eight times the cap; the
+    list holds the bytes it managed to send."""
     sent = [0]
 
     async def stream(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse()
         await response.prepare(request)
         chunk = b"[" * 2**16
-        while True:
+        # Bounded, so a client without a cap reads it all and fails rather than hang.
+        while sent[0] < 8 * MAX_RESPONSE_BYTES:
             await response.write(chunk)
             sent[0] += len(chunk)
+        return response
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", stream)
