@@ -38,6 +38,7 @@ from shared.api.names import (
 from shared.kube.errors import Forbidden, NotFound
 from shared.kube.objects import SECRET, Objects
 from shared.kube.views import secret_value
+from shared.telemetry.logs import mask, redact
 from shared.typedefs import JSONDict
 
 REASON_CONFIG_SECRET_NOT_FOUND = "GitHubConfigSecretNotFound"
@@ -53,6 +54,7 @@ class GitHubConfigError(Exception):
     a CamelCase word for a status or an Event; the message names objects, never their data."""
 
     def __init__(self, reason: str, message: str) -> None:
+        message = redact(message)
         super().__init__(message)
         self.reason = reason
         self.message = message
@@ -90,11 +92,16 @@ def default_factory(
 
 def credentials_from_secret(secret: JSONDict) -> Credentials:
     """A PAT (`github_token`) or a GitHub App (`github_app_id`, `github_app_installation_id`,
-    `github_app_private_key`); exactly one of them must be complete."""
+    `github_app_private_key`); exactly one of them must be complete.
+
+    The PAT and the private key are registered for redaction as soon as they are read, whatever
+    their shape (a legacy PAT is 40 hex digits, which no pattern can tell from a commit SHA);
+    the App and installation ids are not secret."""
     token = secret_value(secret, SECRET_GITHUB_TOKEN) or ""
     app_id = secret_value(secret, SECRET_GITHUB_APP_ID) or ""
     installation = secret_value(secret, SECRET_GITHUB_APP_INSTALLATION_ID) or ""
     key = secret_value(secret, SECRET_GITHUB_APP_PRIVATE_KEY) or ""
+    mask(token.strip(), key.strip())
     app = bool(app_id and installation and key)
     if token and app:
         raise InvalidCredentials("both PAT and GitHub App credentials provided")

@@ -31,6 +31,9 @@ class ActionsError(Exception):
         activity_id: str = "",
         github_request_id: str = "",
     ) -> None:
+        # Redacted as a log line is, whoever built the message: it goes on to logs, spans,
+        # Events and status conditions.
+        message = redact(message)
         super().__init__(message)
         self.message = message
         self.status = status

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from shared.retryafter import retry_after_seconds
+from shared.telemetry.logs import redact
 from shared.wire import DecodeError, decode_json
 
 if TYPE_CHECKING:
@@ -44,6 +45,9 @@ class KubeError(Exception):
         status_message: str = "",
         retry_after: float | None = None,
     ) -> None:
+        # A Status message can echo a field's value, a credential's too: redacted as a log line
+        # is, since the message goes on to logs, spans, Events and status conditions.
+        message = redact(message)
         super().__init__(message)
         self.message = message
         self.code = code
@@ -52,7 +56,7 @@ class KubeError(Exception):
         self.retry_after = retry_after
         # The server's own words without the code and reason that start `message`: ARC quotes
         # them so in a runner's status.
-        self.status_message = status_message or message
+        self.status_message = redact(status_message) if status_message else message
 
 
 class NotFound(KubeError):
