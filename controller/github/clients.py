@@ -17,6 +17,7 @@ from typing import Protocol
 
 from controller.github.network import proxy_data, root_ca
 from shared.actions.client import ActionsClient
+from shared.actions.config import insecure_url_refusal
 from shared.actions.credentials import Credentials, GitHubApp, PersonalAccessToken
 from shared.actions.errors import (
     ActionsError,
@@ -45,6 +46,8 @@ REASON_CONFIG_SECRET_NOT_FOUND = "GitHubConfigSecretNotFound"
 REASON_CONFIG_UNREADABLE = "GitHubConfigUnreadable"
 REASON_INVALID_CREDENTIALS = "InvalidGitHubCredentials"
 REASON_NETWORK_CONFIG_INVALID = "GitHubNetworkConfigInvalid"
+REASON_INSECURE_URL = "InsecureGitHubConfigUrl"
+ALLOW_INSECURE_SETTING = "GHA_CONTROLLER_ALLOW_INSECURE_GITHUB"
 
 
 class GitHubConfigError(Exception):
@@ -157,9 +160,12 @@ class ActionsClients:
         objects: Objects,
         factory: ClientFactory = default_factory,
         credentials_ttl: float = 300.0,
+        allow_insecure: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`allow_insecure`: accept plain http:// URLs off loopback (RunnerSettings)."""
         self._objects = objects
+        self._allow_insecure = allow_insecure
         self._factory = factory
         self._ttl = credentials_ttl
         self._clock = clock
@@ -167,7 +173,17 @@ class ActionsClients:
         self._lock = asyncio.Lock()
 
     async def for_spec(self, namespace: str, spec: JSONDict) -> ActionsClient:
+        """The client of this spec's GitHub configuration; GitHubConfigError, before any
+        Secret is read, when its `githubConfigUrl` is plain http and that is not allowed."""
         key = _key(namespace, spec)
+        refusal = insecure_url_refusal(
+            key.url,
+            field="githubConfigUrl",
+            allowed=self._allow_insecure,
+            opt_in=ALLOW_INSECURE_SETTING,
+        )
+        if refusal:
+            raise GitHubConfigError(REASON_INSECURE_URL, refusal)
         async with self._lock:
             entry = self._entries.get(key)
             if entry is not None and self._clock() - entry.read_at < self._ttl:

@@ -353,3 +353,37 @@ def test_an_unusable_secret_file_is_one_line(
     with pytest.raises(ConfigError) as caught:
         load_settings()
     assert str(caught.value) == message.format(path=secret)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://ghes.example.com/org", "HTTP://10.0.0.7:8080/org/repo", "http://u:pw@ghes/org"],
+)
+def test_a_plain_http_url_off_loopback_is_refused_saying_how_to_opt_in(
+    write_config: Any, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    monkeypatch.delenv("LISTENER_ALLOW_INSECURE_GITHUB", raising=False)
+    write_config(configure_url=url)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    text = str(caught.value)
+    assert "configure_url" in text
+    assert "plain http" in text
+    assert "LISTENER_ALLOW_INSECURE_GITHUB" in text
+    assert "pw" not in text
+    monkeypatch.setenv("LISTENER_ALLOW_INSECURE_GITHUB", "true")
+    assert load_settings().settings.configure_url == url
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://ghes.example.com/org",
+        "http://127.0.0.1:8080/org",
+        "http://[::1]:8080/org",
+        "http://localhost/org",
+    ],
+)
+def test_https_and_loopback_urls_need_no_opt_in(write_config: Any, url: str) -> None:
+    write_config(configure_url=url)
+    assert load_settings().settings.configure_url == url
