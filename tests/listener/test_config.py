@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from listener.config import MAX_INT32, ConfigError, ListenerSettings, load_settings
+from listener.config import (
+    MAX_CONFIG_BYTES,
+    MAX_INT32,
+    ConfigError,
+    ListenerSettings,
+    load_settings,
+)
 
 ARC_FIXTURES = Path(__file__).parent / "fixtures" / "arc"
 
@@ -387,3 +393,27 @@ def test_a_plain_http_url_off_loopback_is_refused_saying_how_to_opt_in(
 def test_https_and_loopback_urls_need_no_opt_in(write_config: Any, url: str) -> None:
     write_config(configure_url=url)
     assert load_settings().settings.configure_url == url
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "recursion limit exceeded"),
+        (b'{"configure_url": "\xff"}', "invalid unicode code point"),
+        (b'{"min_runners": NaN}', "expected value"),
+        (b'{"min_runners": 1' + b"0" * 5_000 + b"}", "number out of range"),
+        (b'{"runner_group": "' + b"x" * MAX_CONFIG_BYTES + b'"}', "is over the cap of 1.0 MiB"),
+    ],
+    ids=["nested", "utf-8", "nan", "huge-number", "over-the-cap"],
+)
+def test_a_hostile_config_file_is_one_line_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes, why: str
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(content)
+    monkeypatch.setenv("LISTENER_CONFIG_PATH", str(path))
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert why in str(caught.value)
+    assert "\n" not in str(caught.value)
+    assert len(str(caught.value)) < 300

@@ -15,7 +15,9 @@ import yaml
 from sandbox.kube.emulator import KubeEmulator
 from shared.kube.errors import Forbidden, KubeError, NotFound
 from shared.kube.http import (
+    MAX_KUBECONFIG_BYTES,
     Connection,
+    ConnectionConfigError,
     HttpApi,
     NeedsClientLibrary,
     from_kubeconfig,
@@ -133,3 +135,24 @@ def test_plugins_need_the_client_library(
 def test_several_kubeconfig_files_need_the_client_library(tmp_path: Path) -> None:
     with pytest.raises(NeedsClientLibrary):
         load_connection(environ={"KUBECONFIG": f"{tmp_path}/a:{tmp_path}/b"})
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"clusters:" + b" [" * 100_000, "is nested too deeply"),
+        (b"clusters: [\n  - {name: c\n", "is not valid YAML (line"),
+        (b"current-context: \xff\xfe\n", "is not UTF-8 text"),
+        (b"# padding\n" * (MAX_KUBECONFIG_BYTES // 10 + 1), "is over the cap of 16.0 MiB"),
+    ],
+    ids=["nested", "broken", "utf-8", "over-the-cap"],
+)
+def test_a_hostile_kubeconfig_is_one_line_saying_why(
+    tmp_path: Path, content: bytes, why: str
+) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_bytes(content)
+    with pytest.raises(ConnectionConfigError) as caught:
+        from_kubeconfig(str(path))
+    assert why in str(caught.value)
+    assert "\n" not in str(caught.value)
