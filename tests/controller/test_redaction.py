@@ -15,10 +15,11 @@ import pytest
 from aiohttp import web
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from controller.runtime.events import EventRecorder
 from sandbox.actions.emulator import ActionsEmulator
 from shared.kube.objects import EVENT, SECRET
-from shared.telemetry.logs import PROJECT_LOGGERS, REDACTED, RedactingFilter
-from tests.controller.conftest import CONTROLLER_USER, RigOptions, open_rig
+from shared.telemetry.logs import PROJECT_LOGGERS, REDACTED, RedactingFilter, mask
+from tests.controller.conftest import CONTROLLER_USER, Rig, RigOptions, open_rig
 from tests.listener.conftest import Collector
 
 PAT = "3f9c0e1a7b2d4c6e8f0a1b3c5d7e9f1a2b4c6d8e"
@@ -133,3 +134,17 @@ async def test_a_legacy_pat_echoed_by_the_api_server_is_redacted_everywhere(
     assert any(REDACTED in line and "Invalid value" in line for line in log_lines.lines)
     assert not [line for line in log_lines.lines if PAT in line]
     assert PAT not in metrics
+
+
+async def test_an_event_message_is_redacted_whoever_built_it(rig: Rig) -> None:
+    secret = "9d8c7b6a5f4e3d2c1b0a9d8c7b6a5f4e3d2c1b0a"
+    mask(secret)
+    runner = await rig.create_runner()
+    recorder = EventRecorder(objects=rig.manager.objects, component="gha-controller")
+    await recorder.warning(
+        runner, reason="Test", message=f"quoted {secret} and {'ghp_' + 'x' * 36}"
+    )
+    [event] = [
+        e for e in (await rig.objects.list(EVENT, rig.namespace))["items"] if e["reason"] == "Test"
+    ]
+    assert event["message"] == f"quoted {REDACTED} and {REDACTED}"
