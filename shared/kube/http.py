@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
 
@@ -228,6 +228,10 @@ def load_connection(
                 token_file=connection.token_file,
                 proxy=proxy,
             )
+    if connection.proxy:
+        # A proxy URL may carry a password (`http://user:password@proxy:3128`).
+        password = urlsplit(connection.proxy).password or ""
+        mask(password, unquote(password))
     return connection
 
 

@@ -25,6 +25,7 @@ from shared.kube.http import (
     load_connection,
 )
 from shared.kube.objects import CONFIG_MAP, Kind, Objects
+from shared.telemetry.logs import REDACTED, redact
 
 SELF_SUBJECT_REVIEW = Kind(
     "SelfSubjectReview", "selfsubjectreviews", group="authentication.k8s.io", namespaced=False
@@ -156,3 +157,21 @@ def test_a_hostile_kubeconfig_is_one_line_saying_why(
         from_kubeconfig(str(path))
     assert why in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_a_proxy_password_is_registered_for_redaction(tmp_path: Path) -> None:
+    config = {
+        "clusters": [{"name": "c", "cluster": {"server": "https://10.0.0.1:6443"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    proxy = "http://me:pr0xy%2Fpassw0rd@proxy.corp:3128"
+    connection = load_connection(
+        write(tmp_path, config), environ={"HTTPS_PROXY": proxy, "NO_PROXY": ""}
+    )
+    assert connection.proxy == proxy
+    assert (
+        redact(f"via {proxy} (pr0xy/passw0rd)")
+        == f"via http://me:{REDACTED}@proxy.corp:3128 ({REDACTED})"
+    )
