@@ -89,7 +89,9 @@ def compose(
     add (all by default; the tests run some alone) and `clients` replaces the Actions clients
     (the tests' retry timings). The Actions clients and the tracer close with the manager."""
     pool = clients or ActionsClients(
-        objects=manager.objects, credentials_ttl=settings.credentials_ttl_seconds
+        objects=manager.objects,
+        credentials_ttl=settings.credentials_ttl_seconds,
+        allow_insecure=settings.allow_insecure_github,
     )
     manager.on_shutdown(pool.aclose)
     tracing = configure_tracing(COMPONENT)

@@ -183,6 +183,10 @@ class RunnerSettings(BaseSettings):
     """How long a deleted runner waits for usable GitHub credentials (its config Secret gone,
     unusable or refused) to unregister itself before its registration finalizer is dropped and
     the runner is left registered on GitHub (reported by an Event and a metric)."""
+    allow_insecure_github: bool = False
+    """Accept a plain http:// `githubConfigUrl` off loopback (a test GitHub Enterprise Server):
+    its credentials then cross the network in clear (docs/security.md#transport). Off, such a
+    spec is refused with a condition and an Event naming the field."""
     quota_retry_seconds: float = Field(default=30.0, gt=0)
     """Retry delay when a pod is refused by a ResourceQuota (ARC: 30 s)."""
     quota_give_up_seconds: float = Field(default=600.0, gt=0)
