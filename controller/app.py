@@ -140,7 +140,7 @@ def install_reconcilers(manager: Manager) -> Deps:
         manager,
         settings,
         autoscaling=in_cluster.autoscaling(settings),
-        listener=in_cluster.listener(),
+        listener=in_cluster.listener(settings),
     )
 
 

@@ -422,7 +422,7 @@ class InClusterSettings(BaseSettings):
             excluded_label_prefixes=tuple(runner.exclude_label_propagation_prefixes),
         )
 
-    def listener(self) -> ListenerSettings:
+    def listener(self, runner: RunnerSettings) -> ListenerSettings:
         """What the AutoscalingListener reconciler is given."""
         return ListenerSettings(
             metrics_addr="" if self.listener_metrics_addr == "0" else self.listener_metrics_addr,
@@ -433,6 +433,7 @@ class InClusterSettings(BaseSettings):
             controller_namespace=self.controller_namespace,
             resources=self.listener_resources,
             trust_templates=self.trust_listener_templates,
+            allow_insecure_github=runner.allow_insecure_github,
             standby=StandbyTimings(
                 lease_duration_seconds=self.listener_standby_lease_duration_seconds,
                 renew_deadline_seconds=self.listener_standby_renew_deadline_seconds,
@@ -500,3 +501,7 @@ class ListenerSettings:
     """The listener container's requests and limits, unless its template sets its own."""
     trust_templates: bool = False
     """Make pods from any listenerTemplate (GHA_CONTROLLER_TRUST_LISTENER_TEMPLATES)."""
+    allow_insecure_github: bool = False
+    """Written into each listener's config as `allow_insecure_github`: the controller's opt-in
+    to plain http GitHub URLs off loopback (GHA_CONTROLLER_ALLOW_INSECURE_GITHUB) holds for the
+    listeners it runs too."""

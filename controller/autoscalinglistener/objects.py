@@ -256,10 +256,12 @@ def listener_config(
     metrics_addr: str,
     metrics_endpoint: str,
     standby: StandbyTimings,
+    allow_insecure_github: bool = False,
 ) -> JSONDict:
     """The listener's config, with ARC's keys in ARC's order (docs/listener.md#configuration),
-    then `scaling_policy` when the listener has one and the standby keys when it has more than
-    one pod. `credentials` holds the GitHub Secret's keys (a PAT or an App)."""
+    then `scaling_policy` when the listener has one, the standby keys when it has more than
+    one pod, and `allow_insecure_github` when the controller allows plain http GitHub URLs.
+    `credentials` holds the GitHub Secret's keys (a PAT or an App)."""
     spec = listener.get("spec") or {}
     installation = credentials.get("github_app_installation_id", "")
     config: JSONDict = {
@@ -293,6 +295,9 @@ def listener_config(
         config["standby_lease_duration_seconds"] = standby.lease_duration_seconds
         config["standby_renew_deadline_seconds"] = standby.renew_deadline_seconds
         config["standby_retry_period_seconds"] = standby.retry_period_seconds
+    # Not an ARC key: the controller's opt-in (docs/security.md#transport) reaches its listeners.
+    if allow_insecure_github:
+        config["allow_insecure_github"] = True
     return config
 
 

@@ -326,6 +326,7 @@ class AutoscalingListenerReconciler:
             metrics_addr=settings.metrics_addr,
             metrics_endpoint=settings.metrics_endpoint if settings.metrics_addr else "",
             standby=settings.standby,
+            allow_insecure_github=settings.allow_insecure_github,
         )
 
     async def _ensure(self, p: Pass, desired: JSONDict, kind: Kind) -> None:

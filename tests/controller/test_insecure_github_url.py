@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from controller.autoscalinglistener.objects import listener_config
+from controller.autoscalinglistener.reconciler import config_problem
 from controller.github.clients import REASON_INSECURE_URL, ActionsClients, GitHubConfigError
-from controller.settings import RunnerSettings
+from controller.settings import InClusterSettings, RunnerSettings
 from shared.typedefs import JSONDict
 from tests.controller.autoscaling import ALL, create_ars, get_ars
 from tests.controller.autoscalingrunnerset.test_reconciler import events_of
@@ -68,3 +70,40 @@ def test_the_opt_in_is_a_controller_setting(monkeypatch: pytest.MonkeyPatch) -> 
     assert RunnerSettings().allow_insecure_github is False
     monkeypatch.setenv("GHA_CONTROLLER_ALLOW_INSECURE_GITHUB", "true")
     assert RunnerSettings().allow_insecure_github is True
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_the_opt_in_reaches_the_listeners_config(
+    monkeypatch: pytest.MonkeyPatch, allowed: bool
+) -> None:
+    """The controller's setting is written into each listener's config, which the listener's own
+    model (checked before the Secret is written) then accepts; without it, it refuses."""
+    monkeypatch.setenv("GHA_CONTROLLER_ALLOW_INSECURE_GITHUB", str(allowed).lower())
+    settings = InClusterSettings().listener(RunnerSettings())
+    listener = {
+        "metadata": {"name": "arc-listener", "namespace": "system"},
+        "spec": {
+            "githubConfigUrl": INSECURE,
+            "autoscalingRunnerSetNamespace": "arc",
+            "ephemeralRunnerSetName": "arc-runners",
+            "maxRunners": 5,
+            "runnerScaleSetId": 1,
+        },
+    }
+    config = listener_config(
+        listener,
+        credentials={"github_token": "t"},
+        root_ca="",
+        log_level="info",
+        log_format="json",
+        metrics_addr=settings.metrics_addr,
+        metrics_endpoint=settings.metrics_endpoint,
+        standby=settings.standby,
+        allow_insecure_github=settings.allow_insecure_github,
+    )
+    problem = config_problem(config)
+    if allowed:
+        assert problem is None
+    else:
+        assert problem is not None
+        assert "LISTENER_ALLOW_INSECURE_GITHUB" in problem

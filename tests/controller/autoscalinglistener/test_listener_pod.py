@@ -14,6 +14,7 @@ from controller.settings import (
     ConfigError,
     ControllerSettings,
     InClusterSettings,
+    RunnerSettings,
     in_cluster_settings_from_environment,
 )
 from sandbox.kube.testing import PROJECT_ROOT
@@ -31,7 +32,7 @@ def build(template: JSONDict | None = None, **settings: object) -> JSONDict:
     return listener_pod(
         listener(template),
         config_digest="d",
-        metrics_addr=InClusterSettings().listener().metrics_addr,
+        metrics_addr=InClusterSettings().listener(RunnerSettings()).metrics_addr,
         **settings,  # type: ignore[arg-type]
     )
 
@@ -192,10 +193,10 @@ def test_what_a_template_may_not_set(template: JSONDict, refused: list[str]) -> 
 
 
 def test_the_operators_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert InClusterSettings().listener().trust_templates is False
+    assert InClusterSettings().listener(RunnerSettings()).trust_templates is False
     monkeypatch.setenv("GHA_CONTROLLER_TRUST_LISTENER_TEMPLATES", "true")
     monkeypatch.setenv("GHA_CONTROLLER_LISTENER_RESOURCES", '{"requests": {"cpu": "25m"}}')
-    settings = in_cluster_settings_from_environment().listener()
+    settings = in_cluster_settings_from_environment().listener(RunnerSettings())
     assert settings.trust_templates is True
     assert settings.resources == {"requests": {"cpu": "25m"}}
 
