@@ -167,3 +167,11 @@ def test_image_wheel_has_no_gha_sandbox_entry_point(image_wheel: zipfile.ZipFile
         for value in entry_points[section].values()
         if value.split(".")[0].split(":")[0] == "sandbox"
     ]
+
+
+def test_dockerignore_sends_every_file_the_builder_copies() -> None:
+    """Before: the locks were missing from .dockerignore's exceptions, so `COPY` found nothing."""
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    admitted = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
+    assert "*" in lines
+    assert {source.rstrip("/") for source in _builder_sources()} <= admitted
