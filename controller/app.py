@@ -42,6 +42,7 @@ from controller.settings import (
     runner_settings_from_environment,
 )
 from shared.kube.client import load_configuration, new_api_client, user_agent
+from shared.metricsauth import MetricsAuth
 from shared.telemetry.logs import configure_logging, redact
 from shared.telemetry.tracing import configure_tracing
 
@@ -175,16 +176,17 @@ async def run(settings: ControllerSettings, *, install: Install = install_reconc
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, manager.stop)
         servers = []
+        metrics = metrics_routes(manager, auth=MetricsAuth(api) if settings.metrics_auth else None)
         try:
             if settings.metrics_port == settings.health_port:
-                routes = health_routes(manager) + metrics_routes(manager)
+                routes = health_routes(manager) + metrics
                 servers.append(
                     await serve(routes, host=settings.bind_address, port=settings.health_port)
                 )
             else:
                 for routes, port in (
                     (health_routes(manager), settings.health_port),
-                    (metrics_routes(manager), settings.metrics_port),
+                    (metrics, settings.metrics_port),
                 ):
                     servers.append(await serve(routes, host=settings.bind_address, port=port))
             log.info(

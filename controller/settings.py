@@ -87,6 +87,10 @@ class ControllerSettings(BaseModel):
     network."""
     health_port: int = Field(8081, ge=1, le=65535)
     """Port of /healthz and /readyz; equal to the metrics port, one server answers all three."""
+    metrics_auth: bool = False
+    """Serve /metrics only to a bearer token whose user RBAC lets `get` it, asked of the API
+    server (TokenReview, SubjectAccessReview) as controller-runtime does; the probes stay open
+    (docs/security.md#metrics)."""
     log_format: Literal["text", "json"] = "text"
     """text, or json with one object per line."""
     log_level: Literal["debug", "info", "warn", "warning", "error"] = "info"
@@ -235,7 +239,7 @@ def _parser() -> _Parser:
     for name, field in ControllerSettings.model_fields.items():
         flag = "--" + name.replace("_", "-")
         help_text = _help(name, field)
-        if name == "leader_elect":
+        if field.annotation is bool:
             p.add_argument(
                 flag, action=argparse.BooleanOptionalAction, default=None, help=help_text
             )

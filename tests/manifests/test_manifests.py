@@ -305,7 +305,17 @@ def test_readme_table_matches_the_controller_rbac(install: list[dict[str, Any]])
         "runner namespace": _rules(_one(install, "ClusterRole", "gha-controller-runner-namespace")),
         "controller namespace": _rules(_one(install, "Role", "gha-controller"))
         | _rules(_one(install, "Role", "gha-controller-leader-election")),
+        "cluster, with `--metrics-auth`": _rules(
+            _one(
+                list(yaml.safe_load_all(METRICS_AUTH_RBAC.read_text())), "ClusterRole", METRICS_AUTH
+            )
+        ),
     }
+
+
+METRICS_AUTH = "gha-controller-metrics-auth"
+"""The ClusterRole of the component manifests/metrics-auth/ (docs/security.md#metrics)."""
+METRICS_AUTH_RBAC = ROOT / "manifests" / "metrics-auth" / "rbac.yaml"
 
 
 def test_controller_holds_every_permission_it_grants_a_listener(
