@@ -7,6 +7,7 @@ defaults, then validate. Field errors carry the JSON path the real server report
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -50,6 +51,31 @@ def _type_of(value: Any) -> str:
     if isinstance(value, dict):
         return "object"
     return "null"
+
+
+@functools.lru_cache(maxsize=256)
+def _go_regexp(pattern: str) -> re.Pattern[str]:
+    """A schema `pattern` with Go's (RE2's) anchors: `$` and `\\z` end the text. Python's `$`
+    also matches before a final newline, which would pass `"name\\n"` where the real server
+    refuses it."""
+    out: list[str] = []
+    escaped = in_class = False
+    for char in pattern:
+        if escaped:
+            out.append("Z" if char == "z" and not in_class else char)
+            escaped = False
+        elif char == "\\":
+            out.append(char)
+            escaped = True
+        elif char == "[":
+            in_class = True
+            out.append(char)
+        elif char == "]":
+            in_class = False
+            out.append(char)
+        else:
+            out.append("\\Z" if char == "$" and not in_class else char)
+    return re.compile("".join(out))
 
 
 def _join(path: str, key: str) -> str:
@@ -197,7 +223,7 @@ def _validate(
                     detail=f"may not be more than {schema['maxLength']} bytes",
                 )
             )
-        if "pattern" in schema and not re.search(schema["pattern"], value):
+        if "pattern" in schema and not _go_regexp(schema["pattern"]).search(value):
             causes.append(
                 Cause(
                     "FieldValueInvalid",
