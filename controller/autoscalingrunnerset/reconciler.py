@@ -45,7 +45,7 @@ from controller.autoscalingrunnerset.objects import (
 )
 from controller.autoscalingrunnerset.predicates import ERS_COUNTS, ERS_TO_ARS
 from controller.deps import Deps
-from controller.github.clients import ActionsClients, GitHubConfigError
+from controller.github.clients import REASON_INVALID_NAME, ActionsClients, GitHubConfigError
 from controller.github.scalesets import ScaleSet, ScaleSets
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
 from controller.runtime import (
@@ -82,6 +82,10 @@ from shared.api.names import (
     FINALIZER_AUTOSCALING_RUNNER_SET,
     FINALIZER_CLEANUP_PROTECTION,
 )
+from shared.api.references import (
+    autoscaling_runner_set_name_problems,
+    cleanup_annotation_problems,
+)
 from shared.kube.errors import Forbidden, KubeError, NotFound
 from shared.kube.objects import Kind, Objects
 from shared.kube.views import annotation_int, created_at, is_deleting, metadata_of, status_of
@@ -94,6 +98,7 @@ CONDITION_SCALE_SET = "ScaleSetRegistered"
 CONDITION_RUNNERS = "RunnersUpToDate"
 CONDITION_POLICY = "ScalingPolicyValid"
 CONDITION_LISTENER = "SingleListener"
+CONDITION_NAMES = "NamesValid"
 WAIT = 1.0
 """Seconds between looks at a child being deleted (its delete event usually comes first)."""
 VAULT = (
@@ -152,6 +157,9 @@ class AutoscalingRunnerSetReconciler:
         if await add_finalizers(ars, self._objects, [FINALIZER_AUTOSCALING_RUNNER_SET]):
             p.log.info("finalizer added")
             return Result()
+        if await self._names_refused(p):
+            # Nothing is read or made by a name that is not one; what the set has keeps running.
+            return Result()
 
         # The scale set is looked up on GitHub only when a listener is about to be made: a
         # listener whose scale set was deleted there fails, and its re-creation comes here.
@@ -197,6 +205,27 @@ class AutoscalingRunnerSetReconciler:
         await self._ensure_listener(p, scale_set_id, metadata_of(runner_set)["name"])
         await self._write_status(p, owned, phase=PHASE_RUNNING)
         return Result()
+
+    # --- names -------------------------------------------------------------------------------
+
+    async def _names_refused(self, p: Pass) -> bool:
+        """Whether a name the set gives (its GitHub config Secret, proxy credential Secrets, CA
+        ConfigMap, `cleanup-*` annotations) is not a Kubernetes name: condition
+        `NamesValid=False` and a Warning Event name each field, and no request is made by any
+        of them (docs/security.md#names-from-tenants). Fixed names turn the condition True."""
+        ars = p.lazy
+        problems = autoscaling_runner_set_name_problems(ars.object)
+        if problems:
+            message = "; ".join(problems)
+            if self._condition(ars, CONDITION_NAMES, "False", REASON_INVALID_NAME, message):
+                p.log.warning("refused: %s", message)
+                await self._events.warning(ars.object, reason=REASON_INVALID_NAME, message=message)
+                await ars.write(self._objects)
+            return True
+        conditions = status_of(ars.object).get("conditions") or []
+        if any(condition.get("type") == CONDITION_NAMES for condition in conditions):
+            self._condition(ars, CONDITION_NAMES, "True", "Valid", "")
+        return False
 
     # --- scale set on GitHub -------------------------------------------------------------------
 
@@ -588,9 +617,17 @@ class AutoscalingRunnerSetReconciler:
                     await p.delete(EPHEMERAL_RUNNER_SET, Request.of(runner_set))
             return Result(requeue_after=WAIT)
         await self._delete_scale_set(ars)
+        refused = cleanup_annotation_problems(meta.get("annotations"))
+        if refused:
+            # ARC's Helm objects are named by these; one that is not a name is left alone, and
+            # the set still goes.
+            await self._events.warning(
+                obj, reason=REASON_INVALID_NAME, message="; ".join(refused) + ": left alone"
+            )
         for annotation, kind in CLEANUP_TARGETS:
             name = (meta.get("annotations") or {}).get(annotation)
-            if name:
+            if name and not cleanup_annotation_problems({annotation: name}):
+                # Always the set's own namespace (ARC's rule).
                 await self._strip_cleanup_protection(kind, meta["namespace"], name)
         await remove_finalizers(ars, self._objects, [FINALIZER_AUTOSCALING_RUNNER_SET])
         p.log.info("finalizer removed")

@@ -35,6 +35,7 @@ from shared.api.names import (
     SECRET_GITHUB_APP_PRIVATE_KEY,
     SECRET_GITHUB_TOKEN,
 )
+from shared.api.references import runner_spec_name_problems
 from shared.kube.errors import Forbidden, NotFound
 from shared.kube.objects import SECRET, Objects
 from shared.kube.views import secret_value
@@ -44,6 +45,7 @@ REASON_CONFIG_SECRET_NOT_FOUND = "GitHubConfigSecretNotFound"
 REASON_CONFIG_UNREADABLE = "GitHubConfigUnreadable"
 REASON_INVALID_CREDENTIALS = "InvalidGitHubCredentials"
 REASON_NETWORK_CONFIG_INVALID = "GitHubNetworkConfigInvalid"
+REASON_INVALID_NAME = "InvalidName"
 
 
 class GitHubConfigError(Exception):
@@ -160,6 +162,9 @@ class ActionsClients:
         self._lock = asyncio.Lock()
 
     async def for_spec(self, namespace: str, spec: JSONDict) -> ActionsClient:
+        # Before any read: a name that is not one would address another namespace's Secret.
+        if problems := runner_spec_name_problems(spec):
+            raise GitHubConfigError(REASON_INVALID_NAME, "; ".join(problems))
         key = _key(namespace, spec)
         async with self._lock:
             entry = self._entries.get(key)
