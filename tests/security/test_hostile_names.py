@@ -22,7 +22,7 @@ import yaml
 
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.kube.testing import PROJECT_ROOT
-from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET
+from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER
 from shared.api.names import (
     ANNOTATION_CLEANUP_GITHUB_SECRET_NAME,
     ANNOTATION_CLEANUP_MANAGER_ROLE_BINDING,
@@ -188,6 +188,21 @@ def hostile_sets(attacker_url: str) -> dict[str, tuple[JSONDict, str]]:
     return sets
 
 
+def stray_runner(attacker_url: str) -> JSONDict:
+    """An EphemeralRunner the tenant writes directly, naming team-b's Secret."""
+    return {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "EphemeralRunner",
+        "metadata": {"name": "stray", "namespace": TEAM_A},
+        "spec": {
+            "githubConfigUrl": attacker_url,
+            "githubConfigSecret": TEAM_B_SECRET,
+            "runnerScaleSetId": 1,
+            "spec": {"containers": [{"name": "runner", "image": "runner:latest"}]},
+        },
+    }
+
+
 async def condition_of(cluster: Cluster, name: str) -> JSONDict | None:
     ars = await cluster.get(AUTOSCALING_RUNNER_SET, TEAM_A, name)
     conditions = ((ars or {}).get("status") or {}).get("conditions") or []
@@ -218,7 +233,11 @@ async def test_the_shipped_crds_refuse_a_tenants_bad_name_at_kubectl_apply(
     cluster: Cluster, attacker: ActionsEmulator
 ) -> None:
     await install_two_tenants(cluster)
-    for body, field in hostile_sets(attacker.config_url("evil")).values():
+    refused = [
+        *hostile_sets(attacker.config_url("evil")).values(),
+        (stray_runner(attacker.config_url("evil")), "spec.githubConfigSecret"),
+    ]
+    for body, field in refused:
         if field.startswith("metadata."):
             continue  # annotations have no schema: the controller's check is all there is
         err = await kubectl_fails(
@@ -237,7 +256,8 @@ async def test_a_tenant_cannot_send_another_tenants_credentials_to_its_host(
     sets = hostile_sets(attacker.config_url("evil"))
     # The control: a set of team-a's own, with valid names, runs.
     control = runner_set("own", cluster.gh.config_url("team-a-org"))
-    for body in [control, *(body for body, _ in sets.values())]:
+    stray = stray_runner(attacker.config_url("evil"))
+    for body in [control, *(body for body, _ in sets.values()), stray]:
         await cluster.kubectl("apply", f"--as={TENANT}", "-f", "-", stdin=yaml.safe_dump(body))
 
     async def control_runs() -> bool:
@@ -257,6 +277,15 @@ async def test_a_tenant_cannot_send_another_tenants_credentials_to_its_host(
         [warning] = await warnings_for(cluster, name)
         assert field in warning["message"]
 
+    async def stray_failed() -> JSONDict | None:
+        runner = await cluster.get(EPHEMERAL_RUNNER, TEAM_A, "stray")
+        status = (runner or {}).get("status") or {}
+        return status if status.get("phase") == "Failed" else None
+
+    status = await cluster.until(stray_failed, what="the stray runner failed")
+    assert status["reason"] == "InvalidName"
+    assert status["message"].startswith("spec.githubConfigSecret: Invalid value: ")
+
     # The tenant deletes the set whose cleanup annotations name team-b's objects.
     await cluster.kubectl(
         "delete", f"--as={TENANT}", "-n", TEAM_A, "autoscalingrunnerset", "cleanup"
@@ -273,3 +302,23 @@ async def test_a_tenant_cannot_send_another_tenants_credentials_to_its_host(
     assert team_b_reads(cluster) == []
     assert attacker.state.requests == []
     assert cluster.kube.requests.count(user=CONTROLLER_USER, namespace=TEAM_A) > 0
+
+    # Fixed, the name is used, in team-a, and the condition says so.
+    await cluster.kubectl(
+        "patch",
+        f"--as={TENANT}",
+        "-n",
+        TEAM_A,
+        "autoscalingrunnerset",
+        "secret-traversal",
+        "--type=merge",
+        "-p",
+        '{"spec": {"githubConfigSecret": "github-config"}}',
+    )
+
+    async def valid() -> JSONDict | None:
+        condition = await condition_of(cluster, "secret-traversal")
+        return condition if condition and condition["status"] == "True" else None
+
+    await cluster.until(valid, what="the fixed set's names valid")
+    assert team_b_reads(cluster) == []
