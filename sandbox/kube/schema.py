@@ -132,11 +132,38 @@ def _prune(schema: Obj, value: Any, *, path: str, dropped: list[str], root: bool
     return value
 
 
-def validate(schema: Obj, obj: Any) -> list[Cause]:
-    """Field errors of `obj` against an openAPIV3Schema, in the real server's words."""
+def validate(schema: Obj, obj: Any, *, old: Any = None) -> list[Cause]:
+    """Field errors of `obj` against an openAPIV3Schema, in the real server's words.
+
+    On an update (`old` given), an error of a value the update did not change is dropped, as the
+    real server's validation ratcheting does (CRDValidationRatcheting, on by default since
+    1.30): a CRD that gained a constraint still lets objects made before it be written, their
+    status included, as long as the write leaves the offending value as it was. Values inside
+    a list are not correlated (the real server correlates only `listType: map` items).
+    """
     causes: list[Cause] = []
     _validate(schema, obj, path="", causes=causes, root=True)
-    return causes
+    if old is None:
+        return causes
+    return [cause for cause in causes if not _unchanged(cause.field, obj, old)]
+
+
+_MISSING = object()
+
+
+def _at_path(obj: Any, path: str) -> Any:
+    for key in path.split("."):
+        if not isinstance(obj, dict) or key not in obj:
+            return _MISSING
+        obj = obj[key]
+    return obj
+
+
+def _unchanged(path: str, new: Any, old: Any) -> bool:
+    if not path or "[" in path:
+        return False
+    before = _at_path(old, path)
+    return before is not _MISSING and before == _at_path(new, path)
 
 
 def _validate(
