@@ -145,7 +145,8 @@ class AutoscalingRunnerSetReconciler:
             objects=objects,
             logger=log,
         )
-        self._conditions: dict[tuple[str, str], tuple[str, str, str]] = {}
+        # By set uid and condition type, the condition this process last wrote.
+        self._conditions: dict[str, dict[str, JSONDict]] = {}
 
     async def reconcile(self, request: Request) -> Result:
         p = self._passes.begin(request)
@@ -575,19 +576,16 @@ class AutoscalingRunnerSetReconciler:
         """Set a condition in the pending edit, written with the pass's next write; whether it
         changed (a Warning Event goes with a change only, not with every retry). What this
         process last set counts too: the cache may not show its write yet."""
-        uid = str(metadata_of(ars.object).get("uid"))
+        mine = self._conditions.setdefault(str(metadata_of(ars.object).get("uid")), {})
         wanted = (status, reason, message)
-        if self._conditions.get((uid, kind)) == wanted:
+        cached = list(status_of(ars.object).get("conditions") or [])
+        have = mine.get(kind) or next((c for c in cached if c.get("type") == kind), None)
+        if have is not None and (have.get("status"), have.get("reason"), have.get("message")) == (
+            wanted
+        ):
+            mine[kind] = have
             return False
-        self._conditions[(uid, kind)] = wanted
-        conditions = list(status_of(ars.object).get("conditions") or [])
-        for condition in conditions:
-            if condition.get("type") == kind:
-                have = (condition.get("status"), condition.get("reason"), condition.get("message"))
-                if have == wanted:
-                    return False
-                break
-        entry = {
+        mine[kind] = {
             "type": kind,
             "status": status,
             "reason": reason,
@@ -595,8 +593,12 @@ class AutoscalingRunnerSetReconciler:
             "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "observedGeneration": int(metadata_of(ars.object).get("generation") or 0),
         }
-        kept = [c for c in conditions if c.get("type") != kind]
-        ars.mutate().setdefault("status", {})["conditions"] = [*kept, entry]
+        # The whole list is written: each condition as this process last wrote it, not as a
+        # cache that has not shown that write yet has it.
+        types = [c.get("type") for c in cached]
+        conditions = [mine.get(str(c.get("type")), c) for c in cached]
+        conditions += [entry for type_, entry in mine.items() if type_ not in types]
+        ars.mutate().setdefault("status", {})["conditions"] = conditions
         return True
 
     # --- deletion ------------------------------------------------------------------------------
@@ -631,7 +633,7 @@ class AutoscalingRunnerSetReconciler:
                 await self._strip_cleanup_protection(kind, meta["namespace"], name)
         await remove_finalizers(ars, self._objects, [FINALIZER_AUTOSCALING_RUNNER_SET])
         p.log.info("finalizer removed")
-        self._conditions = {key: v for key, v in self._conditions.items() if key[0] != p.uid}
+        self._conditions.pop(p.uid, None)
         return Result()
 
     async def _delete_scale_set(self, ars: LazyObject) -> None:

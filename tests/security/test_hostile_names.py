@@ -203,6 +203,20 @@ def stray_runner(attacker_url: str) -> JSONDict:
     }
 
 
+def stray_runner_set(attacker_url: str) -> JSONDict:
+    """An EphemeralRunnerSet the tenant writes directly, whose proxy credentials are
+    team-b's Secret: the set would read it to make its runners' proxy Secret."""
+    proxy = {"https": {"url": "http://proxy.invalid:3128", "credentialSecretRef": TEAM_B_SECRET}}
+    runner = stray_runner(attacker_url)["spec"]
+    runner.update(githubConfigSecret="github-config", proxy=proxy)
+    return {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "EphemeralRunnerSet",
+        "metadata": {"name": "stray-set", "namespace": TEAM_A},
+        "spec": {"replicas": 1, "patchID": 0, "ephemeralRunnerSpec": runner},
+    }
+
+
 async def condition_of(cluster: Cluster, name: str) -> JSONDict | None:
     ars = await cluster.get(AUTOSCALING_RUNNER_SET, TEAM_A, name)
     conditions = ((ars or {}).get("status") or {}).get("conditions") or []
@@ -236,6 +250,10 @@ async def test_the_shipped_crds_refuse_a_tenants_bad_name_at_kubectl_apply(
     refused = [
         *hostile_sets(attacker.config_url("evil")).values(),
         (stray_runner(attacker.config_url("evil")), "spec.githubConfigSecret"),
+        (
+            stray_runner_set(attacker.config_url("evil")),
+            "spec.ephemeralRunnerSpec.proxy.https.credentialSecretRef",
+        ),
     ]
     for body, field in refused:
         if field.startswith("metadata."):
@@ -256,8 +274,11 @@ async def test_a_tenant_cannot_send_another_tenants_credentials_to_its_host(
     sets = hostile_sets(attacker.config_url("evil"))
     # The control: a set of team-a's own, with valid names, runs.
     control = runner_set("own", cluster.gh.config_url("team-a-org"))
-    stray = stray_runner(attacker.config_url("evil"))
-    for body in [control, *(body for body, _ in sets.values()), stray]:
+    strays = [
+        stray_runner(attacker.config_url("evil")),
+        stray_runner_set(attacker.config_url("evil")),
+    ]
+    for body in [control, *(body for body, _ in sets.values()), *strays]:
         await cluster.kubectl("apply", f"--as={TENANT}", "-f", "-", stdin=yaml.safe_dump(body))
 
     async def control_runs() -> bool:
@@ -301,6 +322,9 @@ async def test_a_tenant_cannot_send_another_tenants_credentials_to_its_host(
 
     assert team_b_reads(cluster) == []
     assert attacker.state.requests == []
+    # The stray set made no runner: its proxy Secret could not be read by that name.
+    runners = (await cluster.objects.list(EPHEMERAL_RUNNER, TEAM_A))["items"]
+    assert [r["metadata"]["name"] for r in runners] == ["stray"]
     assert cluster.kube.requests.count(user=CONTROLLER_USER, namespace=TEAM_A) > 0
 
     # Fixed, the name is used, in team-a, and the condition says so.
