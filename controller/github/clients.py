@@ -36,6 +36,7 @@ from shared.api.names import (
     SECRET_GITHUB_APP_PRIVATE_KEY,
     SECRET_GITHUB_TOKEN,
 )
+from shared.api.references import runner_spec_name_problems
 from shared.kube.errors import Forbidden, NotFound
 from shared.kube.objects import SECRET, Objects
 from shared.kube.views import secret_value
@@ -48,6 +49,7 @@ REASON_INVALID_CREDENTIALS = "InvalidGitHubCredentials"
 REASON_NETWORK_CONFIG_INVALID = "GitHubNetworkConfigInvalid"
 REASON_INSECURE_URL = "InsecureGitHubConfigUrl"
 ALLOW_INSECURE_SETTING = "GHA_CONTROLLER_ALLOW_INSECURE_GITHUB"
+REASON_INVALID_NAME = "InvalidName"
 
 
 class GitHubConfigError(Exception):
@@ -174,7 +176,11 @@ class ActionsClients:
 
     async def for_spec(self, namespace: str, spec: JSONDict) -> ActionsClient:
         """The client of this spec's GitHub configuration; GitHubConfigError, before any
-        Secret is read, when its `githubConfigUrl` is plain http and that is not allowed."""
+        Secret is read, when its `githubConfigUrl` is plain http and that is not allowed, or
+        when a name it gives is not one."""
+        # Before any read: a name that is not one would address another namespace's Secret.
+        if problems := runner_spec_name_problems(spec):
+            raise GitHubConfigError(REASON_INVALID_NAME, "; ".join(problems))
         key = _key(namespace, spec)
         refusal = insecure_url_refusal(
             key.url,

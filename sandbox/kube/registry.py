@@ -586,7 +586,7 @@ class Registry:
             new, status_subresource=rt.status
         ) != _strip_for_generation(cur, status_subresource=rt.status):
             meta["generation"] = int(cur_meta.get("generation") or 0) + 1
-        self._validate(rt, new)
+        self._validate(rt, new, old=cur)
         if not subresource:
             self._admit(rt, new, cur)
         if _strip_for_noop(new) == _strip_for_noop(cur):
@@ -635,7 +635,7 @@ class Registry:
         else:
             builtins.prepare_update(rt, new=new, cur=cur)
 
-    def _validate(self, rt: ResourceType, obj: Obj) -> None:
+    def _validate(self, rt: ResourceType, obj: Obj, *, old: Obj | None = None) -> None:
         causes: list[Cause] = []
         meta = obj["metadata"]
         for i, ref in enumerate(meta.get("ownerReferences") or []):
@@ -668,7 +668,7 @@ class Registry:
             self._field_validation(rt, dropped)
             obj.clear()
             obj.update(pruned)
-            causes.extend(schemas.validate(rt.schema, obj))
+            causes.extend(schemas.validate(rt.schema, obj, old=old))
         if causes:
             raise invalid(rt.kind, group=rt.group, name=meta.get("name", ""), causes=causes)
 

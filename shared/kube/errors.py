@@ -85,6 +85,12 @@ class NamespaceTerminating(Forbidden):
     deletion follows."""
 
 
+class InvalidName(KubeError):
+    """A namespace or name that is not one for its kind (docs/security.md#names-from-tenants):
+    refused before any request, as client-go refuses it, so that no name becomes another path.
+    """
+
+
 class Unauthorized(KubeError):
     """401: the credentials were not accepted."""
 

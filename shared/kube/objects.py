@@ -20,12 +20,14 @@ import aiohttp
 from shared.kube.errors import (
     MAX_STATUS_BYTES,
     BadResponse,
+    InvalidName,
     KubeError,
     Timeout,
     from_status,
     kube_errors,
 )
 from shared.kube.http import DEFAULT_TIMEOUT_SECONDS, MERGE_PATCH
+from shared.kube.names import NameRule, name_problems, shown
 from shared.typedefs import JSONDict
 from shared.wire import DecodeError, TooLarge, decode_json, read_capped
 
@@ -34,33 +36,52 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Kind:
-    """What a request path needs to know about a kind. `group` is "" for the core group."""
+    """What a request path needs to know about a kind. `group` is "" for the core group;
+    `names` is the API server's rule for the kind's object names."""
 
     kind: str
     plural: str
     group: str = ""
     version: str = "v1"
     namespaced: bool = True
+    names: NameRule = NameRule.SUBDOMAIN
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        """The collection path (all namespaces when `namespace` is None), or the object path."""
+        """The collection path (all namespaces when `namespace` is None), or the object path.
+
+        A namespace that is not a DNS-1123 label, or a name not valid for the kind, is
+        `InvalidName`: no name may become another path (`..`, `/`, `%2F`) and address an object
+        in another namespace (docs/security.md#names-from-tenants).
+        """
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace is not None:
+            _check(f"{self.kind} namespace", namespace, NameRule.LABEL)
             base += f"/namespaces/{namespace}"
+        if name is not None:
+            _check(f"{self.kind} name", name, self.names)
         base += f"/{self.plural}"
         return f"{base}/{name}" if name is not None else base
+
+
+def _check(what: str, value: object, rule: NameRule) -> None:
+    problems = name_problems(value, rule)
+    if problems:
+        raise InvalidName(f"{what} {shown(value)} refused: {'; '.join(problems)}")
 
 
 POD = Kind("Pod", "pods")
 CONFIG_MAP = Kind("ConfigMap", "configmaps")
 SECRET = Kind("Secret", "secrets")
 SERVICE_ACCOUNT = Kind("ServiceAccount", "serviceaccounts")
-ROLE = Kind("Role", "roles", group="rbac.authorization.k8s.io")
-ROLE_BINDING = Kind("RoleBinding", "rolebindings", group="rbac.authorization.k8s.io")
+# RBAC objects may have any name that is a path segment (`system:controller:...`).
+ROLE = Kind("Role", "roles", group="rbac.authorization.k8s.io", names=NameRule.PATH_SEGMENT)
+ROLE_BINDING = Kind(
+    "RoleBinding", "rolebindings", group="rbac.authorization.k8s.io", names=NameRule.PATH_SEGMENT
+)
 LEASE = Kind("Lease", "leases", group="coordination.k8s.io")
 EVENT = Kind("Event", "events")
 
