@@ -14,7 +14,9 @@ resourceVersion with bookmarks; a stream that ends normally is resumed from the 
 resourceVersion seen; a 410 means the history is gone, so re-list and emit the difference as
 events; a stream silent for longer than the inactivity timeout is abandoned and resumed; a
 refusal that says when to come back (a 429 with `Retry-After`, as while the API server's watch
-cache initialises after a restart) waits that long; other errors back off and retry.
+cache initialises after a restart) waits that long; other errors back off and retry. The backoff
+starts over once the server answers again (a list, or a watch that was established), so an
+outage of any length costs one reconnect after it ends (docs/controller-runtime.md#informers).
 """
 
 from __future__ import annotations
@@ -331,10 +333,16 @@ class Informer:
     async def _reflect(self, namespace: str | None) -> None:
         resource_version: str | None = None
         failures = 0
+        loop = asyncio.get_running_loop()
         while True:
+            opened = loop.time()
             try:
                 if resource_version is None:
                     resource_version = await self._list(namespace)
+                    # The server answers again: whatever failed before is over, so the next
+                    # failure waits retry_base, not what an outage had grown the delay to.
+                    failures = 0
+                    opened = loop.time()
                 resource_version = await self._watch(namespace, resource_version)
                 failures = 0
             except Gone:
@@ -347,6 +355,13 @@ class Informer:
                     # a healthy stream cut after minutes is not one more failure in a row (else
                     # a few cuts make every reconnect wait retry_max with a stale cache).
                     resource_version, failures = seen, 0
+                elif loop.time() - opened >= self.settings.inactivity_timeout:
+                    # Open that long, the watch was established (a server down refuses at
+                    # once, an unreachable one within connect_timeout): a quiet stream ended
+                    # by the inactivity watchdog, as after a restart when the server sends no
+                    # bookmark, is not a failure in a row either. Each such attempt takes the
+                    # inactivity timeout, so retrying at once cannot hammer the server.
+                    failures = 0
                 delay = min(self.settings.retry_base * 2**failures, self.settings.retry_max)
                 if isinstance(exc, KubeError) and exc.retry_after:
                     # The server said when to come back (a 429 while its watch cache
