@@ -36,12 +36,14 @@ class FaultRule:
     latency: float = 0.0
     id: int = 0
     message: str = ""
+    spared: tuple[str, ...] = ()
 
     def matches(self, verb: str, *, resource: str, subresource: str) -> bool:
         return (
             self.verb in ("*", "", verb)
             and self.resource in ("*", "", resource)
             and self.subresource in ("*", subresource)
+            and resource not in self.spared
         )
 
     def to_dict(self) -> Obj:
@@ -81,13 +83,24 @@ class Faults:
         count: int | None = None,
         latency: float = 0.0,
         message: str = "",
+        spared: tuple[str, ...] = (),
     ) -> FaultRule:
         """Add a rule: `status` (0 for none) with probability `rate`, at most `count` times,
         and `latency` seconds before answering. `message` replaces the Status message, for
-        errors a client tells apart by it (a pod refused with `exceeded quota: ...`)."""
+        errors a client tells apart by it (a pod refused with `exceeded quota: ...`); the
+        resources (plural) in `spared` never match."""
         self._next_id += 1
         rule = FaultRule(
-            verb, resource, subresource, status, rate, count, latency, self._next_id, message
+            verb,
+            resource,
+            subresource,
+            status,
+            rate,
+            count,
+            latency,
+            self._next_id,
+            message,
+            tuple(spared),
         )
         self.rules.append(rule)
         return rule
