@@ -387,9 +387,10 @@ class Chaos:
 
     async def _control_plane_outage(self) -> bool:
         """The API server is down for longer than the controller's informer retry maximum
-        (every request but the leader lease's 503, open watches ended), comes back with its watch caches initialising
-        (429s), then leaves quiet watches without a bookmark for longer than the controller's
-        inactivity timeout, as a real one did. Times the first runner created afterwards."""
+        (every request but the leader lease's 503, open watches ended), comes back with its
+        watch caches initialising (429s), then leaves quiet watches without a bookmark for
+        longer than the controller's inactivity timeout, as a real one did. Times the first
+        runner created afterwards."""
         faults = self.system.kube.faults
         # Leases are spared: a controller whose lease lapses exits and is started again, which
         # the `processes` mix covers; here the informers of a controller that stays up are.
