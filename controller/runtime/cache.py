@@ -29,6 +29,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from controller.runtime.echoes import from_list
 from controller.runtime.reconcile import Request
 from shared.clock import Clock, MonotonicClock
 from shared.kube.errors import Gone, KubeError
@@ -332,15 +333,19 @@ class Informer:
                 break
         self.lists += 1
         seen = set()
-        for item in items:
-            seen.add(Request.of(item))
-            self._upsert(item, scope)
-        for key in self.store.keys_in(scope.namespace):
-            if key in seen or (self._held is not None and scope not in self._held.get(key, ())):
-                continue
-            gone = self.store.get(key.namespace, key.name)
-            if gone is not None:
-                self._delete(gone, scope)
+        listing = from_list.set(True)
+        try:
+            for item in items:
+                seen.add(Request.of(item))
+                self._upsert(item, scope)
+            for key in self.store.keys_in(scope.namespace):
+                if key in seen or (self._held is not None and scope not in self._held.get(key, ())):
+                    continue
+                gone = self.store.get(key.namespace, key.name)
+                if gone is not None:
+                    self._delete(gone, scope)
+        finally:
+            from_list.reset(listing)
         self._listed.add(scope)
         if len(self._listed) == len(self.scopes):
             self.synced.set()
