@@ -41,7 +41,9 @@ from controller.settings import (
     parse_settings,
     runner_settings_from_environment,
 )
+from shared.api.names import LABEL_EPHEMERAL_RUNNER, LABEL_RUNNER_POD
 from shared.kube.client import load_configuration, new_api_client, user_agent
+from shared.kube.objects import POD
 from shared.metricsauth import MetricsAuth
 from shared.telemetry.logs import configure_logging, redact
 from shared.telemetry.tracing import configure_tracing
@@ -111,6 +113,7 @@ def compose(
         listener=listener,
         tracer=manager.tracer,
     )
+    select_pods(manager, listener)
     setups = RUNNER_RECONCILERS
     if autoscaling is not None or listener is not None:
         setups = RUNNER_RECONCILERS | IN_CLUSTER_RECONCILERS
@@ -118,6 +121,24 @@ def compose(
         if only is None or name in only:
             setup(manager, deps)
     return deps
+
+
+MANAGED_POD_SELECTORS = (LABEL_EPHEMERAL_RUNNER, LABEL_RUNNER_POD)
+"""Label selectors of the pods the reconcilers read outside the listeners' namespace: runner
+pods (this controller's and ARC's carry `actions-ephemeral-runner`) and the workflow pods a
+runner's container hooks make (`runner-pod=<runner>`)."""
+
+
+def select_pods(manager: Manager, listener: ListenerSettings | None) -> None:
+    """Cache only the pods the reconcilers manage: those `MANAGED_POD_SELECTORS` select, and
+    every pod of the listeners' namespace, where the listener pods carry no label the user
+    cannot leave out (`--exclude-label-propagation-prefix` drops the scale set's). Listeners
+    reconciled in every namespace have pods anywhere: then every pod is cached
+    (docs/controller-runtime.md#what-the-cache-keeps)."""
+    if listener is not None and not listener.controller_namespace:
+        return
+    whole = (listener.controller_namespace,) if listener is not None else ()
+    manager.select(POD, MANAGED_POD_SELECTORS, whole=whole)
 
 
 def install_reconcilers(manager: Manager) -> Deps:

@@ -105,6 +105,9 @@ class ControllerSettings(BaseModel):
     """timeoutSeconds of each watch request; the watch resumes after it."""
     watch_inactivity_timeout: float = Field(70.0, gt=0)
     """A watch silent this long (no event, no bookmark) is abandoned and resumed."""
+    watch_retry_max: float = Field(30.0, ge=0.2)
+    """Longest delay before an informer tries a failed list or watch again (from 0.2 s,
+    doubling per failure in a row; it starts over once the server answers)."""
     backoff_base: float = Field(0.005, gt=0)
     """First delay before retrying a key whose reconcile failed; doubles per failure."""
     backoff_max: float = Field(300.0, gt=0)
@@ -133,6 +136,7 @@ class ControllerSettings(BaseModel):
                 server_timeout=self.watch_timeout,
                 inactivity_timeout=self.watch_inactivity_timeout,
                 request_timeout=self.request_timeout,
+                retry_max=self.watch_retry_max,
             ),
             leader_election=LeaseSettings(
                 name=self.lease_name,
