@@ -39,11 +39,25 @@ async def test_runner_and_listener_pods_are_cached_without_their_spec(rig: Rig) 
 
 
 def pod_body(name: str, labels: dict[str, str]) -> JSONDict:
+    """A pod Pod Security "restricted" admits: the controller's namespace enforces it."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": labels},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "app", "image": "app:v1"}]},
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "app:v1",
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                }
+            ],
+        },
     }
 
 
