@@ -4,6 +4,7 @@ created on the Kubernetes emulator, and the object client on it."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 from kubernetes_asyncio import client
@@ -12,6 +13,29 @@ from sandbox.kube.emulator import KubeEmulator
 from shared.kube.objects import Objects
 
 pytest_plugins = ["sandbox.actions.testing", "sandbox.kube.testing"]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Test files whose processes run on simulated time (Leases at the demo's speed-up) or whose
+# counts depend on timing windows: `scripts/test` runs them after the rest, one at a time, so
+# that no other test's load starves them (run beside another worker, their controllers lost
+# their Leases and their counts took an extra status write).
+SERIAL = (
+    "tests/bench/",
+    "tests/sandbox/chaos/",
+    "tests/sandbox/demo/",
+    "tests/controller/test_burst.py",
+    "tests/controller/test_counting.py",
+    "tests/controller/test_lifecycle_in_cluster.py",
+    "tests/controller/test_standby_in_cluster.py",
+    "tests/listener/test_e2e_standby.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.relative_to(ROOT).as_posix().startswith(SERIAL):
+            item.add_marker(pytest.mark.serial)
 
 
 @pytest.fixture
