@@ -159,7 +159,7 @@ RUNNER_NAMESPACE_RULES: Rules = {
     ),
     ("actions.github.com", "autoscalingrunnersets/status", frozenset({"patch"}), ()),
     ("actions.github.com", "ephemeralrunnersets/status", frozenset({"patch"}), ()),
-    ("actions.github.com", "ephemeralrunners/status", frozenset({"get", "patch"}), ()),
+    ("actions.github.com", "ephemeralrunners/status", frozenset({"patch"}), ()),
     *(
         ("actions.github.com", f"{r}/finalizers", frozenset({"update"}), ())
         for r in ("autoscalingrunnersets", "ephemeralrunnersets", "ephemeralrunners")
@@ -323,8 +323,8 @@ def test_controller_holds_every_permission_it_grants_a_listener(
 
 
 LISTENER_RULES: Rules = {
-    ("actions.github.com", "ephemeralrunners", frozenset({"get", "patch"}), ()),
-    ("actions.github.com", "ephemeralrunners/status", frozenset({"get", "patch"}), ()),
+    ("actions.github.com", "ephemeralrunners", frozenset({"get"}), ()),
+    ("actions.github.com", "ephemeralrunners/status", frozenset({"patch"}), ()),
     ("actions.github.com", "ephemeralrunnersets", frozenset({"patch"}), ("my-runners",)),
 }
 
