@@ -58,11 +58,27 @@ def test_default_install_is_the_controller_and_the_crds(install: list[dict[str, 
         ("RoleBinding", "gha-controller"),
         ("RoleBinding", "gha-controller-leader-election"),
         ("ServiceAccount", "gha-controller"),
+        # What RBAC cannot bound (docs/security.md#identities).
+        ("ValidatingAdmissionPolicy", "gha-controller-listener-role-bindings"),
+        ("ValidatingAdmissionPolicy", "gha-controller-listener-roles"),
+        ("ValidatingAdmissionPolicy", "gha-controller-no-token-secrets"),
+        ("ValidatingAdmissionPolicy", "gha-listener-scales-only"),
+        ("ValidatingAdmissionPolicyBinding", "gha-controller-listener-role-bindings"),
+        ("ValidatingAdmissionPolicyBinding", "gha-controller-listener-roles"),
+        ("ValidatingAdmissionPolicyBinding", "gha-controller-no-token-secrets"),
+        ("ValidatingAdmissionPolicyBinding", "gha-listener-scales-only"),
     ]
 
 
 def test_namespaced_objects_are_in_the_controller_namespace(install: list[dict[str, Any]]) -> None:
-    cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {
+        "Namespace",
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for obj in install:
         if obj["kind"] not in cluster_scoped:
             assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]
