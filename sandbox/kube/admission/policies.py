@@ -71,7 +71,6 @@ _CEL_KEYWORDS = frozenset(
         "let",
         "loop",
         "package",
-        "namespace",
         "null",
         "return",
         "true",
@@ -99,7 +98,6 @@ _MAP_FIELDS = frozenset(
         "allocatable",
         "hard",
         "used",
-        "extra",
     ]
 )
 """Fields whose value is a map in the Kubernetes schemas the emulator serves without one (the
@@ -273,9 +271,10 @@ def _binding_match(binding: Obj, req: Request, namespace: Obj | None) -> bool:
 
 
 def _escape(name: str) -> str | None:
-    """A property name as CEL sees it (apiserver's cel.Escape): a CEL keyword becomes
-    `__namespace__`, `__`, `.`, `-` and `/` become `__underscores__`, `__dot__`, `__dash__`,
-    `__slash__`; a name that cannot be escaped is not accessible (None)."""
+    """A property name as CEL sees it (apiserver's cel.Escape): a CEL keyword `x` becomes
+    `__x__`, and `__`, `.`, `-` and `/` become `__underscores__`, `__dot__`, `__dash__`,
+    `__slash__`; a name that cannot be escaped is not accessible (None). `namespace` is not
+    escaped: a 1.32 server answers `object.metadata.namespace` and refuses `__namespace__`."""
     if not name or name[0].isdigit():
         return None
     if name in _CEL_KEYWORDS:

@@ -41,10 +41,11 @@ class Reviews:
                 if seconds < MIN_TOKEN_SECONDS
                 else "larger than 2^32 seconds"
             )
+            # The real message names no object: `TokenRequest.authentication.k8s.io "" is invalid`.
             raise invalid(
                 "TokenRequest",
                 group="authentication.k8s.io",
-                name=info.name,
+                name="",
                 causes=[
                     Cause(
                         "FieldValueInvalid",

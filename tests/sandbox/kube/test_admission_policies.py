@@ -67,6 +67,8 @@ class Case:
     """create a widget of size 1, update it to size 2, patch its status, or delete it."""
     binding: Obj = field(default_factory=dict)
     labels: Obj = field(default_factory=dict)
+    extra: Obj = field(default_factory=dict)
+    """spec.extra of the widget created (a field that keeps unknown properties)."""
 
 
 def rule(expression: str, **more: Any) -> Obj:
@@ -147,8 +149,12 @@ CASES = {
             "variables": [{"name": "bad", "expression": "object.spec.nope"}],
         }
     ),
-    "metadata.namespace is __namespace__": Case(
-        rule("object.metadata.__namespace__ == namespaceObject.metadata.name", message="x")
+    "metadata.namespace, unescaped as on a 1.32 server": Case(
+        rule("object.metadata.namespace == namespaceObject.metadata.name", message="x")
+    ),
+    "a property with a dash is escaped": Case(
+        rule("object.spec.extra.a__dash__b == 1 && object.spec.extra.c__dot__d == 2"),
+        extra={"a-b": 1, "c.d": 2},
     ),
     "a label selector on the object": Case(
         {**rule("false", message="labelled")},
@@ -213,7 +219,7 @@ async def test_policy_table(
         body["metadata"]["labels"] = case.labels
         await co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, body)
     install(kube, case.spec, binding=case.binding)
-    body = widget("w1", 1)
+    body = widget("w1", 1, **({"extra": case.extra} if case.extra else {}))
     body["metadata"]["labels"] = case.labels
     calls = {
         "create": lambda: co.create_namespaced_custom_object(GROUP, VERSION, ns, WIDGETS, body),

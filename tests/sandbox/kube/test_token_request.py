@@ -59,6 +59,6 @@ async def test_a_duration_out_of_bounds_is_invalid(seconds: int, why: str) -> No
                 )
     assert caught.value.status == 422
     assert json.loads(caught.value.body)["message"] == (
-        'TokenRequest.authentication.k8s.io "bot" is invalid: spec.expirationSeconds: '
+        'TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: '
         f"Invalid value: {seconds}: may not specify a duration {why}"
     )
