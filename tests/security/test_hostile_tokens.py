@@ -418,3 +418,16 @@ async def test_the_controller_token_cannot_mint_a_token_that_never_expires(rig: 
         "gha-controller-no-token-secrets",
         "the controller may not write ServiceAccount token Secrets",
     )
+
+
+async def test_the_controller_still_guards_its_own_binding(rig: Rig) -> None:
+    """It adds and removes the protection finalizer of its RoleBinding `gha-controller` in each
+    runner namespace (docs/install.md#deleting-a-runner-namespace): a change that keeps the
+    subjects passes, though that binding is no listener's."""
+    rbac = rig.rbac("controller")
+    finalizer = {"metadata": {"finalizers": ["actions.github.com/cleanup-protection"]}}
+    patched = await rbac.patch_namespaced_role_binding("gha-controller", RUNNERS, finalizer)
+    assert patched.metadata.finalizers == ["actions.github.com/cleanup-protection"]
+    await rbac.patch_namespaced_role_binding(
+        "gha-controller", RUNNERS, {"metadata": {"finalizers": None}}
+    )

@@ -33,7 +33,7 @@ import celpy
 from celpy import celtypes
 from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
-from celpy.evaluation import CELEvalError
+from celpy.evaluation import CELEvalError, CELFunction, bool_eq
 
 from sandbox.kube.rbac import User
 from sandbox.kube.resources import ResourceType
@@ -137,9 +137,33 @@ class _EvalError(Exception):
     """A CEL evaluation failed; the message is safe to show (no values of the object)."""
 
 
+def _equal(a: Any, b: Any) -> Any:
+    """CEL's heterogeneous equality, which cel-python lacks: values of different types are not
+    equal (`oldObject != null` on an update is true, not an error), numbers compare by value;
+    an error stays an error."""
+    for operand in (a, b):
+        if isinstance(operand, CELEvalError):
+            return operand
+    numbers = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
+    if isinstance(a, numbers) and isinstance(b, numbers):
+        return celtypes.BoolType(float(a) == float(b))
+    try:
+        return celtypes.BoolType(bool(bool_eq(a, b)))
+    except TypeError:
+        return celtypes.BoolType(False)
+
+
+def _not_equal(a: Any, b: Any) -> Any:
+    equal = _equal(a, b)
+    return equal if isinstance(equal, CELEvalError) else celtypes.BoolType(not equal)
+
+
+_FUNCTIONS: dict[str, CELFunction] = {"_==_": _equal, "_!=_": _not_equal}
+
+
 @functools.lru_cache(maxsize=512)
 def _program(expression: str) -> celpy.Runner:
-    return _ENV.program(_ENV.compile(expression))
+    return _ENV.program(_ENV.compile(expression), functions=_FUNCTIONS)
 
 
 def _error_text(exc: BaseException) -> str:

@@ -103,6 +103,12 @@ CASES = {
         reason="Forbidden",
     ),
     "passes": Case(rule("object.spec.size == 1 && oldObject == null")),
+    "values of different types are not equal": Case(
+        rule("object != null && object.spec.size != 'one' && object.spec.size == 1.0"),
+    ),
+    "update: oldObject is not null": Case(
+        rule("oldObject != null && oldObject.spec.size == 2", message="no"), write="update"
+    ),
     "an error fails the request": Case(
         rule("object.spec.nope == 1"),
         denied="expression 'object.spec.nope == 1' resulted in error: no such key: nope",
