@@ -248,7 +248,7 @@ class Registry:
             obj.pop("status", None)
         self._prepare_create(rt, obj)
         self._validate(rt, obj)
-        self._admit(rt, "CREATE", obj=obj, old=None, dry_run=dry_run)
+        self._admit_policies(rt, "CREATE", obj=obj, old=None, dry_run=dry_run)
         if dry_run:
             return self.render(rt, obj)
         manager, paths = applied if applied is not None else (FIELD_MANAGER.get(), None)
@@ -587,7 +587,9 @@ class Registry:
         ) != _strip_for_generation(cur, status_subresource=rt.status):
             meta["generation"] = int(cur_meta.get("generation") or 0) + 1
         self._validate(rt, new)
-        self._admit(rt, "UPDATE", obj=new, old=cur, subresource=subresource, dry_run=dry_run)
+        self._admit_policies(
+            rt, "UPDATE", obj=new, old=cur, subresource=subresource, dry_run=dry_run
+        )
         if _strip_for_noop(new) == _strip_for_noop(cur):
             return self.render(rt, cur)
         if dry_run:
@@ -634,7 +636,7 @@ class Registry:
         else:
             builtins.prepare_update(rt, new=new, cur=cur)
 
-    def _admit(
+    def _admit_policies(
         self,
         rt: ResourceType,
         operation: str,
@@ -750,7 +752,7 @@ class Registry:
                 f"{pre['resourceVersion']}, ResourceVersion in object meta: "
                 f"{meta['resourceVersion']}",
             )
-        self._admit(rt, "DELETE", obj=None, old=cur, dry_run=dry_run)
+        self._admit_policies(rt, "DELETE", obj=None, old=cur, dry_run=dry_run)
         policy = opts.get("propagationPolicy")
         if policy is None and opts.get("orphanDependents") is not None:
             policy = "Orphan" if opts["orphanDependents"] else "Background"
