@@ -21,6 +21,11 @@ same per-runner counts against ARC's figures (docs/reconcilers.md#arcs-figures).
 
     .venv/bin/python -m bench.controller_scale --runners 100 --jobs [--controller-process]
     .venv/bin/python -m bench.controller_scale --runners 10 --sets 100 --controller-process
+
+`--unrelated-pods M` puts M pods of another application in the namespace first (not on the
+emulator's node, so they stay Pending): a shared cluster's pods the controller never touches.
+`--controller-source DIR` runs the controller process from another source tree (`git archive
+<commit> | tar -x -C DIR`), to compare two commits in one session.
 """
 
 from __future__ import annotations
@@ -185,6 +190,7 @@ class Result:
     phases: list[Phase]
     idle_memory_kib: tuple[int, int] | None = None
     """(VmRSS, VmHWM) of the controller process once it settled with no runner."""
+    unrelated_pods: int = 0
 
     def lifecycle(self) -> Counts:
         total = Counts()
@@ -462,8 +468,11 @@ def _free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def _subprocess(kube: KubeEmulator, workdir: Path) -> AsyncIterator[ControllerHandle]:
-    """`gha-controller` in its own process (own interpreter, own core), as in a cluster."""
+async def _subprocess(
+    kube: KubeEmulator, workdir: Path, source: Path | None = None
+) -> AsyncIterator[ControllerHandle]:
+    """`gha-controller` in its own process (own interpreter, own core), as in a cluster; with
+    `source`, the `controller` package of that tree (`python -m` imports from its directory)."""
     kubeconfig = workdir / "controller.kubeconfig"
     kube.write_kubeconfig(kubeconfig)
     metrics_port, health_port = _free_port(), _free_port()
@@ -482,7 +491,7 @@ async def _subprocess(kube: KubeEmulator, workdir: Path) -> AsyncIterator[Contro
     async with aiohttp.ClientSession() as http:
         with log.open("wb") as out:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, *args, stdout=out, stderr=out
+                sys.executable, *args, stdout=out, stderr=out, cwd=source
             )
         try:
             ready_url = f"http://127.0.0.1:{health_port}/readyz"
@@ -522,6 +531,39 @@ def _kubeconfig_env(path: Path) -> Iterator[None]:
             os.environ["KUBECONFIG"] = before
 
 
+def unrelated_pod(index: int) -> JSONDict:
+    """A pod of another application, as a Deployment makes it: labels, an owner, plain env
+    values, probes and resources; bound to another node."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"web-7d4b9c8f6d-{index:05d}",
+            "namespace": NAMESPACE,
+            "labels": {"app": "web", "pod-template-hash": "7d4b9c8f6d", "tier": "frontend"},
+            "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
+        },
+        "spec": {
+            "nodeName": "another-node",
+            "containers": [
+                {
+                    "name": "web",
+                    "image": "registry.example.com/shop/web:2.14.3",
+                    "ports": [{"containerPort": 8080, "name": "http"}],
+                    "env": [
+                        {"name": f"SETTING_{k}", "value": f"value-{k}-{index}"} for k in range(12)
+                    ],
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "128Mi"},
+                        "limits": {"memory": "256Mi"},
+                    },
+                    "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}},
+                }
+            ],
+        },
+    }
+
+
 def _load() -> tuple[float, float, float]:
     return os.getloadavg()
 
@@ -535,6 +577,8 @@ async def run(
     logs: Path | None = None,
     within: float = 600.0,
     sets: int = 1,
+    unrelated_pods: int = 0,
+    controller_source: Path | None = None,
 ) -> Result:
     """Both phases against fresh emulators; raises TimeoutError when a phase does not finish.
 
@@ -559,6 +603,8 @@ async def run(
             namespace=NAMESPACE,
             name=SCALE_SET,
         )
+        for index in range(unrelated_pods):
+            kube.apply(unrelated_pod(index))
         names = [SCALE_SET] + [f"{SCALE_SET}-{index}" for index in range(1, sets)]
         for name in names[1:]:
             other = gh.state.create_scale_set(
@@ -574,7 +620,11 @@ async def run(
             )
         with tempfile.TemporaryDirectory() as tmp:
             workdir = logs or Path(tmp)
-            controller = _subprocess(kube, workdir) if controller_process else _in_process(kube)
+            controller = (
+                _subprocess(kube, workdir, controller_source)
+                if controller_process
+                else _in_process(kube)
+            )
             scaler_token = kube.user_token(SCALER_USER, ["system:masters"])
             async with (
                 client.ApiClient(await kube.configuration(token=scaler_token)) as scaler,
@@ -613,6 +663,7 @@ async def run(
                         )
     return Result(
         runners=runners * sets,
+        unrelated_pods=unrelated_pods,
         controller_process=controller_process,
         phases=phases,
         idle_memory_kib=idle_memory,
@@ -773,6 +824,8 @@ def report(result: Result) -> str:
         f"runners: {n}; controller in {where}; machine: {platform.node()} {os.cpu_count()} "
         f"cores, Python {platform.python_version()}",
     ]
+    if result.unrelated_pods:
+        lines.append(f"unrelated pods in the namespace: {result.unrelated_pods}")
     if result.idle_memory_kib is not None:
         rss, peak = result.idle_memory_kib
         lines.append(f"controller memory with no runner: RSS {rss / 1024:.1f} MB")
@@ -836,7 +889,20 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="EphemeralRunnerSets of --runners each, scaled up at once (no --jobs)",
     )
+    parser.add_argument(
+        "--unrelated-pods",
+        type=int,
+        default=0,
+        help="pods of another application in the namespace, created first (default 0)",
+    )
+    parser.add_argument(
+        "--controller-source",
+        type=Path,
+        help="with --controller-process: run the controller from this source tree",
+    )
     args = parser.parse_args(argv)
+    if args.controller_source is not None and not args.controller_process:
+        parser.error("--controller-source runs the controller process: add --controller-process")
     if args.sets > 1 and args.jobs:
         parser.error("--jobs runs one set's listener: leave it out with --sets")
     if args.runners < 1:
@@ -852,6 +918,8 @@ def main(argv: list[str] | None = None) -> int:
             logs=args.logs,
             within=args.timeout,
             sets=args.sets,
+            unrelated_pods=args.unrelated_pods,
+            controller_source=args.controller_source,
         )
     )
     print(report(result))

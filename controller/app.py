@@ -41,7 +41,10 @@ from controller.settings import (
     parse_settings,
     runner_settings_from_environment,
 )
+from shared.api.names import LABEL_EPHEMERAL_RUNNER, LABEL_RUNNER_POD
 from shared.kube.client import load_configuration, new_api_client, user_agent
+from shared.kube.objects import POD
+from shared.metricsauth import MetricsAuth
 from shared.telemetry.logs import configure_logging, redact
 from shared.telemetry.tracing import configure_tracing
 
@@ -89,7 +92,9 @@ def compose(
     add (all by default; the tests run some alone) and `clients` replaces the Actions clients
     (the tests' retry timings). The Actions clients and the tracer close with the manager."""
     pool = clients or ActionsClients(
-        objects=manager.objects, credentials_ttl=settings.credentials_ttl_seconds
+        objects=manager.objects,
+        credentials_ttl=settings.credentials_ttl_seconds,
+        allow_insecure=settings.allow_insecure_github,
     )
     manager.on_shutdown(pool.aclose)
     tracing = configure_tracing(COMPONENT)
@@ -108,6 +113,7 @@ def compose(
         listener=listener,
         tracer=manager.tracer,
     )
+    select_pods(manager, listener)
     setups = RUNNER_RECONCILERS
     if autoscaling is not None or listener is not None:
         setups = RUNNER_RECONCILERS | IN_CLUSTER_RECONCILERS
@@ -115,6 +121,24 @@ def compose(
         if only is None or name in only:
             setup(manager, deps)
     return deps
+
+
+MANAGED_POD_SELECTORS = (LABEL_EPHEMERAL_RUNNER, LABEL_RUNNER_POD)
+"""Label selectors of the pods the reconcilers read outside the listeners' namespace: runner
+pods (this controller's and ARC's carry `actions-ephemeral-runner`) and the workflow pods a
+runner's container hooks make (`runner-pod=<runner>`)."""
+
+
+def select_pods(manager: Manager, listener: ListenerSettings | None) -> None:
+    """Cache only the pods the reconcilers manage: those `MANAGED_POD_SELECTORS` select, and
+    every pod of the listeners' namespace, where the listener pods carry no label the user
+    cannot leave out (`--exclude-label-propagation-prefix` drops the scale set's). Listeners
+    reconciled in every namespace have pods anywhere: then every pod is cached
+    (docs/controller-runtime.md#what-the-cache-keeps)."""
+    if listener is not None and not listener.controller_namespace:
+        return
+    whole = (listener.controller_namespace,) if listener is not None else ()
+    manager.select(POD, MANAGED_POD_SELECTORS, whole=whole)
 
 
 def install_reconcilers(manager: Manager) -> Deps:
@@ -138,7 +162,7 @@ def install_reconcilers(manager: Manager) -> Deps:
         manager,
         settings,
         autoscaling=in_cluster.autoscaling(settings),
-        listener=in_cluster.listener(),
+        listener=in_cluster.listener(settings),
     )
 
 
@@ -173,16 +197,17 @@ async def run(settings: ControllerSettings, *, install: Install = install_reconc
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, manager.stop)
         servers = []
+        metrics = metrics_routes(manager, auth=MetricsAuth(api) if settings.metrics_auth else None)
         try:
             if settings.metrics_port == settings.health_port:
-                routes = health_routes(manager) + metrics_routes(manager)
+                routes = health_routes(manager) + metrics
                 servers.append(
                     await serve(routes, host=settings.bind_address, port=settings.health_port)
                 )
             else:
                 for routes, port in (
                     (health_routes(manager), settings.health_port),
-                    (metrics_routes(manager), settings.metrics_port),
+                    (metrics, settings.metrics_port),
                 ):
                     servers.append(await serve(routes, host=settings.bind_address, port=port))
             log.info(

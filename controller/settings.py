@@ -12,11 +12,13 @@ root's (`parse_settings`, `*_from_environment`); the reconcilers receive the set
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import os
+import re
 import socket
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from importlib import metadata
 from typing import Literal, NoReturn
@@ -33,6 +35,18 @@ ENV_PREFIX = "GHA_CONTROLLER_"
 DISTRIBUTION = "gha-runner-scaler"
 LISTENER_COMMAND = "gha-listener"
 """The listener container's command by default: this project's listener."""
+
+
+LISTENER_RESOURCES: dict[str, dict[str, str]] = {
+    "requests": {"cpu": "50m", "memory": "64Mi"},
+    "limits": {"cpu": "1", "memory": "256Mi"},
+}
+"""The listener container's requests and limits by default (docs/autoscaling.md#the-listener-pod):
+`gha-listener` serving one set holds 51.5 MB idle and 52.8 MB after a burst of 100 jobs, 64 MB
+with 100 sets (`bench.listener_memory`); one core is all its event loop can use."""
+_QUANTITY = re.compile(
+    r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE])?$"
+)
 
 
 class ConfigError(Exception):
@@ -73,6 +87,10 @@ class ControllerSettings(BaseModel):
     network."""
     health_port: int = Field(8081, ge=1, le=65535)
     """Port of /healthz and /readyz; equal to the metrics port, one server answers all three."""
+    metrics_auth: bool = False
+    """Serve /metrics only to a bearer token whose user RBAC lets `get` it, asked of the API
+    server (TokenReview, SubjectAccessReview) as controller-runtime does; the probes stay open
+    (docs/security.md#metrics)."""
     log_format: Literal["text", "json"] = "text"
     """text, or json with one object per line."""
     log_level: Literal["debug", "info", "warn", "warning", "error"] = "info"
@@ -87,6 +105,9 @@ class ControllerSettings(BaseModel):
     """timeoutSeconds of each watch request; the watch resumes after it."""
     watch_inactivity_timeout: float = Field(70.0, gt=0)
     """A watch silent this long (no event, no bookmark) is abandoned and resumed."""
+    watch_retry_max: float = Field(30.0, ge=0.2)
+    """Longest delay before an informer tries a failed list or watch again (from 0.2 s,
+    doubling per failure in a row; it starts over once the server answers)."""
     backoff_base: float = Field(0.005, gt=0)
     """First delay before retrying a key whose reconcile failed; doubles per failure."""
     backoff_max: float = Field(300.0, gt=0)
@@ -115,6 +136,7 @@ class ControllerSettings(BaseModel):
                 server_timeout=self.watch_timeout,
                 inactivity_timeout=self.watch_inactivity_timeout,
                 request_timeout=self.request_timeout,
+                retry_max=self.watch_retry_max,
             ),
             leader_election=LeaseSettings(
                 name=self.lease_name,
@@ -169,6 +191,10 @@ class RunnerSettings(BaseSettings):
     """How long a deleted runner waits for usable GitHub credentials (its config Secret gone,
     unusable or refused) to unregister itself before its registration finalizer is dropped and
     the runner is left registered on GitHub (reported by an Event and a metric)."""
+    allow_insecure_github: bool = False
+    """Accept a plain http:// `githubConfigUrl` off loopback (a test GitHub Enterprise Server):
+    its credentials then cross the network in clear (docs/security.md#transport). Off, such a
+    spec is refused with a condition and an Event naming the field."""
     quota_retry_seconds: float = Field(default=30.0, gt=0)
     """Retry delay when a pod is refused by a ResourceQuota (ARC: 30 s)."""
     quota_give_up_seconds: float = Field(default=600.0, gt=0)
@@ -217,7 +243,7 @@ def _parser() -> _Parser:
     for name, field in ControllerSettings.model_fields.items():
         flag = "--" + name.replace("_", "-")
         help_text = _help(name, field)
-        if name == "leader_elect":
+        if field.annotation is bool:
             p.add_argument(
                 flag, action=argparse.BooleanOptionalAction, default=None, help=help_text
             )
@@ -314,10 +340,25 @@ class InClusterSettings(BaseSettings):
     )
     """Pull secrets of listener pods (ARC's `--auto-scaler-image-pull-secrets`), a JSON list."""
     listener_metrics_addr: str = Field(
-        default=":8080", validation_alias="GHA_CONTROLLER_LISTENER_METRICS_ADDR"
+        default=":8090", validation_alias="GHA_CONTROLLER_LISTENER_METRICS_ADDR"
     )
     """Where each listener serves /metrics, /healthz and /readyz; "0" turns metrics off (and
-    the probes with them)."""
+    the probes with them). Not the controller's 8080, so listener pods and the controller can
+    share a host network; ARC's listener pods use `:8080`."""
+    listener_resources: dict[str, dict[str, str]] = Field(
+        default_factory=lambda: copy.deepcopy(LISTENER_RESOURCES),
+        validation_alias="GHA_CONTROLLER_LISTENER_RESOURCES",
+    )
+    """The listener container's `resources` (a JSON object of `requests` and `limits`); `{}`
+    leaves them unset. A template's `resources` replaces them for its listener."""
+    trust_listener_templates: bool = Field(
+        default=False, validation_alias="GHA_CONTROLLER_TRUST_LISTENER_TEMPLATES"
+    )
+    """Make listener pods from any `listenerTemplate`, as ARC does: whoever may write an
+    AutoscalingRunnerSet may then run any image, command, volume or security context in the
+    controller's namespace, next to every listener's credentials (docs/security.md#listener-pod).
+    Off: a template may set only labels, annotations, scheduling, and the listener container's
+    resources and env."""
     listener_metrics_endpoint: str = Field(
         default="/metrics", validation_alias="GHA_CONTROLLER_LISTENER_METRICS_ENDPOINT"
     )
@@ -361,6 +402,21 @@ class InClusterSettings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _resources(self) -> InClusterSettings:
+        for part, values in self.listener_resources.items():
+            if part not in ("requests", "limits"):
+                raise ValueError(
+                    f"GHA_CONTROLLER_LISTENER_RESOURCES: {part!r} is not requests or limits"
+                )
+            for resource, quantity in values.items():
+                if not _QUANTITY.match(quantity):
+                    raise ValueError(
+                        f"GHA_CONTROLLER_LISTENER_RESOURCES: {part}.{resource} {quantity!r} "
+                        "is not a Kubernetes quantity (say 100m, 64Mi)"
+                    )
+        return self
+
     @property
     def enabled(self) -> bool:
         return bool(self.controller_namespace and self.listener_image)
@@ -374,7 +430,7 @@ class InClusterSettings(BaseSettings):
             excluded_label_prefixes=tuple(runner.exclude_label_propagation_prefixes),
         )
 
-    def listener(self) -> ListenerSettings:
+    def listener(self, runner: RunnerSettings) -> ListenerSettings:
         """What the AutoscalingListener reconciler is given."""
         return ListenerSettings(
             metrics_addr="" if self.listener_metrics_addr == "0" else self.listener_metrics_addr,
@@ -383,6 +439,9 @@ class InClusterSettings(BaseSettings):
             log_format=self.listener_log_format,
             entrypoint=self.listener_entrypoint,
             controller_namespace=self.controller_namespace,
+            resources=self.listener_resources,
+            trust_templates=self.trust_listener_templates,
+            allow_insecure_github=runner.allow_insecure_github,
             standby=StandbyTimings(
                 lease_duration_seconds=self.listener_standby_lease_duration_seconds,
                 renew_deadline_seconds=self.listener_standby_renew_deadline_seconds,
@@ -424,7 +483,7 @@ class StandbyTimings:
 class ListenerSettings:
     """What every listener pod is given (ARC's `--listener-metrics-addr` and friends)."""
 
-    metrics_addr: str = ":8080"
+    metrics_addr: str = ":8090"
     """Where the listener serves /metrics, /healthz and /readyz; "" or "0" turns metrics off."""
     metrics_endpoint: str = "/metrics"
     log_level: str = "info"
@@ -444,3 +503,13 @@ class ListenerSettings:
     namespace) are not reconciled. "" reconciles every namespace."""
     standby: StandbyTimings = dataclasses.field(default_factory=StandbyTimings)
     """The Lease timings given to listeners with standby replicas."""
+    resources: Mapping[str, Mapping[str, str]] = dataclasses.field(
+        default_factory=lambda: copy.deepcopy(LISTENER_RESOURCES)
+    )
+    """The listener container's requests and limits, unless its template sets its own."""
+    trust_templates: bool = False
+    """Make pods from any listenerTemplate (GHA_CONTROLLER_TRUST_LISTENER_TEMPLATES)."""
+    allow_insecure_github: bool = False
+    """Written into each listener's config as `allow_insecure_github`: the controller's opt-in
+    to plain http GitHub URLs off loopback (GHA_CONTROLLER_ALLOW_INSECURE_GITHUB) holds for the
+    listeners it runs too."""

@@ -12,7 +12,6 @@ defaults keep ARC's behaviour or better.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from shared.listenerconfig import (
     MetricsConfig,
     MetricSpec,
 )
+from shared.wire import DecodeError, TooLarge, decode_json, read_file_capped
 
 __all__ = [
     "CONFIG_PATH_VARIABLE",
@@ -52,6 +52,9 @@ ENV_PREFIX = "LISTENER_"
 CONFIG_PATH_VARIABLE = "LISTENER_CONFIG_PATH"
 # The secrets a `LISTENER_<KEY>_FILE` variable may name a file for (Docker's `_FILE` convention).
 SECRET_FILE_KEYS = ("github_token", "github_app_private_key")
+MAX_CONFIG_BYTES = 2**20
+"""The cap on a config file: ARC's controller writes it into a Secret, whose data Kubernetes
+caps at 1 MiB; a config with an App's private key is a few KiB."""
 
 
 class ConfigError(Exception):
@@ -61,14 +64,13 @@ class ConfigError(Exception):
 def read_config_file(path: str) -> dict[str, Any]:
     """The JSON object in the config file, without its null values (null means "default")."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = read_file_capped(path, limit=MAX_CONFIG_BYTES, what=path)
+        data = decode_json(raw, limit=MAX_CONFIG_BYTES, what=path)
     except OSError as exc:
         raise ConfigError(f"cannot read {CONFIG_PATH_VARIABLE} {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        # The position only: the decoder's message could quote a secret.
-        raise ConfigError(
-            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno})"
-        ) from None
+    except DecodeError as exc:
+        # shared.wire's message names the position, never the text (which may hold a secret).
+        raise ConfigError(str(exc)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a JSON object")
     return {key: value for key, value in data.items() if value is not None}
@@ -98,12 +100,9 @@ def environment_values(environ: Mapping[str, str]) -> dict[str, Any]:
             values[key] = value
             continue
         try:
-            values[key] = json.loads(value)
-        except json.JSONDecodeError as exc:
-            # The position only: the decoder's message could quote a secret.
-            raise ConfigError(
-                f"{variable} is not valid JSON (line {exc.lineno}, column {exc.colno})"
-            ) from None
+            values[key] = decode_json(value, limit=MAX_CONFIG_BYTES, what=variable)
+        except DecodeError as exc:
+            raise ConfigError(str(exc)) from None
     return values
 
 
@@ -125,9 +124,12 @@ def read_secret_files(environ: Mapping[str, str]) -> dict[str, str]:
         if environ.get(variable):
             raise ConfigError(f"{variable} and {variable}_FILE are both set: keep one")
         try:
-            value = Path(path).read_text(encoding="utf-8").strip()
+            raw = read_file_capped(path, limit=MAX_CONFIG_BYTES, what=f"{variable}_FILE {path}")
+            value = raw.decode("utf-8").strip()
         except OSError as exc:
             raise ConfigError(f"cannot read {variable}_FILE {path}: {exc.strerror}") from None
+        except TooLarge as exc:
+            raise ConfigError(str(exc)) from None
         except UnicodeDecodeError:
             raise ConfigError(f"{variable}_FILE {path} is not UTF-8 text") from None
         if not value:

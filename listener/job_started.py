@@ -6,6 +6,9 @@ patch carries the resourceVersion it was decided on, so a terminal phase or a de
 between makes the server answer 409 and the decision is taken again on fresh data, never
 overwritten.
 
+A `runnerName` that is not a Kubernetes name is skipped before any request (a message is the
+service's bytes, and a name becomes a request path).
+
 A runner is only touched when its controller ownerReference is this listener's
 EphemeralRunnerSet: another set in the same namespace may have a runner of the same name (its
 scale set on GitHub is another one), and that runner is left alone.
@@ -20,9 +23,10 @@ from listener.kube import RunnerSetClient
 from shared.actions.models import JobStarted
 from shared.api import EphemeralRunnerPhase
 from shared.api import timeline as tl
-from shared.api.kinds import EPHEMERAL_RUNNER_SET
+from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from shared.api.views import is_terminal
 from shared.kube.errors import Conflict, KubeError, NotFound
+from shared.kube.names import name_problems
 from shared.kube.views import is_deleting, metadata_of, status_of
 from shared.typedefs import JSONDict
 
@@ -79,6 +83,12 @@ class Outcome(enum.Enum):
     UNCHANGED = "already recorded"
     MISSING = "runner not found"
     FOREIGN = "runner not owned by this listener's EphemeralRunnerSet, left alone"
+    INVALID_NAME = "runner name is not a Kubernetes name, skipped"
+
+    @property
+    def is_warning(self) -> bool:
+        """Whether the outcome says the message was not applied as it asked."""
+        return self in (Outcome.FOREIGN, Outcome.INVALID_NAME)
 
 
 class ConflictsExhausted(KubeError):
@@ -106,6 +116,10 @@ async def record_job_started(
     Transient Kubernetes errors propagate for the caller to retry; a 409 means the runner changed
     since it was read, so it is read again and the decision retaken, `conflict_retries` times.
     """
+    if name_problems(job.runner_name, EPHEMERAL_RUNNER.names):
+        # The message's bytes are the service's: a name that is not one never becomes a path
+        # (docs/security.md#names-from-tenants).
+        return Outcome.INVALID_NAME
     fields = job_fields(job)
     for _ in range(conflict_retries):
         try:

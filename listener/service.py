@@ -55,6 +55,7 @@ from shared.api import patchid
 from shared.api.timeline import LISTENER_STAGES, Timeline
 from shared.kube.errors import Forbidden, KubeError, Unauthorized
 from shared.kube.errors import NotFound as KubeNotFound
+from shared.kube.names import shown
 from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
@@ -444,10 +445,11 @@ class Listener:
             give_up=self._past_two_backoff_caps,
         )
         log.log(
-            logging.WARNING if outcome is Outcome.FOREIGN else logging.INFO,
+            logging.WARNING if outcome.is_warning else logging.INFO,
             "JobStarted job %s on runner %s: %s",
             job.job_id,
-            job.runner_name,
+            # Quoted when it is not a name: it may hold anything, a newline included.
+            shown(job.runner_name) if outcome is Outcome.INVALID_NAME else job.runner_name,
             outcome.value,
         )
         if timelines and outcome in (Outcome.PROMOTED, Outcome.RECORDED):

@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Callable
@@ -225,16 +226,29 @@ async def container_uid(name: str) -> int:
     return int(out.split()[0])
 
 
-# In the image: what must not be there (pip, setuptools, the sandbox, the sources, a pip cache)
-# and the version both processes print.
+# In the image: what must not be there (pip, setuptools, the sandbox, the sources, a pip cache),
+# the version both processes print, and every distribution installed (docs/security.md's
+# "Verifying an image" command).
 CONTENTS = """
-import importlib.util, pathlib, subprocess
+import importlib.metadata, importlib.util, pathlib, re, subprocess
 found = [m for m in ("pip", "setuptools", "sandbox") if importlib.util.find_spec(m)]
 found += [p for p in ("/src", "/root/.cache/pip", "/opt/venv/bin/pip") if pathlib.Path(p).exists()]
 print(" ".join(found) or "clean")
 for command in ("gha-listener", "gha-controller"):
     print(subprocess.run([command, "--version"], capture_output=True, text=True).stdout.strip())
+print(*sorted(
+    re.sub(r"[-_.]+", "-", d.name).lower() + "==" + d.version
+    for d in importlib.metadata.distributions()
+))
 """
+
+
+def locked_distributions() -> set[str]:
+    """What the image must hold: requirements.lock's pins and the project itself."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lock = (ROOT / "requirements.lock").read_text()
+    pins = re.findall(r"^([A-Za-z0-9][^ =]*==[^ ]+)", lock, re.M)
+    return {*pins, f"{project['name']}=={project['version']}"}
 
 
 async def image_checks() -> None:
@@ -247,6 +261,12 @@ async def image_checks() -> None:
     check(
         lines[1].startswith("gha-listener ") and lines[2].startswith("gha-controller "),
         f"--version: {lines[1:]}",
+    )
+    installed, locked = set(lines[3].split()), locked_distributions()
+    check(
+        installed == locked,
+        f"the image is not the lock: {sorted(installed - locked)} not locked, "
+        f"{sorted(locked - installed)} missing",
     )
 
 

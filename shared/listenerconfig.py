@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from shared.actions.config import GitHubConfig, parse_config_url
+from shared.actions.config import GitHubConfig, insecure_url_refusal, parse_config_url
 from shared.actions.errors import InvalidArgument
 from shared.actions.transport import ssl_context
 from shared.policy import ScalingPolicy
@@ -116,6 +116,11 @@ class ListenerSettings(BaseModel):
         "schedules, burst, warmTailSeconds, scaleDownDelaySeconds (docs/policies.md)",
     )
 
+    allow_insecure_github: bool = Field(
+        False,
+        description="accept a plain http:// configure_url off loopback (a test GitHub "
+        "Enterprise Server); credentials then cross the network in clear",
+    )
     standby_lease_name: str = Field(
         "",
         max_length=253,
@@ -185,6 +190,14 @@ class ListenerSettings(BaseModel):
     def _consistent(self) -> ListenerSettings:
         if not self.configure_url:
             raise ValueError("GitHubConfigUrl is not provided (configure_url)")
+        refusal = insecure_url_refusal(
+            self.configure_url,
+            field="configure_url",
+            allowed=self.allow_insecure_github,
+            opt_in="LISTENER_ALLOW_INSECURE_GITHUB (allow_insecure_github in the config file)",
+        )
+        if refusal:
+            raise ValueError(refusal)
         if not self.ephemeral_runner_set_namespace or not self.ephemeral_runner_set_name:
             raise ValueError(
                 "ephemeral_runner_set_namespace and ephemeral_runner_set_name are required"

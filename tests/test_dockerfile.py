@@ -5,6 +5,7 @@ pip or setuptools. scripts/image-test builds and runs it (tests/test_image.py)."
 from __future__ import annotations
 
 import configparser
+import re
 import shutil
 import subprocess
 import sys
@@ -41,24 +42,41 @@ def test_hadolint_passes() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_both_stages_use_the_base_argument_defaulting_to_the_slim_image() -> None:
+def test_both_stages_use_the_base_argument_defaulting_to_the_slim_image_by_digest() -> None:
     """Before: both stages named python:3.11-slim, so the image could not be built from a
-    local stand-in (no registry pulls in CI)."""
+    local stand-in (no registry pulls in CI); then the default was a tag, which moves."""
     preamble = _instructions()[: _instructions().index(_stages()[0][0])]
-    assert preamble == ["ARG BASE=python:3.11-slim"]
+    (argument,) = preamble
+    assert re.fullmatch(r"ARG BASE=python:3\.11-slim@sha256:[0-9a-f]{64}", argument), argument
     builder, runtime = _stages()
     assert builder[0] == "FROM ${BASE} AS builder"
     assert runtime[0] == "FROM ${BASE}"
 
 
+def _install_steps() -> list[str]:
+    builder, _ = _stages()
+    (install,) = [line for line in builder if line.startswith("RUN") and " install " in line]
+    return [" ".join(step.split()) for step in install.removeprefix("RUN ").split("&&")]
+
+
+def test_builder_installs_dependencies_from_the_hashed_locks_only() -> None:
+    """Before: `pip install .` resolved pyproject.toml's lower bounds against the index of the
+    day, and the build backend too, so two builds of one commit could ship different code."""
+    steps = _install_steps()
+    locked = "/opt/venv/bin/pip install --no-cache-dir --require-hashes --only-binary :all:"
+    assert steps[1] == f"{locked} -r requirements.lock -r requirements-build.lock"
+    project = "/opt/venv/bin/pip install --no-cache-dir --no-index --no-deps --no-build-isolation ."
+    assert steps[2] == project
+    assert steps[3] == "/opt/venv/bin/pip check"
+    assert {"requirements.lock", "requirements-build.lock"} <= set(_builder_sources())
+
+
 def test_builder_leaves_no_pip_or_setuptools_in_the_virtualenv() -> None:
     """Before: the venv the runtime stage copies kept pip and setuptools, which the processes
     never use."""
-    builder, _ = _stages()
-    (install,) = [line for line in builder if line.startswith("RUN") and " install " in line]
-    steps = [step.strip() for step in install.removeprefix("RUN ").split("&&")]
+    steps = _install_steps()
     assert steps[-1] == "/opt/venv/bin/pip uninstall --yes pip setuptools"
-    assert steps.index("/opt/venv/bin/pip install --no-cache-dir .") < len(steps) - 1
+    assert len(steps) == 5
 
 
 def test_runtime_stage_copies_only_the_virtualenv() -> None:
@@ -102,9 +120,7 @@ def test_builder_copies_no_sandbox() -> None:
 @pytest.fixture(scope="module")
 def image_wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     """The wheel the builder stage installs: built from exactly the files it copies."""
-    builder, _ = _stages()
-    (install,) = [line for line in builder if line.startswith("RUN") and " install " in line]
-    assert " install --no-cache-dir . " in install, "the builder installs its WORKDIR"
+    assert _install_steps()[2].endswith(" ."), "the builder installs its WORKDIR"
     work = tmp_path_factory.mktemp("image")
     src = work / "src"
     src.mkdir()
@@ -151,3 +167,11 @@ def test_image_wheel_has_no_gha_sandbox_entry_point(image_wheel: zipfile.ZipFile
         for value in entry_points[section].values()
         if value.split(".")[0].split(":")[0] == "sandbox"
     ]
+
+
+def test_dockerignore_sends_every_file_the_builder_copies() -> None:
+    """Before: the locks were missing from .dockerignore's exceptions, so `COPY` found nothing."""
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    admitted = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
+    assert "*" in lines
+    assert {source.rstrip("/") for source in _builder_sources()} <= admitted

@@ -8,8 +8,7 @@ order, a user's process in another.
 
 from __future__ import annotations
 
-import asyncio
-import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -35,26 +34,27 @@ def test_the_module_list_covers_every_package() -> None:
     assert "shared.typedefs" in modules
 
 
-async def test_every_module_imports_alone_in_a_fresh_interpreter() -> None:
-    limit = asyncio.Semaphore(os.cpu_count() or 2)
+def _import_alone(modules: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "import_alone.py"), *modules],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
-    async def import_alone(module: str) -> str | None:
-        async with limit:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-c",
-                f"import {module}",
-                cwd=ROOT,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.PIPE,
-            )
-            _, err = await proc.communicate()
-        if proc.returncode == 0:
-            return None
-        return f"{module}: {err.decode().strip().splitlines()[-1]}"
 
-    failures = [f for f in await asyncio.gather(*map(import_alone, _modules())) if f]
-    assert failures == []
+def test_every_module_imports_alone() -> None:
+    result = _import_alone(_modules())
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_a_module_that_does_not_import_alone_is_named() -> None:
+    result = _import_alone(["shared.typedefs", "shared.no_such_module"])
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        "shared.no_such_module: ModuleNotFoundError: No module named 'shared.no_such_module'"
+    ]
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:

@@ -1,13 +1,20 @@
 """The two distributions: gha-runner-scaler (listener, controller, shared: what the image
-installs) and gha-sandbox (the emulators, sandbox/pyproject.toml)."""
+installs) and gha-sandbox (the emulators, sandbox/pyproject.toml). And the image's hashed locks
+(scripts/lock): each is exactly the closure of what pyproject.toml asks for, and CI installs and
+tests the versions they pin (.ci/constraints.txt includes them)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).parents[1]
 
@@ -85,3 +92,78 @@ def test_installed_sandbox_carries_the_projects_manifests(tmp_path: Path) -> Non
     assert crds == sorted(crd.name for crd in (ROOT / "manifests" / "crds").glob("*.yaml"))
     assert installed == (target / "sandbox" / "manifests").resolve()
     assert _files_under(installed) == _files_under(ROOT / "manifests")
+
+
+RUNTIME_LOCK = ROOT / "requirements.lock"
+BUILD_LOCK = ROOT / "requirements-build.lock"
+
+
+def _locked(lock: Path) -> dict[str, tuple[str, list[str]]]:
+    """Each entry of a lock: its name, its pinned version and its hashes."""
+    entries: dict[str, tuple[str, list[str]]] = {}
+    text = lock.read_text().replace("\\\n", " ")
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        requirement, *options = line.split(" --")
+        pin = Requirement(requirement)
+        (specifier,) = pin.specifier
+        assert specifier.operator == "==", line
+        hashes = [option.strip() for option in options]
+        assert all(re.fullmatch(r"hash=sha256:[0-9a-f]{64}", h) for h in hashes), line
+        assert hashes, f"{pin.name} has no hash"
+        entries[canonicalize_name(pin.name)] = (specifier.version, hashes)
+    return entries
+
+
+def _closure(roots: list[str], locked: dict[str, tuple[str, list[str]]]) -> set[str]:
+    """The packages `roots` need, through the requirements of the installed distributions: each
+    must be locked, installed at its locked version and within every specifier that asks for it."""
+    seen: set[tuple[str, str]] = set()
+    todo = [(Requirement(root), "") for root in roots]
+    reached: set[str] = set()
+    while todo:
+        requirement, extra = todo.pop()
+        if requirement.marker and not requirement.marker.evaluate({"extra": extra}):
+            continue
+        name = canonicalize_name(requirement.name)
+        assert name in locked, f"{requirement} is not locked"
+        version = locked[name][0]
+        assert requirement.specifier.contains(version, prereleases=True), (requirement, version)
+        assert metadata.version(name) == version, f"{name} installed is not the locked {version}"
+        reached.add(name)
+        for wanted in ["", *requirement.extras]:
+            if (name, wanted) in seen:
+                continue
+            seen.add((name, wanted))
+            todo += [(Requirement(r), wanted) for r in metadata.requires(name) or []]
+    return reached
+
+
+def test_runtime_lock_is_the_closure_of_pyprojects_dependencies() -> None:
+    """A dependency added to, or dropped from, pyproject.toml without `scripts/lock` fails
+    here; so does a venv whose versions are not the lock's (CI would test other code than the
+    image ships)."""
+    locked = _locked(RUNTIME_LOCK)
+    dependencies = _project(ROOT / "pyproject.toml")["project"]["dependencies"]
+    assert _closure(dependencies, locked) == set(locked)
+
+
+def test_build_lock_is_the_closure_of_the_build_backend() -> None:
+    locked = _locked(BUILD_LOCK)
+    requires = _project(ROOT / "pyproject.toml")["build-system"]["requires"]
+    assert _closure(requires, locked) == set(locked)
+
+
+def test_ci_installs_the_locks_versions_through_their_hash_free_copy() -> None:
+    """CI and scripts/venv install with `-c .ci/constraints.txt`, which includes
+    constraints-lock.txt: the locks' pins exactly, none repeated in constraints.txt (a second pin
+    could only disagree). Without hashes, or pip would demand them of the editable installs."""
+    constraints = (ROOT / ".ci" / "constraints.txt").read_text().splitlines()
+    assert "-c constraints-lock.txt" in constraints
+    copy = (ROOT / ".ci" / "constraints-lock.txt").read_text().splitlines()
+    pins = [line for line in copy if not line.startswith("#")]
+    locked = {**_locked(RUNTIME_LOCK), **_locked(BUILD_LOCK)}
+    assert sorted(pins) == sorted(f"{name}=={version}" for name, (version, _) in locked.items())
+    pinned = {canonicalize_name(line.split("==")[0]) for line in constraints if "==" in line}
+    assert not pinned & set(locked)

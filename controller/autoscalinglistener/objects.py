@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 
 from controller.runners.objects import json_digest, resource_meta
-from controller.settings import LISTENER_COMMAND, StandbyTimings
+from controller.settings import LISTENER_COMMAND, LISTENER_RESOURCES, StandbyTimings
 from shared.api.names import (
     ANNOTATION_INTEGRITY_HASH,
     API_VERSION,
@@ -50,6 +50,13 @@ ARC_ENTRYPOINT = "/ghalistener"
 """ARC's listener in its image (ARC's default `LISTENER_ENTRYPOINT`)."""
 GRACE_PERIOD_SECONDS = 60
 RBAC_GROUP = "rbac.authorization.k8s.io"
+RUN_AS = 10001
+"""The listener's uid and primary group: the image's `USER 10001:10001`, set on the pod so a
+kubelet never runs it with group 0 (a pod with `runAsNonRoot` but no group gets gid 0)."""
+STARTUP_DELAY_SECONDS = 10
+"""When the kubelet first asks whether the listener listens: `gha-listener` took 4.9-6.4 s from
+exec to listening on a 2-core machine at load average 14-16 (docs/autoscaling.md#the-listener-pod),
+so a probe sent earlier is refused and reported as an `Unhealthy` Warning Event."""
 
 
 def owner_reference(listener: JSONDict) -> RawOwnerReference:
@@ -256,10 +263,12 @@ def listener_config(
     metrics_addr: str,
     metrics_endpoint: str,
     standby: StandbyTimings,
+    allow_insecure_github: bool = False,
 ) -> JSONDict:
     """The listener's config, with ARC's keys in ARC's order (docs/listener.md#configuration),
-    then `scaling_policy` when the listener has one and the standby keys when it has more than
-    one pod. `credentials` holds the GitHub Secret's keys (a PAT or an App)."""
+    then `scaling_policy` when the listener has one, the standby keys when it has more than
+    one pod, and `allow_insecure_github` when the controller allows plain http GitHub URLs.
+    `credentials` holds the GitHub Secret's keys (a PAT or an App)."""
     spec = listener.get("spec") or {}
     installation = credentials.get("github_app_installation_id", "")
     config: JSONDict = {
@@ -293,6 +302,9 @@ def listener_config(
         config["standby_lease_duration_seconds"] = standby.lease_duration_seconds
         config["standby_renew_deadline_seconds"] = standby.renew_deadline_seconds
         config["standby_retry_period_seconds"] = standby.retry_period_seconds
+    # Not an ARC key: the controller's opt-in (docs/security.md#transport) reaches its listeners.
+    if allow_insecure_github:
+        config["allow_insecure_github"] = True
     return config
 
 
@@ -451,7 +463,72 @@ def template_problem(listener: JSONDict) -> str | None:
     )
 
 
-def _container(listener: JSONDict, *, metrics_addr: str, entrypoint: str, arc: bool) -> JSONDict:
+TEMPLATE_METADATA_FIELDS = ("labels", "annotations")
+TEMPLATE_POD_FIELDS = (
+    "containers",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "topologySpreadConstraints",
+    "priorityClassName",
+)
+TEMPLATE_CONTAINER_FIELDS = ("name", "resources", "env")
+TEMPLATE_ENV_SOURCES = ("fieldRef", "resourceFieldRef")
+TEMPLATE_ENV_REFUSED_PREFIXES = ("LD_", "PYTHON")
+"""Variables that choose what the listener loads (with `LISTENER_CONFIG_PATH`, its config
+file): the dynamic linker's and the interpreter's paths and hooks."""
+
+
+def template_refusals(template: JSONDict | None) -> list[str]:
+    """What `listenerTemplate` sets beyond what a listener needs tuned, as field paths under
+    it (docs/security.md#listener-pod); [] when the pod may be made from it. Allowed: labels and
+    annotations; the scheduling fields; in the container named `listener` only `resources` and
+    `env` whose values are literal or from the pod's own fields (a `secretKeyRef` would read a
+    Secret of the controller's namespace, where every listener's credentials are)."""
+    if not template:
+        return []
+    refused: list[str] = [key for key in template if key not in ("metadata", "spec")]
+    meta = template.get("metadata") or {}
+    refused += [f"metadata.{key}" for key in meta if key not in TEMPLATE_METADATA_FIELDS]
+    spec = template.get("spec") or {}
+    refused += [
+        f"spec.{key}"
+        for key, value in spec.items()
+        if key not in TEMPLATE_POD_FIELDS and value is not None
+    ]
+    for i, container in enumerate(spec.get("containers") or []):
+        at = f"spec.containers[{i}]"
+        if not isinstance(container, dict) or container.get("name") != LISTENER_CONTAINER:
+            refused.append(at)
+            continue
+        refused += [
+            f"{at}.{key}"
+            for key, value in container.items()
+            if key not in TEMPLATE_CONTAINER_FIELDS and value is not None
+        ]
+        for j, variable in enumerate(container.get("env") or []):
+            if not isinstance(variable, dict):
+                refused.append(f"{at}.env[{j}]")
+                continue
+            name = str(variable.get("name", ""))
+            if name == ENV_LISTENER_CONFIG_PATH or name.startswith(TEMPLATE_ENV_REFUSED_PREFIXES):
+                refused.append(f"{at}.env[{j}].name")
+            refused += [
+                f"{at}.env[{j}].valueFrom.{source}"
+                for source in variable.get("valueFrom") or {}
+                if source not in TEMPLATE_ENV_SOURCES
+            ]
+    return refused
+
+
+def _container(
+    listener: JSONDict,
+    *,
+    metrics_addr: str,
+    entrypoint: str,
+    arc: bool,
+    resources: Mapping[str, Mapping[str, str]],
+) -> JSONDict:
     spec = listener.get("spec") or {}
     env: list[JSONDict] = [{"name": ENV_LISTENER_CONFIG_PATH, "value": LISTENER_CONFIG_PATH}]
     proxy = spec.get("proxy") or {}
@@ -487,10 +564,20 @@ def _container(listener: JSONDict, *, metrics_addr: str, entrypoint: str, arc: b
             "capabilities": {"drop": ["ALL"]},
         },
     }
+    if resources:
+        container["resources"] = {part: dict(values) for part, values in resources.items()}
     port = _metrics_port(metrics_addr)
     if port is not None:
         container["ports"] = [{"name": METRICS_PORT_NAME, "containerPort": port, "protocol": "TCP"}]
         if not arc:
+            # Liveness and readiness wait for the startup probe, which waits for the process to
+            # listen: neither is sent to a port nobody listens on yet.
+            container["startupProbe"] = {
+                "httpGet": {"path": "/healthz", "port": METRICS_PORT_NAME},
+                "initialDelaySeconds": STARTUP_DELAY_SECONDS,
+                "periodSeconds": 1,
+                "failureThreshold": 60,
+            }
             container["livenessProbe"] = {
                 "httpGet": {"path": "/healthz", "port": METRICS_PORT_NAME},
                 "periodSeconds": 20,
@@ -510,19 +597,30 @@ def listener_pod(
     metrics_addr: str,
     replica: int = 0,
     entrypoint: str = LISTENER_COMMAND,
+    resources: Mapping[str, Mapping[str, str]] | None = None,
 ) -> JSONDict:
     """The listener pod of `replica`, with `spec.template` merged over it (`merge_template`).
     Replicas differ in their name only. The container runs `entrypoint` (ARC's
-    `LISTENER_ENTRYPOINT`), or `/ghalistener` when it runs ARC's image. `runAsNonRoot` and
-    the seccomp profile are the pod's, unless the template adds containers: theirs are the
-    template's to set, so ours are set on the listener container only."""
+    `LISTENER_ENTRYPOINT`), or `/ghalistener` when it runs ARC's image. `runAsNonRoot`, uid
+    and gid 10001 and the seccomp profile are the pod's, unless a trusted template adds
+    containers: theirs are the template's to set, so ours are set on the listener container
+    only. `resources` replaces the default requests and limits (the controller's setting)."""
     meta = metadata_of(listener)
     spec = listener.get("spec") or {}
     template_spec = (spec.get("template") or {}).get("spec") or {}
     container = _container(
-        listener, metrics_addr=metrics_addr, entrypoint=entrypoint, arc=runs_arc_listener(listener)
+        listener,
+        metrics_addr=metrics_addr,
+        entrypoint=entrypoint,
+        arc=runs_arc_listener(listener),
+        resources=LISTENER_RESOURCES if resources is None else resources,
     )
-    restricted: JSONDict = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    restricted: JSONDict = {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS,
+        "runAsGroup": RUN_AS,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     pod_spec: JSONDict = {
         "serviceAccountName": meta["name"],
         "automountServiceAccountToken": True,
@@ -539,7 +637,7 @@ def listener_pod(
         c.get("name") != LISTENER_CONTAINER for c in template_spec.get("containers") or []
     ):
         del pod_spec["securityContext"]
-        container["securityContext"]["seccompProfile"] = restricted["seccompProfile"]
+        container["securityContext"].update(restricted)
     if spec.get("imagePullSecrets"):
         pod_spec["imagePullSecrets"] = spec["imagePullSecrets"]
     pod: JSONDict = {

@@ -6,20 +6,23 @@ Order of a pass:
 
 1. Read the listener from the cache; gone, or outside the controller's namespace, ends the
    pass.
-2. Deletion branch: delete the pods, the config and proxy Secrets, the standby Lease, the
-   RoleBinding, the Role and the ServiceAccount; once all are gone, drop the finalizer.
+2. Deletion branch: delete the pods, then the config and proxy (with a proxy) Secrets, the
+   standby Lease, the RoleBinding, the Role and the ServiceAccount, each once; once all are
+   gone, drop the finalizer.
 3. Finalizer. A listener whose AutoscalingRunnerSet is gone deletes itself.
 4. ServiceAccount, Role and RoleBinding (the Role's rules and the binding's subjects and
    roleRef brought back when edited), the proxy Secret, the standby Lease with
    `listenerReplicas` above 1, the config Secret (its data rebuilt from the GitHub Secret and
    the CA each pass, so a rotation reaches the listener; a config the listener would refuse is
-   not written, and looked at again after `resync_seconds`). A template running ARC's listener
-   with features it lacks is refused.
+   not written, and looked at again after `resync_seconds`). A template that sets more than a
+   listener needs tuned is refused unless the operator trusts templates
+   (docs/security.md#listener-pod); one running ARC's listener with features it lacks is
+   refused.
 5. The pods, one per replica, each on its own: created, or deleted to be made again when its
    integrity hash changed, when it was evicted or its listener exited, with an exponential
    backoff between re-creations (ARC re-creates a crashing listener at once, hammering GitHub).
-   Replicas beyond `listenerReplicas` are deleted. A container that cannot start is named in
-   an Event on the listener.
+   Replicas beyond `listenerReplicas` are deleted. A container that cannot start, or a pod the
+   API server refuses (Pod Security), is named in an Event on the listener.
 
 ServiceAccount, Role, RoleBinding, Secrets and the Lease are read through the API, not a cache:
 a listener is reconciled on its own and its pods' events only, a few times in its life, and the
@@ -51,6 +54,7 @@ from controller.autoscalinglistener.objects import (
     service_account,
     standby_lease_name,
     template_problem,
+    template_refusals,
 )
 from controller.deps import Deps
 from controller.github.network import proxy_data, root_ca
@@ -83,7 +87,7 @@ from shared.api.names import (
     SECRET_GITHUB_APP_PRIVATE_KEY,
     SECRET_GITHUB_TOKEN,
 )
-from shared.kube.errors import KubeError, NotFound
+from shared.kube.errors import Forbidden, KubeError, NamespaceTerminating, NotFound
 from shared.kube.objects import (
     LEASE,
     POD,
@@ -165,6 +169,8 @@ class AutoscalingListenerReconciler:
         self._sets = sets
         self._pods = pods
         self._lease_owed: set[str] = set()
+        self._gone: dict[str, set[tuple[Kind, str, str]]] = {}
+        """The children of listeners being deleted that went, per listener uid."""
         """Listeners being deleted that ran standby replicas: their Lease goes after their pods."""
         self._objects = objects
         self._events = events
@@ -241,6 +247,14 @@ class AutoscalingListenerReconciler:
             # Secret and ConfigMap it came from are not watched: looked at again in a resync.
             await self._refuse(cached, uid, "ListenerConfigInvalid", refused)
             return Result(requeue_after=self._settings.resync_seconds)
+        refusals = [] if self._settings.trust_templates else template_refusals(spec.get("template"))
+        if refusals:
+            # Not from a tenant's namespace into ours (docs/security.md#listener-pod): said on
+            # the set, where its writer looks, and on the listener; a pod made from it before
+            # (templates were trusted then) goes. Its edit brings it back.
+            await self._refuse_template(p, refusals)
+            await self._delete_extra_pods(p, keep=0)
+            return Result()
         refused = template_problem(cached)
         if refused is not None:
             # The template is the listener's spec: its edit brings the listener back.
@@ -258,6 +272,28 @@ class AutoscalingListenerReconciler:
         if self._refused.get(uid) != message:
             self._refused[uid] = message
             await self._events.warning(listener, reason=reason, message=message)
+
+    async def _refuse_template(self, p: Pass, refusals: list[str]) -> None:
+        listener, uid = p.object, p.uid
+        message = (
+            "listenerTemplate sets what only the operator may set on a listener pod: "
+            + ", ".join(f"listenerTemplate.{path}" for path in refusals)
+            + "; a template may set labels, annotations, scheduling and the listener "
+            "container's resources and env (docs/security.md#listener-pod)"
+        )
+        if self._refused.get(uid) == message:
+            return
+        p.log.warning("no listener pod: %s", message)
+        spec = listener.get("spec") or {}
+        runner_set = self._sets.get(
+            str(spec.get("autoscalingRunnerSetNamespace")),
+            str(spec.get("autoscalingRunnerSetName")),
+        )
+        if runner_set is not None:
+            await self._events.warning(
+                runner_set, reason="ListenerTemplateRefused", message=message
+            )
+        await self._refuse(listener, uid, "ListenerTemplateRefused", message)
 
     # --- children ------------------------------------------------------------------------------
 
@@ -290,6 +326,7 @@ class AutoscalingListenerReconciler:
             metrics_addr=settings.metrics_addr,
             metrics_endpoint=settings.metrics_endpoint if settings.metrics_addr else "",
             standby=settings.standby,
+            allow_insecure_github=settings.allow_insecure_github,
         )
 
     async def _ensure(self, p: Pass, desired: JSONDict, kind: Kind) -> None:
@@ -413,6 +450,7 @@ class AutoscalingListenerReconciler:
             metrics_addr=self._settings.metrics_addr,
             replica=replica,
             entrypoint=self._settings.entrypoint,
+            resources=self._settings.resources,
         )
         name = desired["metadata"]["name"]
         restarts = self._restarts.setdefault((uid, replica), _Restarts())
@@ -421,7 +459,15 @@ class AutoscalingListenerReconciler:
         if pod is None:
             if now < restarts.not_before:
                 return Result(requeue_after=restarts.not_before - now), False
-            await p.create_or_patch(POD, desired, None)
+            try:
+                await p.create_or_patch(POD, desired, None)
+            except Forbidden as exc:
+                if isinstance(exc, NamespaceTerminating):
+                    raise
+                # Pod Security admission (the namespace enforces `restricted`) refusing what a
+                # trusted template asked for: said on the listener, tried again in a resync.
+                await self._refuse(listener, uid, "ListenerPodRefused", str(exc))
+                return Result(requeue_after=self._settings.resync_seconds), False
             return Result(), False
         if is_deleting(pod):
             return Result(), None
@@ -542,10 +588,14 @@ class AutoscalingListenerReconciler:
         if await self._delete_extra_pods(p, keep=0):
             return Result(requeue_after=WAIT)
         left = False
+        # Only what was made (the proxy Secret with a proxy), each once: a DELETE answered
+        # without finalizers holding the object means it went, so it is not asked for again
+        # when another child keeps the pass coming back.
         children: list[tuple[Kind, str, str]] = [
-            (SECRET, meta["namespace"], f"{meta['name']}-config"),
-            (SECRET, meta["namespace"], f"{meta['name']}-proxy"),
+            (SECRET, meta["namespace"], f"{meta['name']}-config")
         ]
+        if (obj.get("spec") or {}).get("proxy"):
+            children.append((SECRET, meta["namespace"], f"{meta['name']}-proxy"))
         if standby:
             children.append((LEASE, runner_namespace, lease_name(obj)))
         children += [
@@ -553,9 +603,20 @@ class AutoscalingListenerReconciler:
             (ROLE, runner_namespace, meta["name"]),
             (SERVICE_ACCOUNT, meta["namespace"], meta["name"]),
         ]
-        for kind, namespace, name in children:
+        gone = self._gone.setdefault(uid, set())
+        for child in children:
+            if child in gone:
+                continue
+            kind, namespace, name = child
             try:
-                left = await p.delete(kind, Request(namespace, name)) or left
+                answer = await self._objects.delete(kind, namespace, name)
+                # Some kinds answer with the deleted object: held only with finalizers left.
+                if answer is not None and metadata_of(answer).get("finalizers"):
+                    left = True
+                    continue
+                p.log.info("deleted %s %s/%s", kind.kind, namespace, name)
+            except NotFound:
+                pass
             except KubeError as exc:
                 p.warn_once(
                     f"cannot delete {kind.kind} {namespace}/{name}",
@@ -566,6 +627,8 @@ class AutoscalingListenerReconciler:
                     exc,
                 )
                 left = True
+                continue
+            gone.add(child)
         if left:
             return Result(requeue_after=WAIT)
         await remove_finalizers(p.lazy, self._objects, [FINALIZER_AUTOSCALING_LISTENER])
@@ -574,6 +637,7 @@ class AutoscalingListenerReconciler:
             self._restarts.pop((uid, replica), None)
             self._waiting.pop((uid, replica), None)
         self._lease_owed.discard(uid)
+        self._gone.pop(uid, None)
         self._gauge.series.pop(Request.of(obj), None)
         return Result()
 

@@ -45,7 +45,7 @@ from controller.autoscalingrunnerset.objects import (
 )
 from controller.autoscalingrunnerset.predicates import ERS_COUNTS, ERS_TO_ARS
 from controller.deps import Deps
-from controller.github.clients import ActionsClients, GitHubConfigError
+from controller.github.clients import REASON_INVALID_NAME, ActionsClients, GitHubConfigError
 from controller.github.scalesets import ScaleSet, ScaleSets
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
 from controller.runtime import (
@@ -82,6 +82,10 @@ from shared.api.names import (
     FINALIZER_AUTOSCALING_RUNNER_SET,
     FINALIZER_CLEANUP_PROTECTION,
 )
+from shared.api.references import (
+    autoscaling_runner_set_name_problems,
+    cleanup_annotation_problems,
+)
 from shared.kube.errors import Forbidden, KubeError, NotFound
 from shared.kube.objects import Kind, Objects
 from shared.kube.views import annotation_int, created_at, is_deleting, metadata_of, status_of
@@ -94,6 +98,7 @@ CONDITION_SCALE_SET = "ScaleSetRegistered"
 CONDITION_RUNNERS = "RunnersUpToDate"
 CONDITION_POLICY = "ScalingPolicyValid"
 CONDITION_LISTENER = "SingleListener"
+CONDITION_NAMES = "NamesValid"
 WAIT = 1.0
 """Seconds between looks at a child being deleted (its delete event usually comes first)."""
 VAULT = (
@@ -140,7 +145,8 @@ class AutoscalingRunnerSetReconciler:
             objects=objects,
             logger=log,
         )
-        self._conditions: dict[tuple[str, str], tuple[str, str, str]] = {}
+        # By set uid and condition type, the condition this process last wrote.
+        self._conditions: dict[str, dict[str, JSONDict]] = {}
 
     async def reconcile(self, request: Request) -> Result:
         p = self._passes.begin(request)
@@ -151,6 +157,9 @@ class AutoscalingRunnerSetReconciler:
             return await self._finalize(p)
         if await add_finalizers(ars, self._objects, [FINALIZER_AUTOSCALING_RUNNER_SET]):
             p.log.info("finalizer added")
+            return Result()
+        if await self._names_refused(p):
+            # Nothing is read or made by a name that is not one; what the set has keeps running.
             return Result()
 
         # The scale set is looked up on GitHub only when a listener is about to be made: a
@@ -197,6 +206,27 @@ class AutoscalingRunnerSetReconciler:
         await self._ensure_listener(p, scale_set_id, metadata_of(runner_set)["name"])
         await self._write_status(p, owned, phase=PHASE_RUNNING)
         return Result()
+
+    # --- names -------------------------------------------------------------------------------
+
+    async def _names_refused(self, p: Pass) -> bool:
+        """Whether a name the set gives (its GitHub config Secret, proxy credential Secrets, CA
+        ConfigMap, `cleanup-*` annotations) is not a Kubernetes name: condition
+        `NamesValid=False` and a Warning Event name each field, and no request is made by any
+        of them (docs/security.md#names-from-tenants). Fixed names turn the condition True."""
+        ars = p.lazy
+        problems = autoscaling_runner_set_name_problems(ars.object)
+        if problems:
+            message = "; ".join(problems)
+            if self._condition(ars, CONDITION_NAMES, "False", REASON_INVALID_NAME, message):
+                p.log.warning("refused: %s", message)
+                await self._events.warning(ars.object, reason=REASON_INVALID_NAME, message=message)
+                await ars.write(self._objects)
+            return True
+        conditions = status_of(ars.object).get("conditions") or []
+        if any(condition.get("type") == CONDITION_NAMES for condition in conditions):
+            self._condition(ars, CONDITION_NAMES, "True", "Valid", "")
+        return False
 
     # --- scale set on GitHub -------------------------------------------------------------------
 
@@ -546,19 +576,16 @@ class AutoscalingRunnerSetReconciler:
         """Set a condition in the pending edit, written with the pass's next write; whether it
         changed (a Warning Event goes with a change only, not with every retry). What this
         process last set counts too: the cache may not show its write yet."""
-        uid = str(metadata_of(ars.object).get("uid"))
+        mine = self._conditions.setdefault(str(metadata_of(ars.object).get("uid")), {})
         wanted = (status, reason, message)
-        if self._conditions.get((uid, kind)) == wanted:
+        cached = list(status_of(ars.object).get("conditions") or [])
+        have = mine.get(kind) or next((c for c in cached if c.get("type") == kind), None)
+        if have is not None and (have.get("status"), have.get("reason"), have.get("message")) == (
+            wanted
+        ):
+            mine[kind] = have
             return False
-        self._conditions[(uid, kind)] = wanted
-        conditions = list(status_of(ars.object).get("conditions") or [])
-        for condition in conditions:
-            if condition.get("type") == kind:
-                have = (condition.get("status"), condition.get("reason"), condition.get("message"))
-                if have == wanted:
-                    return False
-                break
-        entry = {
+        mine[kind] = {
             "type": kind,
             "status": status,
             "reason": reason,
@@ -566,8 +593,12 @@ class AutoscalingRunnerSetReconciler:
             "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "observedGeneration": int(metadata_of(ars.object).get("generation") or 0),
         }
-        kept = [c for c in conditions if c.get("type") != kind]
-        ars.mutate().setdefault("status", {})["conditions"] = [*kept, entry]
+        # The whole list is written: each condition as this process last wrote it, not as a
+        # cache that has not shown that write yet has it.
+        types = [c.get("type") for c in cached]
+        conditions = [mine.get(str(c.get("type")), c) for c in cached]
+        conditions += [entry for type_, entry in mine.items() if type_ not in types]
+        ars.mutate().setdefault("status", {})["conditions"] = conditions
         return True
 
     # --- deletion ------------------------------------------------------------------------------
@@ -588,13 +619,21 @@ class AutoscalingRunnerSetReconciler:
                     await p.delete(EPHEMERAL_RUNNER_SET, Request.of(runner_set))
             return Result(requeue_after=WAIT)
         await self._delete_scale_set(ars)
+        refused = cleanup_annotation_problems(meta.get("annotations"))
+        if refused:
+            # ARC's Helm objects are named by these; one that is not a name is left alone, and
+            # the set still goes.
+            await self._events.warning(
+                obj, reason=REASON_INVALID_NAME, message="; ".join(refused) + ": left alone"
+            )
         for annotation, kind in CLEANUP_TARGETS:
             name = (meta.get("annotations") or {}).get(annotation)
-            if name:
+            if name and not cleanup_annotation_problems({annotation: name}):
+                # Always the set's own namespace (ARC's rule).
                 await self._strip_cleanup_protection(kind, meta["namespace"], name)
         await remove_finalizers(ars, self._objects, [FINALIZER_AUTOSCALING_RUNNER_SET])
         p.log.info("finalizer removed")
-        self._conditions = {key: v for key, v in self._conditions.items() if key[0] != p.uid}
+        self._conditions.pop(p.uid, None)
         return Result()
 
     async def _delete_scale_set(self, ars: LazyObject) -> None:

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from controller.github.network import proxy_data, root_ca
 from shared.actions.client import ActionsClient
+from shared.actions.config import insecure_url_refusal
 from shared.actions.credentials import Credentials, GitHubApp, PersonalAccessToken
 from shared.actions.errors import (
     ActionsError,
@@ -35,15 +36,20 @@ from shared.api.names import (
     SECRET_GITHUB_APP_PRIVATE_KEY,
     SECRET_GITHUB_TOKEN,
 )
+from shared.api.references import runner_spec_name_problems
 from shared.kube.errors import Forbidden, NotFound
 from shared.kube.objects import SECRET, Objects
 from shared.kube.views import secret_value
+from shared.telemetry.logs import mask, redact
 from shared.typedefs import JSONDict
 
 REASON_CONFIG_SECRET_NOT_FOUND = "GitHubConfigSecretNotFound"
 REASON_CONFIG_UNREADABLE = "GitHubConfigUnreadable"
 REASON_INVALID_CREDENTIALS = "InvalidGitHubCredentials"
 REASON_NETWORK_CONFIG_INVALID = "GitHubNetworkConfigInvalid"
+REASON_INSECURE_URL = "InsecureGitHubConfigUrl"
+ALLOW_INSECURE_SETTING = "GHA_CONTROLLER_ALLOW_INSECURE_GITHUB"
+REASON_INVALID_NAME = "InvalidName"
 
 
 class GitHubConfigError(Exception):
@@ -53,6 +59,7 @@ class GitHubConfigError(Exception):
     a CamelCase word for a status or an Event; the message names objects, never their data."""
 
     def __init__(self, reason: str, message: str) -> None:
+        message = redact(message)
         super().__init__(message)
         self.reason = reason
         self.message = message
@@ -90,11 +97,16 @@ def default_factory(
 
 def credentials_from_secret(secret: JSONDict) -> Credentials:
     """A PAT (`github_token`) or a GitHub App (`github_app_id`, `github_app_installation_id`,
-    `github_app_private_key`); exactly one of them must be complete."""
+    `github_app_private_key`); exactly one of them must be complete.
+
+    The PAT and the private key are registered for redaction as soon as they are read, whatever
+    their shape (a legacy PAT is 40 hex digits, which no pattern can tell from a commit SHA);
+    the App and installation ids are not secret."""
     token = secret_value(secret, SECRET_GITHUB_TOKEN) or ""
     app_id = secret_value(secret, SECRET_GITHUB_APP_ID) or ""
     installation = secret_value(secret, SECRET_GITHUB_APP_INSTALLATION_ID) or ""
     key = secret_value(secret, SECRET_GITHUB_APP_PRIVATE_KEY) or ""
+    mask(token.strip(), key.strip())
     app = bool(app_id and installation and key)
     if token and app:
         raise InvalidCredentials("both PAT and GitHub App credentials provided")
@@ -150,9 +162,12 @@ class ActionsClients:
         objects: Objects,
         factory: ClientFactory = default_factory,
         credentials_ttl: float = 300.0,
+        allow_insecure: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`allow_insecure`: accept plain http:// URLs off loopback (RunnerSettings)."""
         self._objects = objects
+        self._allow_insecure = allow_insecure
         self._factory = factory
         self._ttl = credentials_ttl
         self._clock = clock
@@ -160,7 +175,21 @@ class ActionsClients:
         self._lock = asyncio.Lock()
 
     async def for_spec(self, namespace: str, spec: JSONDict) -> ActionsClient:
+        """The client of this spec's GitHub configuration; GitHubConfigError, before any
+        Secret is read, when its `githubConfigUrl` is plain http and that is not allowed, or
+        when a name it gives is not one."""
+        # Before any read: a name that is not one would address another namespace's Secret.
+        if problems := runner_spec_name_problems(spec):
+            raise GitHubConfigError(REASON_INVALID_NAME, "; ".join(problems))
         key = _key(namespace, spec)
+        refusal = insecure_url_refusal(
+            key.url,
+            field="githubConfigUrl",
+            allowed=self._allow_insecure,
+            opt_in=ALLOW_INSECURE_SETTING,
+        )
+        if refusal:
+            raise GitHubConfigError(REASON_INSECURE_URL, refusal)
         async with self._lock:
             entry = self._entries.get(key)
             if entry is not None and self._clock() - entry.read_at < self._ttl:

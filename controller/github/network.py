@@ -19,6 +19,7 @@ from shared.api.names import (
 )
 from shared.kube.objects import CONFIG_MAP, SECRET, Objects
 from shared.kube.views import secret_value
+from shared.telemetry.logs import mask
 from shared.typedefs import JSONDict
 
 
@@ -41,11 +42,10 @@ async def _server_url(objects: Objects, namespace: str, server: JSONDict | None)
     if not ref:
         return url
     secret = await objects.get(SECRET, namespace, str(ref))
-    return _with_userinfo(
-        url,
-        secret_value(secret, SECRET_PROXY_USERNAME) or "",
-        secret_value(secret, SECRET_PROXY_PASSWORD) or "",
-    )
+    password = secret_value(secret, SECRET_PROXY_PASSWORD) or ""
+    # Registered for redaction as read, and as it appears in the proxy URL.
+    mask(password, quote(password, safe=""))
+    return _with_userinfo(url, secret_value(secret, SECRET_PROXY_USERNAME) or "", password)
 
 
 async def proxy_data(objects: Objects, namespace: str, proxy: JSONDict | None) -> dict[str, str]:

@@ -14,7 +14,9 @@ resourceVersion with bookmarks; a stream that ends normally is resumed from the 
 resourceVersion seen; a 410 means the history is gone, so re-list and emit the difference as
 events; a stream silent for longer than the inactivity timeout is abandoned and resumed; a
 refusal that says when to come back (a 429 with `Retry-After`, as while the API server's watch
-cache initialises after a restart) waits that long; other errors back off and retry.
+cache initialises after a restart) waits that long; other errors back off and retry. The backoff
+starts over once the server answers again (a list, or a watch that was established), so an
+outage of any length costs one reconnect after it ends (docs/controller-runtime.md#informers).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from controller.runtime.echoes import from_list
 from controller.runtime.reconcile import Request
 from shared.clock import Clock, MonotonicClock
 from shared.kube.errors import Gone, KubeError
@@ -173,6 +176,15 @@ class WatchSettings:
     """The longest `Retry-After` honoured: a proxy asking for hours cannot stall the cache."""
 
 
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What one list-watch loop covers: a namespace (None: all) and a label selector (None:
+    every object there)."""
+
+    namespace: str | None
+    selector: str | None = None
+
+
 class Informer:
     def __init__(
         self,
@@ -190,15 +202,19 @@ class Informer:
         self.namespaces: tuple[str | None, ...] = (
             tuple(sorted(set(namespaces))) if namespaces is not None else (None,)
         )
+        self.scopes: tuple[Scope, ...] = tuple(Scope(ns) for ns in self.namespaces)
         self.lists = 0
         self.failures = 0
         """Lists and watches that failed (timeouts included), for tests and logs."""
         self._objects = objects
         self._handlers: list[EventHandler] = []
-        self._listed: set[str | None] = set()
-        # Per namespace, the last resourceVersion a watch delivered: where to resume after a
+        self._listed: set[Scope] = set()
+        # Per scope, the last resourceVersion a watch delivered: where to resume after a
         # watch that broke mid-stream.
-        self._seen: dict[str | None, str] = {}
+        self._seen: dict[Scope, str] = {}
+        # When scopes can overlap (an object matching two selectors), the scopes whose list or
+        # watch last had each key: it leaves the store when it left all of them.
+        self._held: dict[Request, set[Scope]] | None = None
         self.synced = asyncio.Event()
         self.kept: frozenset[str] | None = None
         """The top-level fields the store keeps; None for whole objects."""
@@ -214,6 +230,25 @@ class Informer:
         elif not self._whole:
             self.kept = frozenset({*(self.kept or ALWAYS_KEPT), *fields})
 
+    def select(self, selectors: Collection[str], *, whole: Collection[str] = ()) -> None:
+        """Before `run`: keep only the objects that match one of the label `selectors`, and
+        every object of the namespaces in `whole` (those in scope). One list-watch loop per
+        selector and namespace in scope, each asking the server for its selection, so what no
+        reader wants never reaches this process (controller-runtime's `ByObject` label
+        selectors do the same)."""
+        scopes = []
+        for namespace in self.namespaces:
+            if namespace is not None and namespace in whole:
+                scopes.append(Scope(namespace))
+            else:
+                scopes += [Scope(namespace, selector) for selector in sorted(selectors)]
+        if self.namespaces == (None,):
+            scopes += [Scope(namespace) for namespace in sorted(whole)]
+        self.scopes = tuple(scopes)
+        namespaces = [scope.namespace for scope in scopes]
+        if len(set(namespaces)) < len(namespaces) or (None in namespaces and len(scopes) > 1):
+            self._held = {}
+
     def add_handler(self, handler: EventHandler) -> None:
         """Receive every change from now on, and an add for each object already stored."""
         self._handlers.append(handler)
@@ -223,8 +258,8 @@ class Informer:
     async def run(self) -> None:
         """List and watch every scope until cancelled."""
         async with asyncio.TaskGroup() as group:
-            for namespace in self.namespaces:
-                group.create_task(self._reflect(namespace))
+            for scope in self.scopes:
+                group.create_task(self._reflect(scope))
 
     def _emit(self, method: str, handler: EventHandler, *args: JSONDict) -> None:
         try:
@@ -244,7 +279,15 @@ class Informer:
         obj.setdefault("apiVersion", self.kind.api_version)
         return obj
 
-    def _upsert(self, obj: JSONDict) -> None:
+    def _upsert(self, obj: JSONDict, scope: Scope) -> None:
+        if self._held is not None:
+            key = Request.of(obj)
+            held = self._held.setdefault(key, set())
+            held.add(scope)
+            current = self.store.get(key.namespace, key.name)
+            if len(held) > 1 and current is not None and _older(obj, current):
+                # Another scope's stream delivered a later version already.
+                return
         old = self.store.upsert(self._stamp(obj))
         if old is None:
             self._notify("on_add", obj)
@@ -253,12 +296,18 @@ class Informer:
         ):
             self._notify("on_update", old, obj)
 
-    def _delete(self, obj: JSONDict) -> None:
-        old = self.store.remove(Request.of(obj))
+    def _delete(self, obj: JSONDict, scope: Scope) -> None:
+        key = Request.of(obj)
+        if self._held is not None and key in self._held:
+            self._held[key].discard(scope)
+            if self._held[key]:
+                return
+            del self._held[key]
+        old = self.store.remove(key)
         if old is not None:
             self._notify("on_delete", self._stamp(obj))
 
-    async def _list(self, namespace: str | None) -> str:
+    async def _list(self, scope: Scope) -> str:
         """Replace the scope's part of the store with a fresh list; its resourceVersion.
 
         Pages are read in full before the store changes, so handlers never see half a list; an
@@ -269,7 +318,11 @@ class Informer:
         while True:
             page = await asyncio.wait_for(
                 self._objects.list(
-                    self.kind, namespace, limit=self.settings.page_size, continue_token=token
+                    self.kind,
+                    scope.namespace,
+                    label_selector=scope.selector,
+                    limit=self.settings.page_size,
+                    continue_token=token,
                 ),
                 self.settings.request_timeout,
             )
@@ -280,31 +333,36 @@ class Informer:
                 break
         self.lists += 1
         seen = set()
-        for item in items:
-            seen.add(Request.of(item))
-            self._upsert(item)
-        for key in self.store.keys_in(namespace):
-            if key in seen:
-                continue
-            gone = self.store.get(key.namespace, key.name)
-            if gone is not None:
-                self._delete(gone)
-        self._listed.add(namespace)
-        if len(self._listed) == len(self.namespaces):
+        listing = from_list.set(True)
+        try:
+            for item in items:
+                seen.add(Request.of(item))
+                self._upsert(item, scope)
+            for key in self.store.keys_in(scope.namespace):
+                if key in seen or (self._held is not None and scope not in self._held.get(key, ())):
+                    continue
+                gone = self.store.get(key.namespace, key.name)
+                if gone is not None:
+                    self._delete(gone, scope)
+        finally:
+            from_list.reset(listing)
+        self._listed.add(scope)
+        if len(self._listed) == len(self.scopes):
             self.synced.set()
         return str(meta.get("resourceVersion", ""))
 
-    async def _watch(self, namespace: str | None, resource_version: str) -> str:
+    async def _watch(self, scope: Scope, resource_version: str) -> str:
         """Apply watch events until the stream ends; the last resourceVersion seen."""
         stream = self._objects.watch(
             self.kind,
-            namespace,
+            scope.namespace,
             resource_version=resource_version,
             timeout_seconds=self.settings.server_timeout,
             inactivity_timeout=self.settings.inactivity_timeout,
             connect_timeout=self.settings.connect_timeout,
+            label_selector=scope.selector,
         )
-        self._seen[namespace] = resource_version
+        self._seen[scope] = resource_version
         async with contextlib.aclosing(stream):
             async for event in stream:
                 kind, obj = event.get("type"), event.get("object")
@@ -317,36 +375,49 @@ class Informer:
                     continue
                 rv = meta.get("resourceVersion")
                 if kind in ("ADDED", "MODIFIED"):
-                    self._upsert(obj)
+                    self._upsert(obj, scope)
                 elif kind == "DELETED":
-                    self._delete(obj)
+                    self._delete(obj, scope)
                 elif kind != "BOOKMARK":
                     log.warning("unknown watch event type skipped", extra={"type": kind})
                     continue
                 if rv:
                     resource_version = str(rv)
-                    self._seen[namespace] = resource_version
+                    self._seen[scope] = resource_version
         return resource_version
 
-    async def _reflect(self, namespace: str | None) -> None:
+    async def _reflect(self, scope: Scope) -> None:
         resource_version: str | None = None
         failures = 0
+        loop = asyncio.get_running_loop()
         while True:
+            opened = loop.time()
             try:
                 if resource_version is None:
-                    resource_version = await self._list(namespace)
-                resource_version = await self._watch(namespace, resource_version)
+                    resource_version = await self._list(scope)
+                    # The server answers again: whatever failed before is over, so the next
+                    # failure waits retry_base, not what an outage had grown the delay to.
+                    failures = 0
+                    opened = loop.time()
+                resource_version = await self._watch(scope, resource_version)
                 failures = 0
             except Gone:
                 log.info("watch history gone, re-listing", extra={"kind": self.kind.kind})
                 resource_version = None
             except (KubeError, TimeoutError) as exc:
-                seen = self._seen.get(namespace)
+                seen = self._seen.get(scope)
                 if resource_version is not None and seen not in (None, resource_version):
                     # The watch delivered events before it broke: resume where it got to, and
                     # a healthy stream cut after minutes is not one more failure in a row (else
                     # a few cuts make every reconnect wait retry_max with a stale cache).
                     resource_version, failures = seen, 0
+                elif loop.time() - opened >= self.settings.inactivity_timeout:
+                    # Open that long, the watch was established (a server down refuses at
+                    # once, an unreachable one within connect_timeout): a quiet stream ended
+                    # by the inactivity watchdog, as after a restart when the server sends no
+                    # bookmark, is not a failure in a row either. Each such attempt takes the
+                    # inactivity timeout, so retrying at once cannot hammer the server.
+                    failures = 0
                 delay = min(self.settings.retry_base * 2**failures, self.settings.retry_max)
                 if isinstance(exc, KubeError) and exc.retry_after:
                     # The server said when to come back (a 429 while its watch cache
@@ -359,3 +430,15 @@ class Informer:
                     extra={"kind": self.kind.kind, "error": str(exc), "delay": delay},
                 )
                 await self._clock.sleep(delay)
+
+
+def _older(obj: JSONDict, than: JSONDict) -> bool:
+    """Whether `obj` is an earlier version than `than`. resourceVersions are opaque to clients
+    but etcd's revisions, integers that only grow, on every API server; one that is not an
+    integer is never taken as older."""
+    new = (obj.get("metadata") or {}).get("resourceVersion")
+    old = (than.get("metadata") or {}).get("resourceVersion")
+    try:
+        return int(str(new)) < int(str(old))
+    except ValueError:
+        return False

@@ -15,7 +15,10 @@ Categories, because reconcilers differ in which of their writes end a pass:
   object: a deletion held by finalizers).
 
 A version written by anyone else, or a later one, still wakes; so does every delete event, and a
-pass that raised is requeued by its error anyway.
+pass that raised is requeued by its error anyway. So does an update an informer's list delivers
+(`from_list`): it shows every write since the version cached, others' included (a kubelet's
+status write made while the watch was down, then this pass's patch of the same pod), not the
+one write the pass decided on.
 """
 
 from __future__ import annotations
@@ -79,7 +82,8 @@ class Echoes:
         del versions[:-MAX_VERSIONS]
 
     def is_echo(self, kind: Kind, obj: JSONDict) -> bool:
-        """Whether this event shows a version recorded here (then forgotten: it wakes once)."""
+        """Whether this event shows a version recorded here (then forgotten: it wakes once).
+        Never while an informer applies a list (`from_list`)."""
         key = _key(kind, obj)
         versions = self._versions.get(key)
         version = metadata_of(obj).get("resourceVersion")
@@ -88,7 +92,7 @@ class Echoes:
         versions.remove(str(version))
         if not versions:
             del self._versions[key]
-        return True
+        return not from_list.get()
 
     def forget(self, kind: Kind, obj: JSONDict) -> None:
         self._versions.pop(_key(kind, obj), None)
@@ -96,6 +100,9 @@ class Echoes:
     def __len__(self) -> int:
         return sum(len(v) for v in self._versions.values())
 
+
+from_list: ContextVar[bool] = ContextVar("from_list", default=False)
+"""True while an informer applies a list to its store (`cache.Informer._list`)."""
 
 # The worker running a pass sets its controller's echoes; the manager's object client reports
 # every write's answer here.

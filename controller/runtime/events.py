@@ -1,8 +1,9 @@
 """Kubernetes Events about the objects reconcilers act on (controller-runtime's recorder), so
 `kubectl describe` shows why, for example, a runner failed.
 
-Messages are built by the reconcilers from pod and service reasons only; they must never hold a
-credential. A failed Event write is logged and never fails a reconcile.
+Messages are built by the reconcilers from pod and service reasons and error messages; each
+passes `redact`, as a log line does (docs/security.md#secrets), so a Status message that echoes a
+credential does not reach the Event. A failed Event write is logged and never fails a reconcile.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from datetime import UTC, datetime
 
 from shared.kube.errors import KubeError, NamespaceTerminating
 from shared.kube.objects import EVENT, Objects
+from shared.telemetry.logs import redact
 from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
@@ -75,7 +77,7 @@ class EventRecorder:
             },
             "type": kind,
             "reason": reason,
-            "message": message[:1024],
+            "message": redact(message)[:1024],
             "source": {"component": self._component},
             "firstTimestamp": stamp,
             "lastTimestamp": stamp,

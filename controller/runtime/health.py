@@ -6,6 +6,7 @@ from aiohttp import web
 
 from controller.runtime.manager import Manager
 from shared.listen import listen_socket
+from shared.metricsauth import MetricsAuth
 from shared.telemetry.metrics import PROMETHEUS_CONTENT_TYPE
 
 
@@ -23,8 +24,18 @@ def health_routes(manager: Manager) -> list[web.RouteDef]:
     return [web.get("/healthz", healthz), web.get("/readyz", readyz)]
 
 
-def metrics_routes(manager: Manager) -> list[web.RouteDef]:
-    async def metrics(_: web.Request) -> web.Response:
+def metrics_routes(manager: Manager, *, auth: MetricsAuth | None = None) -> list[web.RouteDef]:
+    """/metrics; with `auth`, only for a scraper the API server authenticates and RBAC allows."""
+
+    async def metrics(request: web.Request) -> web.Response:
+        if auth is not None:
+            decision = await auth.decide(
+                authorization=request.headers.get("Authorization"),
+                method=request.method,
+                path=request.path,
+            )
+            if not decision.allowed:
+                return web.Response(status=decision.status, text=decision.message + "\n")
         body = manager.metrics.render()
         return web.Response(body=body, headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
 

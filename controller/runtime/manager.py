@@ -77,6 +77,7 @@ class Manager:
         """The tracer of the passes' spans (docs/controller-runtime.md#traces): the process's
         global provider's until the composition root sets the process's own."""
         self._informers: dict[Kind, Informer] = {}
+        self._selections: dict[Kind, tuple[Collection[str], Collection[str]]] = {}
         self._controllers: list[Controller] = []
         self._stopping = asyncio.Event()
         self._on_shutdown: list[Callable[[], Awaitable[None]]] = []
@@ -113,8 +114,21 @@ class Manager:
                 settings=self.settings.watch,
                 clock=self._clock,
             )
+            if kind in self._selections:
+                selectors, whole = self._selections[kind]
+                self._informers[kind].select(selectors, whole=whole)
             self.metrics.observe_informer(self._informers[kind])
         return self._informers[kind]
+
+    def select(
+        self, kind: Kind, selectors: Collection[str], *, whole: Collection[str] = ()
+    ) -> None:
+        """Before `run`: the kind's informer, whenever a reader asks for it, keeps only the
+        objects matching one of the label `selectors` and every object of the namespaces in
+        `whole` (`Informer.select`)."""
+        self._selections[kind] = (selectors, whole)
+        if kind in self._informers:
+            self._informers[kind].select(selectors, whole=whole)
 
     def cache(self, kind: Kind, *, reads: Collection[str] | None = None) -> Store:
         """The read path of reconcilers: the store of a kind's shared informer. `reads` names

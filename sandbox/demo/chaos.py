@@ -14,8 +14,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import random
 import signal
+import statistics
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -53,6 +55,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     ),
     "processes": ("listener-kill", "controller-kill"),
     "pods": ("runner-start-failure", "node-lost"),
+    "control-plane": ("control-plane-outage",),
 }
 MIXES: dict[str, tuple[str, ...]] = KINDS | {
     "all": tuple(kind for kinds in KINDS.values() for kind in kinds)
@@ -71,6 +74,19 @@ POLL = 0.05
 # listener polls at least every long-poll timeout (2 s in the demo).
 SESSION_TIMEOUT = 120.0
 MIN_SESSION_TIMEOUT = 6.0
+# A control-plane outage lasts this many times the controller's informer retry maximum (wall
+# seconds: the informers' backoff runs in real time), and the new API server then sends no
+# bookmark for this many times its watch inactivity timeout; both from the controller's settings
+# in the demo's environment (GHA_CONTROLLER_*), else the controller's defaults.
+OUTAGE_OVER_RETRY_MAX = 1.5
+QUIET_OVER_INACTIVITY = 1.5
+# How long the restarted API server's watch caches take to initialise (429s), wall seconds.
+CACHE_INIT = 0.5
+
+
+def controller_setting(name: str, default: float) -> float:
+    """A controller setting as the demo passes it on (`GHA_CONTROLLER_<NAME>`)."""
+    return float(os.environ.get(f"GHA_CONTROLLER_{name}", default))
 
 
 class Extension(Protocol):
@@ -199,6 +215,9 @@ class Chaos:
         self.identities: dict[str, str] = {}
         self.killed_holders: set[str] = set()
         self.attempted: set[str] = set()
+        self.outage_to_runner: list[float] = []
+        """Per control-plane outage after which a job waited: wall seconds from the API
+        server's return to the first EphemeralRunner created after it."""
         self._generation = 0
         self._task: asyncio.Task[None] | None = None
         self._retrier: asyncio.Task[None] | None = None
@@ -218,6 +237,7 @@ class Chaos:
             "controller-kill": self._controller_kill,
             "runner-start-failure": self._runner_start_failure,
             "node-lost": self._node_lost,
+            "control-plane-outage": self._control_plane_outage,
         }
 
     # --- the run --------------------------------------------------------------------------
@@ -364,6 +384,40 @@ class Chaos:
         faults.pause()
         await self._window(faults.resume)
         return True
+
+    async def _control_plane_outage(self) -> bool:
+        """The API server is down for longer than the controller's informer retry maximum
+        (every request but the leader lease's 503, open watches ended), comes back with its
+        watch caches initialising (429s), then leaves quiet watches without a bookmark for
+        longer than the controller's inactivity timeout, as a real one did. Times the first
+        runner created afterwards."""
+        faults = self.system.kube.faults
+        # Leases are spared: a controller whose lease lapses exits and is started again, which
+        # the `processes` mix covers; here the informers of a controller that stays up are.
+        down = faults.inject(status=503, spared=("leases",))
+        faults.restart(
+            quiet=QUIET_OVER_INACTIVITY * controller_setting("WATCH_INACTIVITY_TIMEOUT", 70.0)
+        )
+        await asyncio.sleep(OUTAGE_OVER_RETRY_MAX * controller_setting("WATCH_RETRY_MAX", 30.0))
+        faults.remove(down)
+        await asyncio.sleep(CACHE_INIT)
+        faults.initialized()
+        back = asyncio.get_running_loop().time()
+        if not self._jobs_waiting():
+            return True
+        before = {r["metadata"]["name"] for r in self.system.kube.store.items(ER_KEY, NAMESPACE)}
+        while not self._all_done():
+            names = {r["metadata"]["name"] for r in self.system.kube.store.items(ER_KEY, NAMESPACE)}
+            if names - before:
+                self.outage_to_runner.append(asyncio.get_running_loop().time() - back)
+                break
+            await asyncio.sleep(POLL)
+        return True
+
+    def _jobs_waiting(self) -> bool:
+        """A job no runner has started yet."""
+        jobs = self.system.gh.state.jobs.values()
+        return any(job.state not in ("started", "completed") for job in jobs)
 
     async def _watch_drop(self) -> bool:
         self.system.kube.faults.drop_watches()
@@ -593,6 +647,8 @@ class Chaos:
             "restarts": dict(sorted(self.restarts.items())),
         }
         report["recovery_time_s"] = self.recovery_time()
+        if "control-plane-outage" in self.kinds:
+            report["faults"]["outage_to_first_runner_s"] = _percentiles(self.outage_to_runner)
         report["workload"]["missing"] = max(
             0, report["workload"]["missing"] + report["faults"]["jobs_retried"]
         )
@@ -614,6 +670,18 @@ class Chaos:
             ):
                 return round(sample.t - self.last_fault_at, 2)
         return None
+
+
+def _percentiles(values: list[float]) -> dict[str, Any]:
+    """`n`, `p50` and `p99` (wall seconds, nearest rank), None without a value."""
+    if not values:
+        return {"n": 0, "p50": None, "p99": None}
+    ordered = sorted(values)
+
+    def rank(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+    return {"n": len(ordered), "p50": round(statistics.median(ordered), 2), "p99": rank(0.99)}
 
 
 def _leads(metrics: str) -> bool:

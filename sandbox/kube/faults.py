@@ -3,8 +3,9 @@
 Rules match a request by verb, resource and subresource (empty or "*" matches anything) and
 inject an error with a probability (or for the next N matches) and/or latency. Watches can be
 dropped, every history forced to 410, the whole server paused (requests held by a pause
-resume when it ends), and the control plane restarted (watches refused with 429 until the watch
-caches are initialised again, then 410 for anything older).
+resume when it ends), the control plane restarted (watches refused with 429 until the watch
+caches are initialised again, then 410 for anything older), and bookmarks withheld, as a real
+API server can leave a quiet watch silent for longer than a bookmark interval after a restart.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import random
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -34,12 +36,14 @@ class FaultRule:
     latency: float = 0.0
     id: int = 0
     message: str = ""
+    spared: tuple[str, ...] = ()
 
     def matches(self, verb: str, *, resource: str, subresource: str) -> bool:
         return (
             self.verb in ("*", "", verb)
             and self.resource in ("*", "", resource)
             and self.subresource in ("*", subresource)
+            and resource not in self.spared
         )
 
     def to_dict(self) -> Obj:
@@ -64,6 +68,9 @@ class Faults:
         # While restarted: None until `initialized()`, else when the window ends.
         self._restarting = False
         self._ready_at: dt.datetime | None = None
+        self._quiet_after_restart = 0.0
+        # time.monotonic(), as the watch streams time their bookmarks.
+        self._quiet_until = 0.0
 
     def inject(
         self,
@@ -76,13 +83,24 @@ class Faults:
         count: int | None = None,
         latency: float = 0.0,
         message: str = "",
+        spared: tuple[str, ...] = (),
     ) -> FaultRule:
         """Add a rule: `status` (0 for none) with probability `rate`, at most `count` times,
         and `latency` seconds before answering. `message` replaces the Status message, for
-        errors a client tells apart by it (a pod refused with `exceeded quota: ...`)."""
+        errors a client tells apart by it (a pod refused with `exceeded quota: ...`); the
+        resources (plural) in `spared` never match."""
         self._next_id += 1
         rule = FaultRule(
-            verb, resource, subresource, status, rate, count, latency, self._next_id, message
+            verb,
+            resource,
+            subresource,
+            status,
+            rate,
+            count,
+            latency,
+            self._next_id,
+            message,
+            tuple(spared),
         )
         self.rules.append(rule)
         return rule
@@ -113,6 +131,7 @@ class Faults:
     def clear(self) -> None:
         self.rules.clear()
         self.resume()
+        self._quiet_until = 0.0
         if self._restarting:
             self.initialized()
 
@@ -152,14 +171,25 @@ class Faults:
         for hook in self.on_force_gone:
             hook()
 
-    def restart(self, seconds: float | None = None) -> None:
+    def quiet(self, seconds: float) -> None:
+        """For `seconds` from now (real time, as bookmarks are timed), watches send no bookmark:
+        a watch of a resource nobody writes sends nothing at all."""
+        self._quiet_until = max(self._quiet_until, time.monotonic() + seconds)
+
+    def bookmarks_withheld(self) -> bool:
+        return time.monotonic() < self._quiet_until
+
+    def restart(self, seconds: float | None = None, *, quiet: float = 0.0) -> None:
         """Restart the control plane: open watches end as the old API server shuts down, and
         until `seconds` have passed on the emulator's clock (until `initialized()` when None)
         every watch, and every list the watch cache serves (one with a resourceVersion and no
         continue token), answers 429 `storage is (re)initializing` with `Retry-After: 1`. The
         new caches start from the current revision: older resourceVersions and continue tokens
-        are 410 Expired. Writes, gets and plain lists go on meanwhile (etcd is up)."""
+        are 410 Expired. Writes, gets and plain lists go on meanwhile (etcd is up). With
+        `quiet`, the new server sends no bookmark for that many seconds after its watch caches
+        are initialised (`quiet()`), as a real one did for 70 s and more on quiet watches."""
         self._restarting = True
+        self._quiet_after_restart = quiet
         self._ready_at = None if seconds is None else self._clock() + dt.timedelta(seconds=seconds)
         for hook in self.on_restart:
             hook()
@@ -168,6 +198,9 @@ class Faults:
         """End a `restart` window now: the watch caches are initialised at the current revision."""
         self._restarting = False
         self._ready_at = None
+        if self._quiet_after_restart:
+            self.quiet(self._quiet_after_restart)
+            self._quiet_after_restart = 0.0
         for hook in self.on_initialized:
             hook()
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from sandbox.kube import patch as patches
 from sandbox.kube import schema as schemas
-from sandbox.kube.admission import policies
+from sandbox.kube.admission import podsecurity, policies
 from sandbox.kube.apply import AppliedFields, leaf_paths
 from sandbox.kube.clock import Clock, timestamp, utcnow
 from sandbox.kube.kinds import builtins, crds, namespaces, pods, services, subresources
@@ -248,6 +248,7 @@ class Registry:
             obj.pop("status", None)
         self._prepare_create(rt, obj)
         self._validate(rt, obj)
+        self._admit(rt, obj, None)
         self._admit_policies(rt, "CREATE", obj=obj, old=None, dry_run=dry_run)
         if dry_run:
             return self.render(rt, obj)
@@ -586,7 +587,9 @@ class Registry:
             new, status_subresource=rt.status
         ) != _strip_for_generation(cur, status_subresource=rt.status):
             meta["generation"] = int(cur_meta.get("generation") or 0) + 1
-        self._validate(rt, new)
+        self._validate(rt, new, old=cur)
+        if not subresource:
+            self._admit(rt, new, cur)
         self._admit_policies(
             rt, "UPDATE", obj=new, old=cur, subresource=subresource, dry_run=dry_run
         )
@@ -666,9 +669,11 @@ class Registry:
                 dry_run=dry_run,
             ),
         )
-        FIELD_VALIDATION.get()[1].extend(outcome.warnings)
+        request = FIELD_VALIDATION.get(None)
+        if request is not None:
+            request[1].extend(outcome.warnings)
 
-    def _validate(self, rt: ResourceType, obj: Obj) -> None:
+    def _validate(self, rt: ResourceType, obj: Obj, *, old: Obj | None = None) -> None:
         causes: list[Cause] = []
         meta = obj["metadata"]
         for i, ref in enumerate(meta.get("ownerReferences") or []):
@@ -701,9 +706,22 @@ class Registry:
             self._field_validation(rt, dropped)
             obj.clear()
             obj.update(pruned)
-            causes.extend(schemas.validate(rt.schema, obj))
+            causes.extend(schemas.validate(rt.schema, obj, old=old))
         if causes:
             raise invalid(rt.kind, group=rt.group, name=meta.get("name", ""), causes=causes)
+
+    def _admit(self, rt: ResourceType, obj: Obj, cur: Obj | None) -> None:
+        """The validating admission plugins, after validation as on a real server: PodSecurity
+        (its warnings reach only a request's answer: none without one)."""
+        ns = obj["metadata"].get("namespace", "") if rt.namespaced else ""
+        request = FIELD_VALIDATION.get(None)
+        podsecurity.admit(
+            rt.key,
+            obj,
+            cur,
+            namespace=self.store.get(NAMESPACES, "", ns) if ns else None,
+            warnings=request[1] if request is not None else None,
+        )
 
     def _field_validation(self, rt: ResourceType, unknown: Sequence[str]) -> None:
         """fieldValidation=Strict rejects unknown fields; Warn reports them (kubectl's default

@@ -7,6 +7,7 @@ defaults, then validate. Field errors carry the JSON path the real server report
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -50,6 +51,31 @@ def _type_of(value: Any) -> str:
     if isinstance(value, dict):
         return "object"
     return "null"
+
+
+@functools.lru_cache(maxsize=256)
+def _go_regexp(pattern: str) -> re.Pattern[str]:
+    """A schema `pattern` with Go's (RE2's) anchors: `$` and `\\z` end the text. Python's `$`
+    also matches before a final newline, which would pass `"name\\n"` where the real server
+    refuses it."""
+    out: list[str] = []
+    escaped = in_class = False
+    for char in pattern:
+        if escaped:
+            out.append("Z" if char == "z" and not in_class else char)
+            escaped = False
+        elif char == "\\":
+            out.append(char)
+            escaped = True
+        elif char == "[":
+            in_class = True
+            out.append(char)
+        elif char == "]":
+            in_class = False
+            out.append(char)
+        else:
+            out.append("\\Z" if char == "$" and not in_class else char)
+    return re.compile("".join(out))
 
 
 def _join(path: str, key: str) -> str:
@@ -106,11 +132,38 @@ def _prune(schema: Obj, value: Any, *, path: str, dropped: list[str], root: bool
     return value
 
 
-def validate(schema: Obj, obj: Any) -> list[Cause]:
-    """Field errors of `obj` against an openAPIV3Schema, in the real server's words."""
+def validate(schema: Obj, obj: Any, *, old: Any = None) -> list[Cause]:
+    """Field errors of `obj` against an openAPIV3Schema, in the real server's words.
+
+    On an update (`old` given), an error of a value the update did not change is dropped, as the
+    real server's validation ratcheting does (CRDValidationRatcheting, on by default since
+    1.30): a CRD that gained a constraint still lets objects made before it be written, their
+    status included, as long as the write leaves the offending value as it was. Values inside
+    a list are not correlated (the real server correlates only `listType: map` items).
+    """
     causes: list[Cause] = []
     _validate(schema, obj, path="", causes=causes, root=True)
-    return causes
+    if old is None:
+        return causes
+    return [cause for cause in causes if not _unchanged(cause.field, obj, old)]
+
+
+_MISSING = object()
+
+
+def _at_path(obj: Any, path: str) -> Any:
+    for key in path.split("."):
+        if not isinstance(obj, dict) or key not in obj:
+            return _MISSING
+        obj = obj[key]
+    return obj
+
+
+def _unchanged(path: str, new: Any, old: Any) -> bool:
+    if not path or "[" in path:
+        return False
+    before = _at_path(old, path)
+    return before is not _MISSING and before == _at_path(new, path)
 
 
 def _validate(
@@ -197,7 +250,7 @@ def _validate(
                     detail=f"may not be more than {schema['maxLength']} bytes",
                 )
             )
-        if "pattern" in schema and not re.search(schema["pattern"], value):
+        if "pattern" in schema and not _go_regexp(schema["pattern"]).search(value):
             causes.append(
                 Cause(
                     "FieldValueInvalid",

@@ -55,6 +55,7 @@ from shared.actions.urls import (
     join_url,
     with_query,
 )
+from shared.telemetry.logs import mask
 from shared.version import package_version
 
 log = logging.getLogger("shared.actions")
@@ -121,6 +122,8 @@ class ActionsClient:
             credentials.private_key if isinstance(credentials, GitHubApp) else credentials.token
         )
         self._standing = frozenset({*self.transport.proxy.passwords, credential})
+        # Every log line, span, Event and error message of the process leaves them out too.
+        mask(*self._standing)
         self._tokens: dict[str, tuple[str, ...]] = {}
         self._scrubbed: frozenset[str] | None = None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -101,4 +102,36 @@ def parse_config_url(url: str, *, env: Mapping[str, str] | None = None) -> GitHu
         organization=organization,
         repository=repository,
         is_hosted=_is_hosted(hostname) and FORCE_GHES_ENV not in environment,
+    )
+
+
+def _loopback(hostname: str) -> bool:
+    if hostname.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(hostname).is_loopback
+    except ValueError:
+        return False
+
+
+def insecure_url_refusal(url: str, *, field: str, allowed: bool, opt_in: str) -> str | None:
+    """Why the GitHub URL `url` may not be used, or None.
+
+    A plain `http://` URL would send the PAT or the App's JWT, and every token minted from them,
+    in clear; it is refused unless `allowed` (the opt-in named `opt_in`, for a test GitHub
+    Enterprise Server) or its host is a loopback address (`localhost`, 127.0.0.0/8, ::1), from
+    which nothing crosses a network (docs/security.md#transport). The reason names `field`
+    and says how to opt in; it never holds the URL's userinfo.
+    """
+    try:
+        parts = urlsplit(url.strip())
+        hostname = parts.hostname or ""
+    except ValueError:
+        return None  # parse_config_url says what is wrong with it
+    if parts.scheme.lower() != "http" or allowed or _loopback(hostname):
+        return None
+    return (
+        f"{field} {parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path} is plain "
+        f"http: the GitHub credentials would cross the network in clear; use https, or set "
+        f"{opt_in}=true for a test GitHub Enterprise Server"
     )

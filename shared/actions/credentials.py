@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from shared.actions.errors import InvalidCredentials
+from shared.wire import DecodeError, decode_json
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
@@ -88,8 +88,10 @@ def token_expiry(token: str) -> float | None:
         return None
     payload = parts[1]
     try:
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    except (binascii.Error, ValueError):
+        raw = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+        # The token came in a response, under the transport's cap.
+        claims = decode_json(raw, limit=len(raw), what="the token's claims")
+    except (binascii.Error, DecodeError):
         return None
     exp = claims.get("exp") if isinstance(claims, dict) else None
     return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None

@@ -8,10 +8,10 @@ client also replaces every credential it holds.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 from shared.telemetry.logs import REDACTED, redact
+from shared.wire import DecodeError, decode_json
 
 _MAX_DETAIL = 500
 
@@ -31,6 +31,9 @@ class ActionsError(Exception):
         activity_id: str = "",
         github_request_id: str = "",
     ) -> None:
+        # Redacted as a log line is, whoever built the message: it goes on to logs, spans,
+        # Events and status conditions.
+        message = redact(message)
         super().__init__(message)
         self.message = message
         self.status = status
@@ -150,9 +153,10 @@ def _detail(body: bytes, content_type: str) -> tuple[str, str]:
     if "text/plain" in content_type:
         return "", text
     try:
-        payload = json.loads(text)
-    except ValueError:
-        return "", f"unparsable error body: {text!r}"
+        # Read under the transport's cap already.
+        payload = decode_json(text, limit=len(text), what="the error body")
+    except DecodeError:
+        return "", f"unparsable error body: {text[:200]!r}"
     if not isinstance(payload, dict):
         return "", text
     type_name = str(payload.get("typeName") or "")

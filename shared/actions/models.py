@@ -8,7 +8,6 @@ them.
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -23,6 +22,9 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+
+from shared.actions.transport import MAX_RESPONSE_BYTES
+from shared.wire import DecodeError, decode_json
 
 log = logging.getLogger("shared.actions")
 
@@ -195,14 +197,15 @@ def decode_job_messages(body: str, *, message_id: int = 0) -> list[JobMessage]:
     """The job messages of a double-encoded `body`.
 
     Elements of an unknown `messageType` or that fail validation are logged and skipped; a body
-    that is not a JSON array gives no messages (logged).
+    that is not a JSON array, or that `shared.wire` refuses (too deep, too long), gives no
+    messages (logged).
     """
     if not body.strip():
         return []
     try:
-        items = json.loads(body)
-    except ValueError:
-        log.warning("message %d: body is not JSON; no job messages taken from it", message_id)
+        items = decode_json(body, limit=MAX_RESPONSE_BYTES, what=f"message {message_id}'s body")
+    except DecodeError as exc:
+        log.warning("%s; no job messages taken from it", exc)
         return []
     if not isinstance(items, list):
         log.warning("message %d: body is not a JSON array; no job messages taken", message_id)

@@ -171,8 +171,9 @@ class MessageSession:
         if response.empty:
             log.warning("GET message answered 200 with an empty body; treated as no message")
             return None
+        payload = response.json()
         try:
-            return RunnerScaleSetMessage.model_validate_json(response.body)
+            return RunnerScaleSetMessage.model_validate(payload)
         except ValidationError as exc:
             raise UnexpectedResponse(
                 f"GET message: undecodable message ({exc.error_count()} errors: "

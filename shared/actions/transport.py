@@ -25,10 +25,14 @@ from shared.actions.errors import (
 )
 from shared.proxy import no_proxy_covers, proxy_variable
 from shared.retryafter import retry_after_seconds
+from shared.wire import DecodeError, decode_json, read_capped
 
 log = logging.getLogger("shared.actions")
 
 BOM = b"\xef\xbb\xbf"
+MAX_RESPONSE_BYTES = 4 * 2**20
+"""The cap on any response body (docs/actions-client.md#limits): a message batch holds at most
+some hundreds of job messages of about a kilobyte each, a JIT config a few kilobytes."""
 RETRY_STATUSES = frozenset({429, *range(500, 600)} - {501})
 """Statuses retried on every call: rate limited, and server errors except Not Implemented."""
 
@@ -169,13 +173,14 @@ class Response:
         return not self.body.strip()
 
     def json(self) -> Any:
-        """The decoded body; raises UnexpectedResponse when it is not JSON."""
+        """The decoded body; raises UnexpectedResponse when it is not JSON (shared.wire)."""
         try:
-            return json.loads(self.body)
-        except ValueError as exc:
+            return decode_json(self.body, limit=MAX_RESPONSE_BYTES, what="the body")
+        except DecodeError as exc:
             raise UnexpectedResponse(
-                f"{self.method} {self.url} answered {self.status} with a body that is not JSON"
-            ) from exc
+                f"{self.method} {self.url} answered {self.status} with a body that is not "
+                f"JSON ({exc.detail})"
+            ) from None
 
 
 def _retryable_exception(exc: BaseException) -> bool:
@@ -277,7 +282,12 @@ class Transport:
                 timeout=client_timeout,
                 max_redirects=10,
             ) as resp:
-                raw = await resp.read()
+                try:
+                    raw = await read_capped(resp, limit=MAX_RESPONSE_BYTES, what="the body")
+                except DecodeError as exc:
+                    raise UnexpectedResponse(
+                        scrub(f"{method} {url} answered {resp.status}: {exc}", secrets)
+                    ) from None
             log.debug(
                 "%s %s -> %d (attempt %d)", method, scrub(url, secrets), resp.status, attempts
             )

@@ -11,8 +11,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, StringConstraints
 from pydantic.alias_generators import to_camel
+
+from shared.kube.names import (
+    LABEL_MAX_LENGTH,
+    LABEL_PATTERN,
+    SUBDOMAIN_MAX_LENGTH,
+    SUBDOMAIN_PATTERN,
+)
 
 
 class SchemaFormat:
@@ -49,6 +56,16 @@ KubeTime = Annotated[
 
 # Go int64 fields (the CRD says `format: int64`, as controller-gen writes it).
 Int64 = Annotated[int, SchemaFormat("int64")]
+
+# The name of an object the controller reads by it (a Secret, a ConfigMap, a set): a DNS-1123
+# subdomain, so that the CRD refuses `../../team-b/secrets/x` (docs/security.md#names-from-tenants).
+ObjectName = Annotated[
+    str, StringConstraints(max_length=SUBDOMAIN_MAX_LENGTH, pattern=SUBDOMAIN_PATTERN)
+]
+# A namespace: a DNS-1123 label.
+NamespaceName = Annotated[
+    str, StringConstraints(max_length=LABEL_MAX_LENGTH, pattern=LABEL_PATTERN)
+]
 
 
 class WireModel(BaseModel):

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 import annotated_types
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, StringConstraints
 
 from shared.api.base import SchemaFormat
 from shared.api.names import GROUP, VERSION
@@ -156,6 +156,11 @@ def _schema(annotation: Any, metadata: Sequence[Any] = ()) -> JSONSchema:
             out["minimum"] = item.ge
         elif isinstance(item, annotated_types.Le):
             out["maximum"] = item.le
+        elif isinstance(item, StringConstraints):
+            if item.max_length is not None:
+                out["maxLength"] = item.max_length
+            if item.pattern is not None:
+                out["pattern"] = str(item.pattern)
     return out
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
-from shared.api.base import EmbeddedModel, KubeTime, PreservedModel, WireModel
+from shared.api.base import EmbeddedModel, KubeTime, ObjectName, PreservedModel, WireModel
 from shared.api.names import ENV_RUNNER_CONTAINER_HOOKS, RUNNER_CONTAINER
 
 
@@ -94,7 +94,7 @@ class LocalObjectReference(EmbeddedModel):
 
 class ConfigMapKeySelector(EmbeddedModel):
     key: str
-    name: str | None = None
+    name: ObjectName | None = None
     optional: bool | None = None
 
 
@@ -107,7 +107,7 @@ class ResourceMeta(WireModel):
 
 class ProxyServerConfig(EmbeddedModel):
     url: str | None = Field(default=None, description="Proxy URL (required by ARC).")
-    credential_secret_ref: str | None = Field(
+    credential_secret_ref: ObjectName | None = Field(
         default=None,
         description="Secret with `username` and `password` keys, injected as URL userinfo.",
     )

@@ -22,7 +22,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from shared.api.base import Int64, KubeTime, WireModel
+from shared.api.base import Int64, KubeTime, NamespaceName, ObjectName, WireModel
 from shared.api.embedded import (
     LocalObjectReference,
     MetricsConfig,
@@ -137,7 +137,7 @@ class AutoscalingRunnerSetSpec(WireModel):
         default=None,
         description="GitHub URL of the enterprise, organization or repository (required).",
     )
-    github_config_secret: str | None = Field(
+    github_config_secret: ObjectName | None = Field(
         default=None,
         description="Secret in this namespace with the GitHub App or PAT credentials (required).",
     )
@@ -236,11 +236,11 @@ class AutoscalingRunnerSet(KubeObject):
 
 class AutoscalingListenerSpec(WireModel):
     github_config_url: str | None = None
-    github_config_secret: str | None = None
+    github_config_secret: ObjectName | None = None
     runner_scale_set_id: int | None = None
-    autoscaling_runner_set_namespace: str | None = None
-    autoscaling_runner_set_name: str | None = None
-    ephemeral_runner_set_name: str | None = None
+    autoscaling_runner_set_namespace: NamespaceName | None = None
+    autoscaling_runner_set_name: ObjectName | None = None
+    ephemeral_runner_set_name: ObjectName | None = None
     max_runners: int | None = Field(default=None, ge=0)
     min_runners: int | None = Field(default=None, ge=0)
     image: str | None = None
@@ -288,11 +288,11 @@ class EphemeralRunnerSpec(WireModel):
     """A runner: credentials, scale set, and the pod template inlined (`metadata`, `spec`)."""
 
     github_config_url: str
-    github_config_secret: str
+    github_config_secret: ObjectName
     github_server_tls: TLSConfig | None = Field(default=None, alias="githubServerTLS")
     runner_scale_set_id: int = Field(description="Scale set the JIT config is requested for.")
     proxy: ProxyConfig | None = None
-    proxy_secret_ref: str | None = Field(
+    proxy_secret_ref: ObjectName | None = Field(
         default=None, description="Secret holding http_proxy, https_proxy and no_proxy."
     )
     vault_config: VaultConfig | None = None

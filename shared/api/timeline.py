@@ -28,6 +28,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import SpanContext, TraceFlags, Tracer
 
 from shared.typedefs import JSONDict
+from shared.wire import DecodeError, decode_json
 
 TIMELINE_FIELD = "timeline"
 """The EphemeralRunner status field holding the moments."""
@@ -307,5 +308,11 @@ class Timeline:
 
     @classmethod
     def from_json(cls, text: str) -> Timeline:
-        loaded = json.loads(text)
+        """The timeline of an Event's annotation; empty when it is not a JSON object (anyone
+        who may write Events may write it). The API server caps an object's annotations at
+        256 KiB."""
+        try:
+            loaded = decode_json(text, limit=256 * 2**10, what="the timeline annotation")
+        except DecodeError:
+            loaded = None
         return cls(loaded if isinstance(loaded, dict) else {})

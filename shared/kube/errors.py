@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import sys
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from shared.retryafter import retry_after_seconds
+from shared.telemetry.logs import redact
+from shared.wire import DecodeError, decode_json
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client.exceptions import ApiException
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 # this module never imports it itself (docs/listener.md#memory); an ApiException can only exist
 # when the module is loaded.
 _CLIENT_EXCEPTIONS = "kubernetes_asyncio.client.exceptions"
+
+MAX_STATUS_BYTES = 2**20
+"""The cap on an error answer: a Status is a few hundred bytes, with its causes a few KiB."""
 
 
 class KubeError(Exception):
@@ -41,6 +45,9 @@ class KubeError(Exception):
         status_message: str = "",
         retry_after: float | None = None,
     ) -> None:
+        # A Status message can echo a field's value, a credential's too: redacted as a log line
+        # is, since the message goes on to logs, spans, Events and status conditions.
+        message = redact(message)
         super().__init__(message)
         self.message = message
         self.code = code
@@ -49,7 +56,7 @@ class KubeError(Exception):
         self.retry_after = retry_after
         # The server's own words without the code and reason that start `message`: ARC quotes
         # them so in a runner's status.
-        self.status_message = status_message or message
+        self.status_message = redact(status_message) if status_message else message
 
 
 class NotFound(KubeError):
@@ -78,6 +85,12 @@ class NamespaceTerminating(Forbidden):
     deletion follows."""
 
 
+class InvalidName(KubeError):
+    """A namespace or name that is not one for its kind (docs/security.md#names-from-tenants):
+    refused before any request, as client-go refuses it, so that no name becomes another path.
+    """
+
+
 class Unauthorized(KubeError):
     """401: the credentials were not accepted."""
 
@@ -88,6 +101,13 @@ class Gone(KubeError):
 
 class ServerError(KubeError):
     """5xx or 429: the server could not answer now; retry with backoff."""
+
+    retryable = True
+
+
+class BadResponse(KubeError):
+    """The answer could not be used: over its size cap, or not the JSON it should be
+    (`shared.wire`). Nothing of it was applied; like a server error, retry with backoff."""
 
     retryable = True
 
@@ -109,12 +129,10 @@ _BY_CODE: dict[int, type[KubeError]] = {
 
 
 def _status(body: Any) -> dict[str, Any]:
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
-    if isinstance(body, str):
+    if isinstance(body, bytes | str):
         try:
-            body = json.loads(body)
-        except ValueError:
+            body = decode_json(body, limit=MAX_STATUS_BYTES, what="the Status")
+        except DecodeError:
             return {}
     return body if isinstance(body, dict) else {}
 

@@ -30,16 +30,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
 
 from shared.proxy import no_proxy_covers, proxy_variable
 from shared.telemetry.logs import mask
 from shared.version import package_version
+from shared.wire import DecodeError, decode_yaml, read_file_capped
 
 MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_TIMEOUT_SECONDS = 30.0
+
+MAX_KUBECONFIG_BYTES = 16 * 2**20
+"""A kubeconfig with many clusters and their certificates is some hundreds of KiB."""
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REREAD_SECONDS = 60.0
@@ -146,12 +150,14 @@ def from_kubeconfig(path: str, *, context: str | None = None) -> Connection:
     """The connection a kubeconfig file describes, or NeedsClientLibrary."""
     if os.pathsep in path:
         raise NeedsClientLibrary("KUBECONFIG names several files, which are merged")
-    # Imported here: a pod has no kubeconfig, and PyYAML is 0.9 MB of a listener's memory
-    # (docs/listener.md#memory).
-    import yaml
-
     file = Path(path)
-    loaded = yaml.safe_load(file.read_text())
+    try:
+        text = read_file_capped(path, limit=MAX_KUBECONFIG_BYTES, what=path).decode("utf-8")
+        loaded = decode_yaml(text, limit=MAX_KUBECONFIG_BYTES, what=path)
+    except UnicodeDecodeError:
+        raise ConnectionConfigError(f"{path} is not UTF-8 text") from None
+    except DecodeError as exc:
+        raise ConnectionConfigError(str(exc)) from None
     if not isinstance(loaded, Mapping):
         raise ConnectionConfigError(f"{path} is not a kubeconfig")
     name = context or loaded.get("current-context")
@@ -222,6 +228,10 @@ def load_connection(
                 token_file=connection.token_file,
                 proxy=proxy,
             )
+    if connection.proxy:
+        # A proxy URL may carry a password (`http://user:password@proxy:3128`).
+        password = urlsplit(connection.proxy).password or ""
+        mask(password, unquote(password))
     return connection
 
 

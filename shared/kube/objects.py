@@ -10,7 +10,6 @@ patch is a JSON merge patch, and errors are mapped onto `shared.kube.errors`.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
@@ -18,42 +17,71 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from shared.kube.errors import KubeError, Timeout, from_status, kube_errors
+from shared.kube.errors import (
+    MAX_STATUS_BYTES,
+    BadResponse,
+    InvalidName,
+    KubeError,
+    Timeout,
+    from_status,
+    kube_errors,
+)
 from shared.kube.http import DEFAULT_TIMEOUT_SECONDS, MERGE_PATCH
+from shared.kube.names import NameRule, name_problems, shown
 from shared.typedefs import JSONDict
+from shared.wire import DecodeError, TooLarge, decode_json, read_capped
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class Kind:
-    """What a request path needs to know about a kind. `group` is "" for the core group."""
+    """What a request path needs to know about a kind. `group` is "" for the core group;
+    `names` is the API server's rule for the kind's object names."""
 
     kind: str
     plural: str
     group: str = ""
     version: str = "v1"
     namespaced: bool = True
+    names: NameRule = NameRule.SUBDOMAIN
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        """The collection path (all namespaces when `namespace` is None), or the object path."""
+        """The collection path (all namespaces when `namespace` is None), or the object path.
+
+        A namespace that is not a DNS-1123 label, or a name not valid for the kind, is
+        `InvalidName`: no name may become another path (`..`, `/`, `%2F`) and address an object
+        in another namespace (docs/security.md#names-from-tenants).
+        """
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace is not None:
+            _check(f"{self.kind} namespace", namespace, NameRule.LABEL)
             base += f"/namespaces/{namespace}"
+        if name is not None:
+            _check(f"{self.kind} name", name, self.names)
         base += f"/{self.plural}"
         return f"{base}/{name}" if name is not None else base
+
+
+def _check(what: str, value: object, rule: NameRule) -> None:
+    problems = name_problems(value, rule)
+    if problems:
+        raise InvalidName(f"{what} {shown(value)} refused: {'; '.join(problems)}")
 
 
 POD = Kind("Pod", "pods")
 CONFIG_MAP = Kind("ConfigMap", "configmaps")
 SECRET = Kind("Secret", "secrets")
 SERVICE_ACCOUNT = Kind("ServiceAccount", "serviceaccounts")
-ROLE = Kind("Role", "roles", group="rbac.authorization.k8s.io")
-ROLE_BINDING = Kind("RoleBinding", "rolebindings", group="rbac.authorization.k8s.io")
+# RBAC objects may have any name that is a path segment (`system:controller:...`).
+ROLE = Kind("Role", "roles", group="rbac.authorization.k8s.io", names=NameRule.PATH_SEGMENT)
+ROLE_BINDING = Kind(
+    "RoleBinding", "rolebindings", group="rbac.authorization.k8s.io", names=NameRule.PATH_SEGMENT
+)
 LEASE = Kind("Lease", "leases", group="coordination.k8s.io")
 EVENT = Kind("Event", "events")
 
@@ -67,12 +95,23 @@ def _query(params: Mapping[str, object]) -> list[tuple[str, str]]:
     return out
 
 
+MAX_OBJECT_BYTES = 4 * 2**20
+"""The cap on an answer holding one object, and on one watch event (docs/security.md#bad-input):
+the API server stores at most 1.5 MiB per object (etcd's request limit) and takes request bodies
+of at most 3 MiB; JSON of a protobuf-stored kind is larger than its stored form."""
+MAX_LIST_BYTES = 256 * 2**20
+"""The cap on a list answer: the controller's informers read pages of `page_size` objects, but
+`migrate` and `explain` read one namespace's pods, events or runners unpaged (5,000 pods at
+about 20 KiB each is 100 MiB)."""
+
+
 async def _error(resp: aiohttp.ClientResponse) -> KubeError:
+    try:
+        body = await read_capped(resp, limit=MAX_STATUS_BYTES, what="the Status")
+    except TooLarge:
+        body = b""
     return from_status(
-        resp.status,
-        resp.reason or "",
-        await resp.text(),
-        retry_after=resp.headers.get("Retry-After"),
+        resp.status, resp.reason or "", body, retry_after=resp.headers.get("Retry-After")
     )
 
 
@@ -164,14 +203,20 @@ class Objects:
         query: Mapping[str, object] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        limit: int = MAX_OBJECT_BYTES,
     ) -> JSONDict:
         resp = await self._call(method, path, query=query, body=body, content_type=content_type)
+        what = f"the answer to {method} {path}"
         async with kube_errors():
             try:
-                data = await resp.read()
+                data = await read_capped(resp, limit=limit, what=what)
+                obj = decode_json(data, limit=limit, what=what)
+            except DecodeError as exc:
+                raise BadResponse(str(exc), code=resp.status) from None
             finally:
                 resp.release()
-        obj: JSONDict = json.loads(data)
+        if not isinstance(obj, dict):
+            raise BadResponse(f"{what} is not a JSON object", code=resp.status)
         return obj
 
     async def get(self, kind: Kind, namespace: str | None, name: str) -> JSONDict:
@@ -195,7 +240,7 @@ class Objects:
             "limit": limit,
             "continue": continue_token,
         }
-        return await self._json("GET", kind.path(namespace), query=query)
+        return await self._json("GET", kind.path(namespace), query=query, limit=MAX_LIST_BYTES)
 
     async def create(self, kind: Kind, namespace: str | None, body: JSONDict) -> JSONDict:
         created = await self._json("POST", kind.path(namespace), body=body)
@@ -261,7 +306,9 @@ class Objects:
 
         The stream ends when the server closes it (after `timeout_seconds`). A line not seen
         within `inactivity_timeout` raises `Timeout`: a half-open connection otherwise hangs
-        forever. An ERROR event is raised as the error it carries (410 as `Gone`).
+        forever. An ERROR event is raised as the error it carries (410 as `Gone`). A line that
+        is not a JSON object is logged and skipped; one over MAX_OBJECT_BYTES ends the stream
+        with BadResponse.
         """
         query = {
             "watch": True,
@@ -272,30 +319,51 @@ class Objects:
         }
         timeout = aiohttp.ClientTimeout(sock_connect=connect_timeout, sock_read=inactivity_timeout)
         resp = await self._call("GET", kind.path(namespace), query=query, request_timeout=timeout)
+        pending = bytearray()
         try:
             while True:
-                try:
-                    async with asyncio.timeout(inactivity_timeout):
-                        line = await resp.content.readline()
-                except TimeoutError as exc:
-                    raise Timeout("watch stream inactive") from exc
-                except aiohttp.ClientError as exc:
-                    raise Timeout(f"watch stream failed: {type(exc).__name__}") from exc
-                if not line:
-                    return
+                end = pending.find(b"\n")
+                if end >= 0:
+                    line = bytes(pending[:end])
+                    del pending[: end + 1]
+                else:
+                    if len(pending) > MAX_OBJECT_BYTES:
+                        raise BadResponse(
+                            f"a {kind.kind} watch event is over the cap of "
+                            f"{MAX_OBJECT_BYTES // 2**20} MiB"
+                        )
+                    try:
+                        async with asyncio.timeout(inactivity_timeout):
+                            chunk = await resp.content.readany()
+                    except TimeoutError as exc:
+                        raise Timeout("watch stream inactive") from exc
+                    except aiohttp.ClientError as exc:
+                        raise Timeout(f"watch stream failed: {type(exc).__name__}") from exc
+                    if chunk:
+                        pending += chunk
+                        continue
+                    if not pending.strip():
+                        return
+                    line, pending = bytes(pending), bytearray()
                 if not line.strip():
                     continue
                 try:
-                    event = json.loads(line)
-                except ValueError:
-                    log.warning("malformed watch line skipped", extra={"kind": kind.kind})
+                    event = decode_json(line, limit=MAX_OBJECT_BYTES, what="a watch event")
+                except TooLarge as exc:
+                    # Skipping it would leave its object stale in every cache: the stream ends
+                    # with an error, and the watcher retries from the last event it applied.
+                    raise BadResponse(f"{kind.kind} watch: {exc}") from None
+                except DecodeError as exc:
+                    log.warning("watch event skipped: %s", exc, extra={"kind": kind.kind})
                     continue
                 if not isinstance(event, dict):
                     log.warning("malformed watch event skipped", extra={"kind": kind.kind})
                     continue
                 if event.get("type") == "ERROR":
-                    status = event.get("object") or {}
-                    raise from_status(int(status.get("code", 500)), "", status)
+                    status = event.get("object")
+                    status = status if isinstance(status, dict) else {}
+                    code = status.get("code")
+                    raise from_status(code if type(code) is int else 500, "", status)
                 yield event
         finally:
             resp.close()

@@ -4,6 +4,7 @@ Exporting is switched on by the standard variables (`OTEL_EXPORTER_OTLP_ENDPOINT
 `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), so a process needs no flag of its own. Without them the
 provider is the OpenTelemetry API's no-op one: code still traces unconditionally, and its spans
 go nowhere, as they did with an SDK provider that had no exporter, without importing the SDK.
+Exported spans are redacted as log lines are (shared.telemetry.export).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def configure_tracing(service_name: str) -> Tracing:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    from shared.telemetry.export import RedactingExporter
+
     provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    provider.add_span_processor(BatchSpanProcessor(RedactingExporter(OTLPSpanExporter())))
     return provider

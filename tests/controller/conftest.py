@@ -23,7 +23,7 @@ from controller import app
 from controller.app import COMPONENT
 from controller.deps import Deps
 from controller.github.clients import ActionsClients
-from controller.runtime import Backoff, Manager, RuntimeSettings
+from controller.runtime import Backoff, Manager, RuntimeSettings, WatchSettings
 from controller.settings import AutoscalingSettings, ListenerSettings, RunnerSettings
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.demo.cluster import (
@@ -40,6 +40,7 @@ from shared.actions.client import ActionsClient
 from shared.actions.credentials import Credentials
 from shared.actions.transport import ProxySettings, RetryPolicy
 from shared.api.kinds import AUTOSCALING_LISTENER, EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from shared.clock import Clock
 from shared.kube.client import new_api_client, user_agent
 from shared.kube.errors import NotFound
 from shared.kube.objects import POD, ROLE_BINDING, SECRET, Kind, Objects
@@ -443,6 +444,11 @@ class RigOptions:
     """The default install (a ClusterRole for the informers, watching every namespace); False
     installs as manifests/without-cluster-role/ does, the controller watching only the two
     namespaces."""
+    watch: WatchSettings = field(default_factory=WatchSettings)
+    clock: Clock | None = None
+    """The informers' clock (their backoffs); None for real time."""
+    bookmark_interval: float = 60.0
+    """How often the emulator sends a bookmark on a watch that asks for them."""
 
 
 @pytest.fixture
@@ -504,6 +510,7 @@ async def open_rig(
         restart_backoff=0.01,
         tls=rig_options.tls,
         pod_start_latency=rig_options.pod_start_latency,
+        bookmark_interval=rig_options.bookmark_interval,
     ) as kube:
         kube.apply_crds(project_crds())
         install_rbac(kube, namespace, cluster_role=rig_options.cluster_role)
@@ -554,8 +561,10 @@ async def _running(
         settings=RuntimeSettings(
             namespaces=None if rig_options.cluster_role else frozenset({namespace, system}),
             backoff=Backoff(base=0.01, maximum=0.5),
+            watch=rig_options.watch,
             drain_timeout=2.0,
         ),
+        clock=rig_options.clock,
     )
     # Wired by the composition root (controller/app.py), with the rig's settings and clients;
     # the runner-namespace controller runs whatever else does, as in gha-controller.

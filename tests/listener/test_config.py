@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from listener.config import MAX_INT32, ConfigError, ListenerSettings, load_settings
+from listener.config import (
+    MAX_CONFIG_BYTES,
+    MAX_INT32,
+    ConfigError,
+    ListenerSettings,
+    load_settings,
+)
 
 ARC_FIXTURES = Path(__file__).parent / "fixtures" / "arc"
 
@@ -105,7 +111,10 @@ def test_an_environment_value_that_is_not_json_is_named_without_its_text(
     monkeypatch.setenv("LISTENER_METRICS", "{'counters': 'ghp_secretish'}")
     with pytest.raises(ConfigError) as caught:
         load_settings()
-    assert str(caught.value) == "LISTENER_METRICS is not valid JSON (line 1, column 2)"
+    # The shared decoder (shared.wire) says why and where, never quoting the text.
+    assert str(caught.value) == (
+        "LISTENER_METRICS is not valid JSON: key must be a string at line 1 column 2"
+    )
 
 
 def test_an_environment_value_is_validated_like_the_files(
@@ -207,7 +216,7 @@ def test_bad_config_is_one_line_naming_the_problem(
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ('{"github_token": "' + TOKEN + '", ', "is not valid JSON (line 1, column"),
+        ('{"github_token": "' + TOKEN + '", ', "is not valid JSON: EOF while parsing"),
         ('["' + TOKEN + '"]', "must hold a JSON object"),
     ],
 )
@@ -350,3 +359,61 @@ def test_an_unusable_secret_file_is_one_line(
     with pytest.raises(ConfigError) as caught:
         load_settings()
     assert str(caught.value) == message.format(path=secret)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://ghes.example.com/org", "HTTP://10.0.0.7:8080/org/repo", "http://u:pw@ghes/org"],
+)
+def test_a_plain_http_url_off_loopback_is_refused_saying_how_to_opt_in(
+    write_config: Any, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    monkeypatch.delenv("LISTENER_ALLOW_INSECURE_GITHUB", raising=False)
+    write_config(configure_url=url)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    text = str(caught.value)
+    assert "configure_url" in text
+    assert "plain http" in text
+    assert "LISTENER_ALLOW_INSECURE_GITHUB" in text
+    assert "pw" not in text
+    monkeypatch.setenv("LISTENER_ALLOW_INSECURE_GITHUB", "true")
+    assert load_settings().settings.configure_url == url
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://ghes.example.com/org",
+        "http://127.0.0.1:8080/org",
+        "http://[::1]:8080/org",
+        "http://localhost/org",
+    ],
+)
+def test_https_and_loopback_urls_need_no_opt_in(write_config: Any, url: str) -> None:
+    write_config(configure_url=url)
+    assert load_settings().settings.configure_url == url
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "recursion limit exceeded"),
+        (b'{"configure_url": "\xff"}', "invalid unicode code point"),
+        (b'{"min_runners": NaN}', "expected value"),
+        (b'{"min_runners": 1' + b"0" * 5_000 + b"}", "number out of range"),
+        (b'{"runner_group": "' + b"x" * MAX_CONFIG_BYTES + b'"}', "is over the cap of 1.0 MiB"),
+    ],
+    ids=["nested", "utf-8", "nan", "huge-number", "over-the-cap"],
+)
+def test_a_hostile_config_file_is_one_line_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes, why: str
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(content)
+    monkeypatch.setenv("LISTENER_CONFIG_PATH", str(path))
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert why in str(caught.value)
+    assert "\n" not in str(caught.value)
+    assert len(str(caught.value)) < 300

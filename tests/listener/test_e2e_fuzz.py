@@ -3,6 +3,10 @@ message-queue answers (malformed envelopes and bodies, wrong types, unknown mess
 batches, duplicate and reordered job messages), the Actions emulator serves each as the answer
 to the listener's next GET of its message queue, and a running listener takes them in order.
 
+Hostile shapes are among them: bodies and envelopes nested 100,000 deep (a RecursionError in
+`json.loads`), `NaN`, integers of thousands of digits, lone surrogates, and an answer over the
+client's size cap (docs/security.md, "Bad input").
+
 Whatever it is served, the listener keeps running and writes `Running` only on a runner named by
 a JobStarted it was sent, never on a terminal runner or one being deleted; afterwards it still
 scales for a real job. The examples are drawn before the listener starts (derandomized, a fixed
@@ -12,12 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sandbox.kube.store import Event
+from shared.actions.transport import MAX_RESPONSE_BYTES
 from tests.listener.conftest import (
     Cluster,
     GitHub,
@@ -95,16 +102,28 @@ statistics = scalars | st.fixed_dictionaries(
         )
     },
 )
+DEEP = 100_000
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+# Arrays and objects nested deeper than any parser's stack, and over the decoder's depth cap.
+deep = st.sampled_from([201, DEEP]).map(nested)
 envelope = st.fixed_dictionaries(
     {
         "messageId": st.integers(min_value=-5, max_value=2**63) | scalars,
         "messageType": st.sampled_from([TYPE, "SomethingElse"]) | scalars,
-        "body": batches.map(json.dumps) | st.text(max_size=40) | scalars,
+        "body": batches.map(json.dumps) | st.text(max_size=40) | scalars | deep,
     },
     optional={"statistics": statistics},
 )
 answers = (
-    envelope.map(json.dumps) | st.text(max_size=60) | st.lists(envelope, max_size=2).map(json.dumps)
+    envelope.map(json.dumps)
+    | st.text(max_size=60)
+    | st.lists(envelope, max_size=2).map(json.dumps)
+    | deep
 )
 
 
@@ -115,6 +134,42 @@ def message(message_id: int, jobs: list[dict[str, Any]]) -> str:
 
 def started(name: str, request_id: int) -> dict[str, Any]:
     return {"messageType": "JobStarted", "runnerRequestId": request_id, "runnerName": name}
+
+
+def raw_message(message_id: int, body: str) -> str:
+    return json.dumps({"messageId": message_id, "messageType": TYPE, "body": body})
+
+
+HUGE_NUMBER = "1" + "0" * 5_000
+# Served on top of the drawn examples, whatever hypothesis draws: each shape once.
+HOSTILE = [
+    # A body nested 100,000 deep: json.loads raised RecursionError and the listener exited.
+    [raw_message(10**6 + 3, nested(DEEP))],
+    [raw_message(10**6 + 9, '{"a":' * DEEP + "1" + "}" * DEEP)],
+    # The same in the envelope, and one job message of a valid batch nested deep.
+    [nested(DEEP)],
+    [
+        raw_message(
+            10**6 + 4, json.dumps([started("runner-pending", 11)])[:-1] + "," + nested(DEEP) + "]"
+        )
+    ],
+    # Not JSON: NaN and Infinity, a lone surrogate, a number of 5,000 digits.
+    [raw_message(10**6 + 5, '[{"messageType": "JobStarted", "runnerRequestId": NaN}]')],
+    [raw_message(10**6 + 6, '[{"messageType": "JobStarted", "runnerName": "\\ud800"}]')],
+    [
+        raw_message(
+            10**6 + 7, '[{"messageType": "JobStarted", "runnerRequestId": ' + HUGE_NUMBER + "}]"
+        )
+    ],
+    [f'{{"messageId": {HUGE_NUMBER}, "messageType": "{TYPE}", "body": "[]"}}'],
+    # Over the client's cap: refused before it is read, then the next poll goes on.
+    [
+        raw_message(
+            10**6 + 8,
+            json.dumps([{"messageType": "JobAvailable", "pad": "x" * MAX_RESPONSE_BYTES}]),
+        )
+    ],
+]
 
 
 # Explicit examples on top of the drawn ones, so every run reaches the guarded JobStarted path:
@@ -164,13 +219,13 @@ def started_names(answer: str) -> set[str]:
     names: set[str] = set()
     try:
         outer: Any = json.loads(answer)
-    except ValueError:
+    except (ValueError, RecursionError):
         return names
     for message in outer if isinstance(outer, list) else [outer]:
         body = message.get("body") if isinstance(message, dict) else None
         try:
             jobs: Any = json.loads(body) if isinstance(body, str) else None
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         for job in jobs if isinstance(jobs, list) else []:
             if isinstance(job, dict) and job.get("messageType") == "JobStarted":
@@ -199,10 +254,17 @@ async def record_running(
 
 
 async def test_no_message_makes_the_listener_exit_or_write_a_wrong_phase(
-    cluster: Cluster, github: GitHub, start_listener: StartListener
+    cluster: Cluster,
+    github: GitHub,
+    start_listener: StartListener,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.WARNING)
     examples = draw_examples()
     assert len(examples) >= EXAMPLES
+    drawn_deep = sum("[" * 201 in a or '{"a":' * 201 in a for seq in examples for a in seq)
+    assert drawn_deep, "hypothesis draws deep shapes too"
+    examples += HOSTILE
     for name, phase, deleting in [*RUNNERS, IDLE]:
         await cluster.create_runner(name, phase=phase, deleting=deleting)
     promotions: list[tuple[str, str | None, bool, str]] = []
@@ -240,3 +302,16 @@ async def test_no_message_makes_the_listener_exit_or_write_a_wrong_phase(
     assert [p for p in by_listener if p[2]] == []
     assert [p for p in by_listener if p[0] not in sent] == []
     assert (await cluster.runner(IDLE[0])).get("status", {}).get("phase") == "Pending"
+
+    # One line for each hostile body skipped, naming why, never the body itself.
+    skipped = [r.getMessage() for r in caplog.records if "no job messages taken" in r.getMessage()]
+    assert any(
+        f"message {10**6 + 3}'s body is not valid JSON: recursion limit" in line for line in skipped
+    )
+    assert any(f"message {10**6 + 5}'s body is not valid JSON" in line for line in skipped)
+    assert all(len(line) < 300 for line in skipped)
+    # The answer over the cap was refused (and polled again), not read.
+    assert any(
+        "GET message failed" in r.getMessage() and "over the cap of 4.0 MiB" in r.getMessage()
+        for r in caplog.records
+    )

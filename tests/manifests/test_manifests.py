@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from controller.autoscalinglistener.objects import role_rules
+from controller.settings import InClusterSettings, RunnerSettings
 from shared.api import parse_resource
 from tests.manifests.conftest import kustomize
 from tests.shared.api.conftest import prune_object
@@ -321,7 +322,17 @@ def test_readme_table_matches_the_controller_rbac(install: list[dict[str, Any]])
         "runner namespace": _rules(_one(install, "ClusterRole", "gha-controller-runner-namespace")),
         "controller namespace": _rules(_one(install, "Role", "gha-controller"))
         | _rules(_one(install, "Role", "gha-controller-leader-election")),
+        "cluster, with `--metrics-auth`": _rules(
+            _one(
+                list(yaml.safe_load_all(METRICS_AUTH_RBAC.read_text())), "ClusterRole", METRICS_AUTH
+            )
+        ),
     }
+
+
+METRICS_AUTH = "gha-controller-metrics-auth"
+"""The ClusterRole of the component manifests/metrics-auth/ (docs/security.md#metrics)."""
+METRICS_AUTH_RBAC = ROOT / "manifests" / "metrics-auth" / "rbac.yaml"
 
 
 def test_controller_holds_every_permission_it_grants_a_listener(
@@ -404,3 +415,26 @@ def test_example_custom_resources_load_and_survive_the_crd(path: Path) -> None:
 def test_examples_cover_both_ways_of_running() -> None:
     kinds = {obj["kind"] for path in _examples() for obj in _custom_resources(path)}
     assert kinds == {"AutoscalingRunnerSet", "EphemeralRunnerSet"}
+
+
+def test_the_metrics_network_policies_admit_the_default_ports(
+    install: list[dict[str, Any]],
+) -> None:
+    """The example's NetworkPolicies open the ports the controller and its listeners serve on by
+    default (the listeners moved to 8090, off the controller's 8080: a stale port here would
+    leave the listeners unscrapeable)."""
+    policies = {
+        p["metadata"]["name"]: p
+        for p in yaml.safe_load_all(
+            (ROOT / "manifests/examples/metrics-auth/networkpolicy.yaml").read_text()
+        )
+    }
+
+    def port(name: str) -> int:
+        return int(policies[name]["spec"]["ingress"][0]["ports"][0]["port"])
+
+    listener = InClusterSettings().listener(RunnerSettings()).metrics_addr
+    assert port("gha-listener-metrics") == int(listener.rsplit(":", 1)[1])
+    container = _container(install)
+    metrics = next(p for p in container["ports"] if p["name"] == "metrics")
+    assert port("gha-controller-metrics") == metrics["containerPort"]

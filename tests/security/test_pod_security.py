@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.autoscalinglistener.objects import listener_pod
+from sandbox.kube.admission.podsecurity import evaluate, namespace_policy
 from sandbox.kube.testing import PROJECT_ROOT
 from tests.sandbox.kube.test_kubectl import KUBECTL
 
@@ -55,3 +57,38 @@ def test_every_rendered_pod_runs_as_non_root_without_privilege_escalation() -> N
             assert context.get("capabilities", {}).get("drop") == ["ALL"], name
             assert "add" not in context.get("capabilities", {}), name
             assert context.get("readOnlyRootFilesystem") is True, name
+
+
+def rendered_namespace() -> dict[str, Any]:
+    assert KUBECTL is not None
+    rendered = subprocess.run(
+        [KUBECTL, "kustomize", str(PROJECT_ROOT / "manifests")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    [namespace] = [
+        doc for doc in yaml.safe_load_all(rendered) if doc and doc["kind"] == "Namespace"
+    ]
+    found: dict[str, Any] = namespace
+    return found
+
+
+def test_the_controller_namespace_enforces_restricted_and_its_pods_pass() -> None:
+    """The install's namespace enforces Pod Security `restricted` at a pinned version
+    (docs/security.md#listener-pod), and what runs there passes it: the controller's pods and a
+    listener pod as the controller makes it, judged by the emulator's admission."""
+    labels = rendered_namespace()["metadata"]["labels"]
+    for mode in ("enforce", "warn", "audit"):
+        assert labels[f"pod-security.kubernetes.io/{mode}"] == "restricted"
+        assert labels[f"pod-security.kubernetes.io/{mode}-version"] == "v1.32"
+    policy, problems = namespace_policy(labels)
+    assert problems == []
+    for name, spec in pod_templates("manifests"):
+        assert evaluate(policy.enforce, {}, spec) == "", name
+    listener = listener_pod(
+        {"metadata": {"name": "l", "namespace": "n", "uid": "u"}, "spec": {"image": "i"}},
+        config_digest="d",
+        metrics_addr=":8090",
+    )
+    assert evaluate(policy.enforce, listener["metadata"], listener["spec"]) == ""

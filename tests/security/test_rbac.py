@@ -62,6 +62,8 @@ def test_the_table_covers_every_identity() -> None:
         "listener (in the cluster, standby)",
         "listener (`docker run`)",
         "runner pods (`default`)",
+        "controller, with `--metrics-auth`",
+        "metrics reader (`prometheus-k8s`)",
     }
     assert len(table()) > 60
 
@@ -86,12 +88,18 @@ async def test_each_identity_can_do_exactly_what_docs_security_says(cluster: Clu
 
     await cluster.until(roles_made, what="the listeners' Roles")
     await cluster.kubectl("apply", "-n", RUNNERS, "-f", str(PROJECT_ROOT / "manifests/listener"))
+    # The metrics-auth component's ClusterRole and the example's metrics reader
+    # (docs/security.md#metrics).
+    for path in ("metrics-auth/rbac.yaml", "examples/metrics-auth/metrics-reader.yaml"):
+        await cluster.kubectl("apply", "-f", str(PROJECT_ROOT / "manifests" / path))
     users = {
         "controller": f"system:serviceaccount:{SYSTEM}:gha-controller",
         "listener (in the cluster)": f"system:serviceaccount:{SYSTEM}:{listener_name}",
         "listener (in the cluster, standby)": f"system:serviceaccount:{SYSTEM}:{standby}",
         "listener (`docker run`)": f"system:serviceaccount:{RUNNERS}:gha-listener",
         "runner pods (`default`)": f"system:serviceaccount:{RUNNERS}:default",
+        "controller, with `--metrics-auth`": f"system:serviceaccount:{SYSTEM}:gha-controller",
+        "metrics reader (`prometheus-k8s`)": "system:serviceaccount:monitoring:prometheus-k8s",
     }
     assert NAME == "my-runners", "the table names the example's set"
     wrong = []

@@ -1,1 +1,1 @@
-"""Admission plugins of the Kubernetes emulator, run on the write path (sandbox.kube.registry)."""
+"""Admission plugins of the emulated API server, called from the registry's write path."""

@@ -12,7 +12,10 @@ a separate write with its own resourceVersion and watch event:
    OnFailure with exit 0) the phase becomes Succeeded or Failed.
 
 Exit codes come from the pluggable ContainerRuntime. Deleting a pod cancels its containers,
-records their termination and the terminal phase, then finishes the graceful deletion.
+records their termination (the phase still `Running`), then the terminal phase in a later write,
+then finishes the graceful deletion: a real kubelet's order, so a client must take a terminated
+container as done whatever the phase says. A started container's status carries the user it runs
+as (`user.linux`: uid, gid, supplementalGroups) when the emulator knows the uid.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from sandbox.kube.kubelet.env import MissingReference, resolve_env
 from sandbox.kube.kubelet.node import NODE_IP, NODE_NAME, register_node
 from sandbox.kube.kubelet.podstatus import (
     container_id,
+    container_user,
     image_id,
     mark_config_error,
     mark_exited,
@@ -330,6 +334,9 @@ class Kubelet:
                         containerID=container_id(uid, name),
                         imageID=image_id(cs),
                     )
+                    user = container_user(p, container)
+                    if user is not None:
+                        cs["user"] = user
 
         env = await self._env(uid, container, deleting=deleting)
         if env is None:
@@ -377,6 +384,8 @@ class Kubelet:
 
         probed = self._probed(pod, containers)
 
+        by_name = {c["name"]: c for c in containers}
+
         def running(status: Obj, p: Obj) -> None:
             status["phase"] = "Running"
             for cs in status.get("containerStatuses") or []:
@@ -387,6 +396,9 @@ class Kubelet:
                     containerID=container_id(uid, cs["name"]),
                     imageID=image_id(cs),
                 )
+                user = container_user(p, by_name.get(cs["name"]) or {})
+                if user is not None:
+                    cs["user"] = user
             set_condition(status, "Initialized", value="True", now=started)
             mark_ready(status, p, name="", ready=True, at=started)
 
@@ -559,12 +571,15 @@ class Kubelet:
         await self._terminate(uid, {})
 
     async def _terminate(self, uid: str, results: dict[str, int]) -> None:
-        """Graceful deletion: record killed containers and the terminal phase, then delete."""
+        """Graceful deletion: record the killed containers (the phase as it was), then the
+        terminal phase in a write of its own, as a real kubelet reports them (its container
+        statuses come from the runtime's events, the phase from a later pod sync), then
+        delete."""
         killed = self.killed.pop(uid, {})
         now = timestamp(self.registry.clock())
+        codes = dict(results)
 
         def stopped(status: Obj, p: Obj) -> None:
-            codes = dict(results)
             for cs in status.get("containerStatuses") or []:
                 state = cs.get("state") or {}
                 if "terminated" in state:
@@ -580,6 +595,18 @@ class Kubelet:
                 }
                 cs["ready"] = False
                 cs["started"] = False
+            message = not_ready_message(p)
+            for ctype in ("Ready", "ContainersReady"):
+                set_condition(
+                    status,
+                    ctype,
+                    value="False",
+                    now=now,
+                    reason="ContainersNotReady",
+                    message=message,
+                )
+
+        def ended(status: Obj, p: Obj) -> None:
             if status.get("phase") not in TERMINAL_PHASES and status.get("containerStatuses"):
                 status["phase"] = (
                     "Succeeded" if codes and all(c == 0 for c in codes.values()) else "Failed"
@@ -587,7 +614,8 @@ class Kubelet:
             set_condition(status, "Ready", value="False", now=now, reason="PodCompleted")
             set_condition(status, "ContainersReady", value="False", now=now, reason="PodCompleted")
 
-        pod = self._write_status(uid, stopped)
+        self._write_status(uid, stopped)
+        pod = self._write_status(uid, ended)
         rt = self.registry.catalog.preferred(*PODS)
         if pod is None or rt is None:
             return

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from sandbox.kube.kubelet.process import PROJECT_IMAGE, image_repository
+
 Obj = dict[str, Any]
+
+IMAGE_UIDS = {PROJECT_IMAGE: 10001}
+"""The numeric USER of the images the emulator knows (the project's Dockerfile: `USER
+10001:10001`). Of an image's `uid:gid` the kubelet passes the uid alone to the runtime."""
 
 
 def set_condition(
@@ -135,3 +141,23 @@ def mark_config_error(status: Obj, pod: Obj, *, name: str, message: str) -> None
     for cs in status.get("containerStatuses") or []:
         if cs.get("name") == name:
             cs["state"] = {"waiting": {"reason": "CreateContainerConfigError", "message": message}}
+
+
+def container_user(pod: Obj, container: Obj) -> Obj | None:
+    """The identity the container's process runs with, as kubelet 1.33+ reports it in the
+    container status (`user.linux`; KEP-3619): the container's, else the pod's `runAsUser`,
+    else the image's uid; the `runAsGroup` likewise, else group 0, since the kubelet passes the
+    image's uid without its group and the runtime then finds no group for it. None when the
+    uid is not known (an image the emulator knows nothing of, no `runAsUser`)."""
+    pod_sc = (pod.get("spec") or {}).get("securityContext") or {}
+    sc = container.get("securityContext") or {}
+    uid = sc.get("runAsUser", pod_sc.get("runAsUser"))
+    if uid is None:
+        uid = IMAGE_UIDS.get(image_repository(str(container.get("image", ""))))
+    if uid is None:
+        return None
+    gid = sc.get("runAsGroup", pod_sc.get("runAsGroup"))
+    gid = 0 if gid is None else gid
+    extra = [*(pod_sc.get("supplementalGroups") or []), pod_sc.get("fsGroup")]
+    groups = [gid, *sorted({g for g in extra if g is not None} - {gid})]
+    return {"linux": {"uid": uid, "gid": gid, "supplementalGroups": groups}}

@@ -91,6 +91,7 @@ class ApiServer:
             requests=requests,
             bookmark_interval=bookmark_interval,
             watch_timeout=watch_timeout,
+            faults=faults,
         )
         self.admin = Admin(tokens=tokens, faults=faults, requests=requests)
         faults.on_drop_watches.append(self.watches.drop_all)

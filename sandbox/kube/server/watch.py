@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from sandbox.kube.faults import Request, Requests
+from sandbox.kube.faults import Faults, Request, Requests
 from sandbox.kube.registry import Registry
 from sandbox.kube.resources import ResourceType
 from sandbox.kube.selectors import FieldSelector, LabelSelector
@@ -31,12 +31,14 @@ class Watches:
         requests: Requests,
         bookmark_interval: float,
         watch_timeout: float,
+        faults: Faults,
     ) -> None:
         self.store = store
         self.registry = registry
         self.requests = requests
         self.bookmark_interval = bookmark_interval
         self.watch_timeout = watch_timeout
+        self.faults = faults
         self._lines: dict[tuple[int, str, str], bytes] = {}
         # The store subscriptions of open watch requests: what the fault hooks cut, leaving the
         # in-process subscribers (the kubelet, the demo's observer) alone.
@@ -154,7 +156,8 @@ class Watches:
                         item = sub.queue.get_nowait()
                 except TimeoutError:
                     if bookmarks and time.monotonic() >= next_bookmark and sub.queue.empty():
-                        await resp.write(_bookmark(rt, self.store.rv))
+                        if not self.faults.bookmarks_withheld():
+                            await resp.write(_bookmark(rt, self.store.rv))
                         next_bookmark = time.monotonic() + self.bookmark_interval
                     continue
                 if isinstance(item, ApiError):

@@ -27,7 +27,13 @@ from shared.kube.objects import (
 )
 from shared.typedefs import JSONDict
 from tests.controller.autoscaling import create_ars
-from tests.controller.conftest import FAST_LISTENER, LISTENER_IMAGE, Rig, RigOptions
+from tests.controller.conftest import (
+    CONTROLLER_USER,
+    FAST_LISTENER,
+    LISTENER_IMAGE,
+    Rig,
+    RigOptions,
+)
 
 NAME = "arc-listener"
 HOLD = "test.example/hold"
@@ -198,6 +204,30 @@ async def test_delete_removes_every_child_then_the_listener(rig: Rig) -> None:
         assert await get(rig, kind, name, namespace) is None, (kind.kind, name)
 
 
+@pytest.mark.parametrize("proxy", [None, {"http": {"url": "http://proxy:3128"}}])
+async def test_delete_sends_no_delete_of_what_is_not_there(
+    rig: Rig, proxy: JSONDict | None
+) -> None:
+    """Before: each deletion sent three DELETEs answered 404, the proxy Secret's twice though
+    no proxy was configured and the config Secret's once more after it went."""
+    await create_listener(rig, **({"proxy": proxy} if proxy else {}))
+    await pod(rig)
+    await rig.objects.delete(AUTOSCALING_LISTENER, rig.system_namespace, NAME)
+
+    async def gone() -> bool:
+        return await get(rig, AUTOSCALING_LISTENER, NAME) is None
+
+    await rig.until(gone, what="listener gone")
+    deletes = [
+        (r.resource, r.path.split("?")[0].rsplit("/", 1)[-1], r.code)
+        for r in rig.kube.requests.log
+        if r.user == CONTROLLER_USER and r.verb == "delete"
+    ]
+    assert [d for d in deletes if d[2] == 404] == [], deletes
+    secrets = sorted(name for resource, name, _ in deletes if resource == "secrets")
+    assert secrets == [f"{NAME}-config", *([f"{NAME}-proxy"] if proxy else [])]
+
+
 async def test_the_role_goes_only_after_the_listener_pods(rig: Rig) -> None:
     """A listener stopping on SIGTERM still needs its Role (a standby releases its Lease with
     it): while a pod is terminating, held here by a test finalizer, the Role and its binding
@@ -315,39 +345,193 @@ async def test_a_crash_looping_listener_backs_off_and_says_so(rig: Rig) -> None:
     assert sample.labels["namespace"] == rig.system_namespace
 
 
-async def test_template_customises_the_pod(rig: Rig) -> None:
+async def test_template_tunes_the_pod_within_the_allow_list(rig: Rig) -> None:
+    """What a tenant may set by default (docs/security.md#listener-pod): labels, annotations,
+    scheduling, and the listener container's resources and env of literal values or the pod's
+    own fields; the template's resources replace the default ones."""
     template = {
         "metadata": {
             "labels": {"test-label-key": "v"},
             "annotations": {"test-annotation-key": "v"},
         },
         "spec": {
-            "securityContext": {"runAsUser": 1001},
+            "nodeSelector": {"pool": "listeners"},
+            "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
             "containers": [
                 {
                     "name": "listener",
-                    "imagePullPolicy": "Always",
-                    "securityContext": {"runAsUser": 1001},
+                    "resources": {"requests": {"cpu": "20m", "memory": "80Mi"}},
+                    "env": [
+                        {"name": "TZ", "value": "UTC"},
+                        {
+                            "name": "NODE",
+                            "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+                        },
+                    ],
                 },
-                {"name": "sidecar", "image": "busybox", "imagePullPolicy": "IfNotPresent"},
             ],
         },
     }
     await create_listener(rig, template=template)
     made = await pod(rig)
     spec = made["spec"]
-    assert spec["securityContext"] == {"runAsUser": 1001}
-    listener, sidecar = spec["containers"]
-    assert (listener["name"], listener["imagePullPolicy"], listener["securityContext"]) == (
-        "listener",
-        "Always",
-        {"runAsUser": 1001},
-    )
-    assert listener["image"] == LISTENER_IMAGE, "an unset image keeps ours"
-    assert (sidecar["name"], sidecar["image"]) == ("sidecar", "busybox")
+    assert spec["nodeSelector"] == {"pool": "listeners"}
+    assert spec["tolerations"][0]["key"] == "dedicated"
+    [listener] = spec["containers"]
+    assert listener["resources"] == {"requests": {"cpu": "20m", "memory": "80Mi"}}
+    assert [e["name"] for e in listener["env"]] == ["LISTENER_CONFIG_PATH", "TZ", "NODE"]
+    assert listener["image"] == LISTENER_IMAGE
     assert spec["terminationGracePeriodSeconds"] == 60, "a field the template leaves unset stays"
     assert made["metadata"]["labels"]["test-label-key"] == "v"
     assert made["metadata"]["annotations"]["test-annotation-key"] == "v"
+
+
+HOSTILE_TEMPLATE: JSONDict = {
+    "spec": {
+        "hostPID": True,
+        "hostNetwork": True,
+        "securityContext": {"runAsUser": 0},
+        "volumes": [
+            {"name": "root", "hostPath": {"path": "/"}},
+            {"name": "theirs", "secret": {"secretName": "other-listener-config"}},
+        ],
+        "containers": [
+            {
+                "name": "listener",
+                "image": "attacker/image",
+                "command": ["sh", "-c", "cat /theirs/config.json"],
+                "securityContext": {"privileged": True},
+                "volumeMounts": [{"name": "theirs", "mountPath": "/theirs"}],
+                "env": [
+                    {"name": "LD_PRELOAD", "value": "/theirs/x.so"},
+                    {
+                        "name": "TOKEN",
+                        "valueFrom": {
+                            "secretKeyRef": {"name": "other-listener-config", "key": "config.json"}
+                        },
+                    },
+                ],
+            },
+            {"name": "sidecar", "image": "busybox"},
+        ],
+    }
+}
+
+
+async def test_a_template_beyond_the_allow_list_makes_no_pod_and_names_each_field(
+    rig: Rig,
+) -> None:
+    """The template comes from a tenant's namespace, the pod runs in the controller's, next to
+    every listener's credentials (issue 37's paths): refused whole, with an Event on the set
+    (where its writer looks) and on the listener naming every field."""
+    await create_listener(rig, template=HOSTILE_TEMPLATE)
+
+    async def refused() -> list[JSONDict]:
+        items = (await rig.objects.list(EVENT, None))["items"]
+        return [e for e in items if e["reason"] == "ListenerTemplateRefused"]
+
+    said = await rig.until(refused, what="ListenerTemplateRefused Events")
+    await rig.settle()
+    said = await refused()
+    assert sorted(e["involvedObject"]["kind"] for e in said) == [
+        "AutoscalingListener",
+        "AutoscalingRunnerSet",
+    ]
+    message = said[0]["message"]
+    for path in (
+        "spec.hostPID",
+        "spec.hostNetwork",
+        "spec.securityContext",
+        "spec.volumes",
+        "spec.containers[0].image",
+        "spec.containers[0].command",
+        "spec.containers[0].securityContext",
+        "spec.containers[0].volumeMounts",
+        "spec.containers[0].env[0].name",
+        "spec.containers[0].env[1].valueFrom.secretKeyRef",
+        "spec.containers[1]",
+    ):
+        assert f"listenerTemplate.{path}," in message or f"listenerTemplate.{path};" in message
+    assert await get(rig, POD, NAME) is None
+    assert await get(rig, SECRET, f"{NAME}-config") is None, "nothing is written for it"
+
+
+async def test_a_pod_made_before_its_template_was_refused_goes(rig: Rig) -> None:
+    """A listener whose template is edited beyond the allow-list (or a controller restarted
+    without GHA_CONTROLLER_TRUST_LISTENER_TEMPLATES) keeps no pod made from the old one."""
+    await create_listener(rig)
+    await pod(rig)
+    await rig.objects.patch(
+        AUTOSCALING_LISTENER,
+        rig.system_namespace,
+        NAME,
+        {
+            "spec": {
+                "template": {"spec": {"hostNetwork": True, "containers": [{"name": "listener"}]}}
+            }
+        },
+    )
+
+    async def deleted() -> bool:
+        found = await get(rig, POD, NAME)
+        return found is None or bool(found["metadata"].get("deletionTimestamp"))
+
+    await rig.until(deleted, what="the listener pod deleted")
+
+
+TRUSTING = RigOptions(
+    controllers=("autoscalinglistener",),
+    kubelet=False,
+    listener=dataclasses.replace(FAST_LISTENER, trust_templates=True, resync_seconds=0.1),
+)
+"""An operator who set GHA_CONTROLLER_TRUST_LISTENER_TEMPLATES=true."""
+
+
+@pytest.mark.parametrize("rig_options", [TRUSTING])
+async def test_a_trusted_template_is_laid_over_the_pod_as_arc_lays_it(rig: Rig) -> None:
+    restricted = {
+        "runAsUser": 1001,
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    template = {
+        "spec": {
+            "securityContext": {"runAsUser": 1001, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [
+                {"name": "listener", "imagePullPolicy": "Always", "securityContext": restricted},
+                {"name": "sidecar", "image": "busybox", "securityContext": restricted},
+            ],
+        },
+    }
+    await create_listener(rig, template=template)
+    made = await pod(rig)
+    spec = made["spec"]
+    assert spec["securityContext"] == template["spec"]["securityContext"]
+    listener, sidecar = spec["containers"]
+    assert (listener["imagePullPolicy"], listener["securityContext"]) == ("Always", restricted)
+    assert listener["image"] == LISTENER_IMAGE, "an unset image keeps ours"
+    assert (sidecar["name"], sidecar["image"]) == ("sidecar", "busybox")
+
+
+@pytest.mark.parametrize("rig_options", [TRUSTING])
+async def test_a_trusted_template_still_meets_the_namespaces_pod_security(rig: Rig) -> None:
+    """Trusting templates does not lift the controller namespace's Pod Security `restricted`
+    (manifests/namespace.yaml): the API server refuses the pod, and the listener says why."""
+    await create_listener(
+        rig, template={"spec": {"hostPID": True, "containers": [{"name": "listener"}]}}
+    )
+
+    async def refused() -> list[JSONDict]:
+        items = (await rig.objects.list(EVENT, rig.system_namespace))["items"]
+        return [e for e in items if e["reason"] == "ListenerPodRefused"]
+
+    [said, *_] = await rig.until(refused, what="a ListenerPodRefused Event")
+    assert (
+        f'pods "{NAME}" is forbidden: violates PodSecurity "restricted:v1.32": '
+        "host namespaces (hostPID=true)"
+    ) in said["message"]
+    assert await get(rig, POD, NAME) is None
 
 
 async def test_proxy_secret_and_environment(rig: Rig) -> None:

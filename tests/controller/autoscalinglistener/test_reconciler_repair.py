@@ -13,7 +13,16 @@ import pytest
 
 from sandbox.tls import generate
 from shared.api.kinds import AUTOSCALING_LISTENER
-from shared.kube.objects import CONFIG_MAP, EVENT, POD, ROLE, ROLE_BINDING, SECRET, SERVICE_ACCOUNT
+from shared.kube.objects import (
+    CONFIG_MAP,
+    EVENT,
+    POD,
+    ROLE,
+    ROLE_BINDING,
+    SECRET,
+    SERVICE_ACCOUNT,
+    Kind,
+)
 from shared.typedefs import JSONDict
 from tests.controller.autoscaling import create_ars
 from tests.controller.autoscalinglistener.test_reconciler import (
@@ -31,10 +40,30 @@ ARC_IMAGE = "ghcr.io/actions/gha-runner-scale-set-controller:0.14.2"
 
 @pytest.fixture
 def rig_options() -> RigOptions:
+    # Templates that pin ARC's image or add a sidecar are an operator's to trust
+    # (GHA_CONTROLLER_TRUST_LISTENER_TEMPLATES, docs/security.md#listener-pod).
     return RigOptions(
         controllers=("autoscalinglistener",),
         kubelet=False,
-        listener=dataclasses.replace(FAST_LISTENER, resync_seconds=RESYNC),
+        listener=dataclasses.replace(FAST_LISTENER, resync_seconds=RESYNC, trust_templates=True),
+    )
+
+
+async def allow_privileged_pods(rig: Rig) -> None:
+    """What an operator who trusts templates with root sidecars must also do: lift the
+    controller namespace's Pod Security `restricted` (docs/security.md#listener-pod)."""
+    await rig.objects.patch(
+        Kind("Namespace", "namespaces", namespaced=False),
+        None,
+        rig.system_namespace,
+        {
+            "metadata": {
+                "labels": {
+                    f"pod-security.kubernetes.io/{mode}": "privileged"
+                    for mode in ("enforce", "warn", "audit")
+                }
+            }
+        },
     )
 
 
@@ -221,12 +250,17 @@ async def test_our_restriction_stays_on_our_container_when_a_template_adds_one(r
     """ARC's values show sidecars running as root: `runAsNonRoot` and the seccomp profile go on
     the listener container, not on the pod, so the sidecar can start."""
     sidecar = {"name": "proxy", "image": "envoy", "securityContext": {"runAsUser": 0}}
+    await allow_privileged_pods(rig)
     await create_listener(rig, template={"spec": {"containers": [sidecar]}})
     made = await pod(rig)
     assert not made["spec"].get("securityContext"), "the API server defaults it to {}"
     ours, theirs = made["spec"]["containers"]
     assert ours["securityContext"]["runAsNonRoot"] is True
     assert ours["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert (ours["securityContext"]["runAsUser"], ours["securityContext"]["runAsGroup"]) == (
+        10001,
+        10001,
+    )
     assert theirs["securityContext"] == {"runAsUser": 0}
 
 
@@ -235,12 +269,15 @@ async def test_without_a_template_the_pod_is_restricted(rig: Rig) -> None:
     made = await pod(rig)
     assert made["spec"]["securityContext"] == {
         "runAsNonRoot": True,
+        "runAsUser": 10001,
+        "runAsGroup": 10001,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
 
 
 async def test_a_container_that_cannot_start_is_reported_on_the_listener(rig: Rig) -> None:
     sidecar = {"name": "proxy", "image": "envoy"}
+    await allow_privileged_pods(rig)
     await create_listener(rig, template={"spec": {"containers": [sidecar]}})
     await pod(rig)
     waiting = {
@@ -294,7 +331,7 @@ async def test_the_config_is_written_as_arcs_go_controller_writes_it(rig: Rig) -
         '"ephemeral_runner_set_name":"arc","max_runners":5,"min_runners":0,'
         f'"runner_scale_set_id":{rig.scale_set_id},"runner_scale_set_name":"arc",'
         '"server_root_ca":"","log_level":"info","log_format":"json",'
-        '"metrics_addr":":8080","metrics_endpoint":"/metrics",'
+        '"metrics_addr":":8090","metrics_endpoint":"/metrics",'
         '"metrics":{"counters":{"a":{"labels":["repository"]},"z":{"labels":["name"]}},'
         '"histograms":{"b":{"labels":["name"],"buckets":[0.5,1,10]}}}}\n'
     )

@@ -5,6 +5,7 @@ write wakes nothing when the controller says so, another writer's always does.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator
 
@@ -13,6 +14,7 @@ from kubernetes_asyncio import client
 
 from controller.runtime import (
     Controller,
+    Informer,
     LazyObject,
     Manager,
     OwnWrite,
@@ -30,6 +32,7 @@ from shared.kube.objects import POD, Objects
 from shared.typedefs import JSONDict
 from tests.controller.conftest import metric as summed
 from tests.controller.runtime.conftest import eventually, namespace_body, runner_body
+from tests.controller.runtime.test_informer import FAST
 
 
 class Marking:
@@ -174,3 +177,57 @@ def test_an_echo_wakes_nothing_once_and_only_for_the_categories_asked() -> None:
     assert len(full) == MAX_VERSIONS
     full.forget(POD, pod)
     assert len(full) == 0
+
+
+class EchoCheck:
+    """An informer handler that asks the echoes, as a controller's does, of every update."""
+
+    def __init__(self, echoes: Echoes) -> None:
+        self.echoes = echoes
+        self.updates: list[tuple[str, bool]] = []
+
+    def on_add(self, obj: JSONDict) -> None:
+        pass
+
+    def on_update(self, old: JSONDict, new: JSONDict) -> None:
+        self.updates.append(
+            (new["metadata"]["resourceVersion"], self.echoes.is_echo(EPHEMERAL_RUNNER, new))
+        )
+
+    def on_delete(self, obj: JSONDict) -> None:
+        pass
+
+
+async def test_an_update_a_relist_delivers_is_no_echo_though_it_shows_an_own_write(
+    kube: KubeEmulator, objects: Objects, ns: str
+) -> None:
+    """While the watch is down another writer changes the object, then a pass writes it too;
+    the relist after a 410 shows both in one update carrying the pass's version: it must wake
+    (the chaos run's runner whose pod finished during an outage stayed Running forever)."""
+    await objects.create(EPHEMERAL_RUNNER, ns, runner_body("r"))
+    informer = Informer(objects=objects, kind=EPHEMERAL_RUNNER, settings=FAST)
+    echoes = Echoes(primary=EPHEMERAL_RUNNER, children=[], ignore=list(OwnWrite))
+    check = EchoCheck(echoes)
+    informer.add_handler(check)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 10)
+        with kube.faults.frozen_caches("ephemeralrunners"):
+            await objects.patch(EPHEMERAL_RUNNER, ns, "r", {"metadata": {"labels": {"k": "1"}}})
+            own = await objects.patch(
+                EPHEMERAL_RUNNER, ns, "r", {"metadata": {"annotations": {"a": "1"}}}
+            )
+            echoes.wrote(EPHEMERAL_RUNNER, own, "object")
+            kube.faults.force_gone()
+        version = own["metadata"]["resourceVersion"]
+
+        async def delivered() -> bool:
+            return any(rv == version for rv, _ in check.updates)
+
+        await eventually(delivered)
+        assert (version, False) in check.updates
+        assert len(echoes) == 0
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

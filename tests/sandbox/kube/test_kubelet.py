@@ -228,12 +228,22 @@ async def test_graceful_deletion_stops_containers_then_removes_the_pod(
         core.list_namespaced_pod,
         namespace,
         resource_version=marked.metadata.resource_version,
-        count=2,
+        count=3,
     )
-    assert [e["type"] for e in seen] == ["MODIFIED", "DELETED"]
-    final = seen[0]["object"]["status"]
+    # As a real kubelet reports it: the container terminated first, the phase still Running
+    # (143, reason Error, no signal, for SIGTERM); the phase in a later write.
+    assert [e["type"] for e in seen] == ["MODIFIED", "MODIFIED", "DELETED"]
+    stopped, final = seen[0]["object"]["status"], seen[1]["object"]["status"]
+    assert stopped["phase"] == "Running"
+    assert stopped["containerStatuses"][0]["state"]["terminated"] == {
+        "exitCode": 143,
+        "reason": "Error",
+        "startedAt": stopped["containerStatuses"][0]["state"]["terminated"]["startedAt"],
+        "finishedAt": stopped["containerStatuses"][0]["state"]["terminated"]["finishedAt"],
+        "containerID": stopped["containerStatuses"][0]["containerID"],
+    }
     assert final["phase"] == "Failed"
-    assert final["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 143
+    assert final["containerStatuses"] == stopped["containerStatuses"]
     assert runtime.cancelled == ["main"]
 
 
@@ -348,3 +358,48 @@ async def test_runtime_exception_fails_the_container(
     await wait_for(lambda: phase(kube, namespace, "p") == "Failed")
     got = await core.read_namespaced_pod("p", namespace)
     assert got.status.container_statuses[0].state.terminated.exit_code == 128
+
+
+@pytest.mark.parametrize(
+    ("pod_sc", "container_sc", "image", "want"),
+    [
+        # runAsNonRoot without a group: the image's uid, group 0 (what a real node did).
+        ({"runAsNonRoot": True}, {}, "ghcr.io/x/gha-runner-scaler:v1", (10001, 0, [0])),
+        (
+            {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001},
+            {},
+            "ghcr.io/x/gha-runner-scaler:v1",
+            (10001, 10001, [10001]),
+        ),
+        (
+            {"runAsUser": 1000, "runAsGroup": 3, "supplementalGroups": [5]},
+            {"runAsGroup": 7},
+            "busybox:1",
+            (1000, 7, [7, 5]),
+        ),
+        ({}, {}, "busybox:1", None),
+    ],
+    ids=["image-uid-group-0", "run-as-group", "container-over-pod", "unknown"],
+)
+async def test_a_running_container_reports_the_user_it_runs_as(
+    kubelet_kube: tuple[KubeEmulator, client.CoreV1Api],
+    namespace: str,
+    pod_sc: Obj,
+    container_sc: Obj,
+    image: str,
+    want: tuple[int, int, list[int]] | None,
+) -> None:
+    kube, _ = kubelet_kube
+    body = pod("p", "main", securityContext=pod_sc)
+    body["spec"]["containers"][0].update(image=image, securityContext=container_sc)
+    body["metadata"]["namespace"] = namespace
+    kube.apply({"apiVersion": "v1", "kind": "Pod", **body})
+    await wait_for(lambda: phase(kube, namespace, "p") == "Running")
+    obj = stored(kube, namespace, "p")
+    assert obj is not None
+    user = obj["status"]["containerStatuses"][0].get("user")
+    if want is None:
+        assert user is None
+    else:
+        uid, gid, groups = want
+        assert user == {"linux": {"uid": uid, "gid": gid, "supplementalGroups": groups}}

@@ -9,6 +9,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from sandbox.kube import KubeEmulator
+from sandbox.kube.rbac import AUTHENTICATED
 from tests.sandbox.kube.conftest import GROUP, MERGE, VERSION, WIDGETS, status_of, widget
 
 pytestmark = pytest.mark.usefixtures("widgets")
@@ -372,3 +373,69 @@ async def test_a_bindings_role_ref_cannot_change(ns: str, kube_api: client.ApiCl
     subjects = [{"kind": "ServiceAccount", "name": "other", "namespace": ns}]
     patched = await rbac.patch_namespaced_role_binding("reader-binding", ns, {"subjects": subjects})
     assert patched.subjects[0].name == "other"
+
+
+@pytest.mark.parametrize(
+    ("verb", "path", "allowed"),
+    [
+        ("get", "/metrics", True),
+        ("head", "/metrics", False),
+        ("get", "/metrics/extra", False),
+        ("get", "/debug/pprof/", False),
+        # The bootstrap policy's system:public-info-viewer, as in a real cluster.
+        ("get", "/healthz", True),
+    ],
+)
+async def test_token_and_non_resource_reviews_for_a_metrics_scraper(
+    kube: KubeEmulator, kube_api: client.ApiClient, ns: str, verb: str, path: str, allowed: bool
+) -> None:
+    """What an authenticated /metrics asks (shared/metricsauth.py): who a ServiceAccount token
+    is, then whether that user may `get` the non-resource URL; RBAC's nonResourceURLs match a
+    path exactly (or by a trailing `*`) and the verb is the method in lower case."""
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "prom", "namespace": ns},
+        }
+    )
+    kube.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": f"{ns}-metrics-reader"},
+            "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+        }
+    )
+    kube.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"{ns}-metrics-reader"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": f"{ns}-metrics-reader",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "prom", "namespace": ns}],
+        }
+    )
+    token = kube.service_account_token(ns, "prom")
+    authn = client.AuthenticationV1Api(kube_api)
+    unknown = await authn.create_token_review({"spec": {"token": "not-a-token"}})
+    assert not unknown.status.authenticated
+    review = await authn.create_token_review({"spec": {"token": token}})
+    user = review.status.user
+    assert user.username == f"system:serviceaccount:{ns}:prom"
+    assert user.groups == ["system:serviceaccounts", f"system:serviceaccounts:{ns}", AUTHENTICATED]
+    access = await client.AuthorizationV1Api(kube_api).create_subject_access_review(
+        {
+            "spec": {
+                "user": user.username,
+                "groups": user.groups,
+                "uid": user.uid,
+                "nonResourceAttributes": {"path": path, "verb": verb},
+            }
+        }
+    )
+    assert access.status.allowed is allowed

@@ -155,3 +155,26 @@ async def test_clearing_the_faults_ends_a_restart(kube: KubeEmulator, ns: str) -
     assert await raw_get(kube, widgets_path(ns), resourceVersion="0") == (429, INITIALIZING, "1")
     kube.faults.clear()
     assert (await raw_get(kube, widgets_path(ns), resourceVersion="0"))[0] == 200
+
+
+async def test_a_restart_can_leave_quiet_watches_without_bookmarks() -> None:
+    """As a real API server did for 70 s and more after its restart: a watch of a resource
+    nobody writes gets no bookmark while the quiet lasts, then bookmarks as before."""
+    async with KubeEmulator(bookmark_interval=0.05) as kube:
+        headers = {"Authorization": f"Bearer {kube.admin_token}"}
+        kube.faults.restart(quiet=600)
+        kube.faults.initialized()
+        assert kube.faults.bookmarks_withheld()
+        url = f"{kube.url}/api/v1/namespaces"
+        async with aiohttp.ClientSession(headers=headers) as http:
+            async with http.get(url) as listed:
+                version = (await listed.json())["metadata"]["resourceVersion"]
+            query = {"watch": "true", "allowWatchBookmarks": "true", "resourceVersion": version}
+            async with http.get(url, params=query, timeout=aiohttp.ClientTimeout()) as resp:
+                assert resp.status == 200
+                with pytest.raises(TimeoutError):
+                    # Ten bookmark intervals without a line.
+                    await asyncio.wait_for(resp.content.readline(), 0.5)
+                kube.faults.clear()
+                line = await asyncio.wait_for(resp.content.readline(), TIMEOUT)
+                assert json.loads(line)["type"] == "BOOKMARK"

@@ -11,6 +11,7 @@ import yaml
 
 from shared.api import crds
 from shared.api.resources import EphemeralRunnerSet, EphemeralRunnerSetStatus, KubeObject
+from shared.kube.names import LABEL_PATTERN, SUBDOMAIN_PATTERN
 from tests.shared.api.conftest import load_fixture, prune, prune_object
 
 CRD_DIR = Path(__file__).parents[3] / "manifests" / "crds"
@@ -198,6 +199,10 @@ def test_required_fields_follow_arc(kind: str, path: str, required: list[str]) -
     assert dict(_nodes(_schema(kind)))[path]["required"] == required
 
 
+OBJECT_NAME = {"maxLength": 253, "pattern": SUBDOMAIN_PATTERN}
+NAMESPACE_NAME = {"maxLength": 63, "pattern": LABEL_PATTERN}
+
+
 @pytest.mark.parametrize(
     ("kind", "path", "expected"),
     [
@@ -216,6 +221,22 @@ def test_required_fields_follow_arc(kind: str, path: str, required: list[str]) -
         ),
         ("EphemeralRunnerSet", ".status.phase", {"enum": ["Running", "Outdated"]}),
         ("AutoscalingRunnerSet", ".status.phase", {"enum": ["Pending", "Running", "Outdated"]}),
+        ("AutoscalingRunnerSet", ".spec.githubConfigSecret", OBJECT_NAME),
+        ("AutoscalingRunnerSet", ".spec.proxy.http.credentialSecretRef", OBJECT_NAME),
+        ("AutoscalingRunnerSet", ".spec.proxy.https.credentialSecretRef", OBJECT_NAME),
+        (
+            "AutoscalingRunnerSet",
+            ".spec.githubServerTLS.certificateFrom.configMapKeyRef.name",
+            OBJECT_NAME,
+        ),
+        ("AutoscalingListener", ".spec.githubConfigSecret", OBJECT_NAME),
+        ("AutoscalingListener", ".spec.autoscalingRunnerSetNamespace", NAMESPACE_NAME),
+        ("AutoscalingListener", ".spec.autoscalingRunnerSetName", OBJECT_NAME),
+        ("AutoscalingListener", ".spec.ephemeralRunnerSetName", OBJECT_NAME),
+        ("EphemeralRunnerSet", ".spec.ephemeralRunnerSpec.githubConfigSecret", OBJECT_NAME),
+        ("EphemeralRunnerSet", ".spec.ephemeralRunnerSpec.proxySecretRef", OBJECT_NAME),
+        ("EphemeralRunner", ".spec.githubConfigSecret", OBJECT_NAME),
+        ("EphemeralRunner", ".spec.proxy.https.credentialSecretRef", OBJECT_NAME),
     ],
 )
 def test_field_constraints(kind: str, path: str, expected: dict[str, Any]) -> None:

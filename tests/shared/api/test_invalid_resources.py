@@ -24,6 +24,7 @@ from shared.api.kinds import (
     EPHEMERAL_RUNNER_SET,
 )
 from shared.kube.errors import Invalid, NotFound
+from shared.kube.names import SUBDOMAIN_PATTERN
 from shared.kube.objects import Kind, Objects
 from tests.sandbox.kube.test_kubectl import KUBECTL
 from tests.shared.api.conftest import load_fixture
@@ -47,6 +48,26 @@ INVALID = [
     ("arc-ephemeralrunnerset.yaml", "spec.patchID", "7"),
     ("arc-ephemeralrunner.yaml", "spec.runnerScaleSetId", MISSING),
     ("arc-ephemeralrunner.yaml", "spec.githubConfigUrl", 5),
+    # Names the controller reads objects by (docs/security.md#names-from-tenants): traversal,
+    # encoded, absolute, empty, over-long, uppercase and newline-terminated forms.
+    ("arc-autoscalingrunnerset.yaml", "spec.githubConfigSecret", "../../team-b/secrets/gh"),
+    ("arc-autoscalingrunnerset.yaml", "spec.githubConfigSecret", "%2e%2e%2Fteam-b"),
+    ("arc-autoscalingrunnerset.yaml", "spec.githubConfigSecret", "/api/v1/namespaces/b/secrets/gh"),
+    ("arc-autoscalingrunnerset.yaml", "spec.githubConfigSecret", ""),
+    ("arc-autoscalingrunnerset.yaml", "spec.githubConfigSecret", "x" * 254),
+    ("arc-autoscalingrunnerset.yaml", "spec.githubConfigSecret", "GitHub-Config"),
+    ("arc-autoscalingrunnerset.yaml", "spec.githubConfigSecret", "github-config\n"),
+    ("arc-autoscalingrunnerset.yaml", "spec.proxy.https.credentialSecretRef", "../b/secrets/p"),
+    (
+        "arc-autoscalingrunnerset.yaml",
+        "spec.githubServerTLS.certificateFrom.configMapKeyRef.name",
+        "../../team-b/configmaps/ca",
+    ),
+    ("arc-autoscalinglistener.yaml", "spec.autoscalingRunnerSetNamespace", "team-b/x"),
+    ("arc-autoscalinglistener.yaml", "spec.githubConfigSecret", ".."),
+    ("arc-ephemeralrunnerset.yaml", "spec.ephemeralRunnerSpec.githubConfigSecret", "a/b"),
+    ("arc-ephemeralrunner.yaml", "spec.githubConfigSecret", "%2F"),
+    ("arc-ephemeralrunner.yaml", "spec.proxySecretRef", "../p"),
 ]
 
 
@@ -99,6 +120,25 @@ async def test_kubernetes_asyncio_gets_the_field_path(
     with pytest.raises(Invalid, match=path.replace(".", r"\.")):
         await objects.create(KINDS[fixture], NAMESPACE, body)
     assert await absent(objects, KINDS[fixture], body["metadata"]["name"])
+
+
+async def test_a_bad_name_is_refused_in_the_real_servers_words(
+    kube: tuple[KubeEmulator, Objects, Path],
+) -> None:
+    _, objects, _ = kube
+    body = invalid("arc-autoscalingrunnerset.yaml", "spec.githubConfigSecret", "../../b/s/gh")
+    with pytest.raises(Invalid) as refused:
+        await objects.create(AUTOSCALING_RUNNER_SET, NAMESPACE, body)
+    assert (
+        'spec.githubConfigSecret: Invalid value: "../../b/s/gh": spec.githubConfigSecret in body '
+        f"should match '{SUBDOMAIN_PATTERN}'"
+    ) in refused.value.message
+    body = invalid("arc-autoscalingrunnerset.yaml", "spec.githubConfigSecret", "x" * 254)
+    with pytest.raises(Invalid) as refused:
+        await objects.create(AUTOSCALING_RUNNER_SET, NAMESPACE, body)
+    assert "spec.githubConfigSecret: Too long: may not be more than 253 bytes" in (
+        refused.value.message
+    )
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")

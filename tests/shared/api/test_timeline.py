@@ -127,3 +127,13 @@ def test_the_listener_and_the_controller_trace_one_job_in_one_trace() -> None:
     assert by_name["stage scheduling"].start_time == int(
         tl.parse_moment(FULL[tl.POD_CREATED]).timestamp() * 1e9
     )
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    ["[" * 100_000 + "]" * 100_000, "{not json", '{"a": NaN}', "[1, 2]", "x" * 300_000],
+    ids=["nested", "broken", "nan", "array", "over-the-cap"],
+)
+def test_a_hostile_timeline_annotation_is_an_empty_timeline(annotation: str) -> None:
+    """Anyone who may write Events may write the annotation `gha-controller explain` reads."""
+    assert tl.Timeline.from_json(annotation).moments == {}

@@ -15,7 +15,9 @@ import yaml
 from sandbox.kube.emulator import KubeEmulator
 from shared.kube.errors import Forbidden, KubeError, NotFound
 from shared.kube.http import (
+    MAX_KUBECONFIG_BYTES,
     Connection,
+    ConnectionConfigError,
     HttpApi,
     NeedsClientLibrary,
     from_kubeconfig,
@@ -23,6 +25,7 @@ from shared.kube.http import (
     load_connection,
 )
 from shared.kube.objects import CONFIG_MAP, Kind, Objects
+from shared.telemetry.logs import REDACTED, redact
 
 SELF_SUBJECT_REVIEW = Kind(
     "SelfSubjectReview", "selfsubjectreviews", group="authentication.k8s.io", namespaced=False
@@ -133,3 +136,42 @@ def test_plugins_need_the_client_library(
 def test_several_kubeconfig_files_need_the_client_library(tmp_path: Path) -> None:
     with pytest.raises(NeedsClientLibrary):
         load_connection(environ={"KUBECONFIG": f"{tmp_path}/a:{tmp_path}/b"})
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"clusters:" + b" [" * 100_000, "is nested too deeply"),
+        (b"clusters: [\n  - {name: c\n", "is not valid YAML (line"),
+        (b"current-context: \xff\xfe\n", "is not UTF-8 text"),
+        (b"# padding\n" * (MAX_KUBECONFIG_BYTES // 10 + 1), "is over the cap of 16.0 MiB"),
+    ],
+    ids=["nested", "broken", "utf-8", "over-the-cap"],
+)
+def test_a_hostile_kubeconfig_is_one_line_saying_why(
+    tmp_path: Path, content: bytes, why: str
+) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_bytes(content)
+    with pytest.raises(ConnectionConfigError) as caught:
+        from_kubeconfig(str(path))
+    assert why in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_proxy_password_is_registered_for_redaction(tmp_path: Path) -> None:
+    config = {
+        "clusters": [{"name": "c", "cluster": {"server": "https://10.0.0.1:6443"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    proxy = "http://me:pr0xy%2Fpassw0rd@proxy.corp:3128"
+    connection = load_connection(
+        write(tmp_path, config), environ={"HTTPS_PROXY": proxy, "NO_PROXY": ""}
+    )
+    assert connection.proxy == proxy
+    assert (
+        redact(f"via {proxy} (pr0xy/passw0rd)")
+        == f"via http://me:{REDACTED}@proxy.corp:3128 ({REDACTED})"
+    )
