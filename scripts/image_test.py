@@ -369,7 +369,7 @@ async def readme_phase(work: Path, timings: dict[str, float]) -> None:
         await step(range(1, 2), ROOT)
         timings["image build (s)"] = time.monotonic() - started
         await step(range(2, 5), ROOT)
-        for name in ("github-token", "listener.token", "listener.kubeconfig"):
+        for name in ("github-token", "token/listener.token", "listener.kubeconfig"):
             mode = (listener_dir / name).stat().st_mode & 0o777
             check(mode == 0o640, f"{name} has mode {mode:o}, not 0640")
         check(
@@ -406,7 +406,6 @@ async def readme_phase(work: Path, timings: dict[str, float]) -> None:
         # What the sandbox did not make, so that it finds nothing left over when it stops.
         for kind, name in (
             ("ephemeralrunnerset", RUNNER_SET_README),
-            ("secret", "gha-listener-token"),
             ("lease", LEASE_README),
             ("rolebinding", "gha-listener-standby"),
             ("role", "gha-listener-standby"),

@@ -140,10 +140,12 @@ def pod_name(listener: JSONDict, replica: int) -> str:
 
 
 def role_rules(runner_set_name: str, *, lease: str = "") -> list[JSONDict]:
-    """The listener's least privilege (docs/autoscaling.md#the-listeners-role): read and patch
-    runners (it reads a runner before promoting it, which ARC's Role cannot), patch its one
-    runner set; with standby replicas, read and renew their one Lease (never create it: the
-    controller does)."""
+    """The listener's least privilege (docs/autoscaling.md#the-listeners-role): read runners (it
+    reads a runner before promoting it, which ARC's Role cannot) and patch their status only,
+    patch its one runner set (manifests/admission/ confines that patch to `replicas` and
+    `patchID`); with standby replicas, read and renew their one Lease (never create it: the
+    controller does). The admission policy on the controller's Roles accepts exactly these
+    shapes (docs/security.md#identities)."""
     rules: list[JSONDict] = [
         {
             "apiGroups": ["actions.github.com"],
@@ -153,8 +155,13 @@ def role_rules(runner_set_name: str, *, lease: str = "") -> list[JSONDict]:
         },
         {
             "apiGroups": ["actions.github.com"],
-            "resources": ["ephemeralrunners", "ephemeralrunners/status"],
-            "verbs": ["get", "patch"],
+            "resources": ["ephemeralrunners"],
+            "verbs": ["get"],
+        },
+        {
+            "apiGroups": ["actions.github.com"],
+            "resources": ["ephemeralrunners/status"],
+            "verbs": ["patch"],
         },
     ]
     if lease:

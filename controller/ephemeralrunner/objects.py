@@ -119,12 +119,24 @@ def _runner_env(runner: JSONDict) -> list[JSONDict]:
     return env
 
 
+def _asks_for_token(pod_spec: JSONDict) -> bool:
+    """Whether the template decides the ServiceAccount token itself: it sets
+    `automountServiceAccountToken`, or names a ServiceAccount (container mode `kubernetes` names
+    the one its hooks act as)."""
+    return "automountServiceAccountToken" in pod_spec or bool(
+        pod_spec.get("serviceAccountName") or pod_spec.get("serviceAccount")
+    )
+
+
 def runner_pod(runner: JSONDict) -> JSONDict:
-    """The runner Pod: the template's PodSpec verbatim plus the runner container's env."""
+    """The runner Pod: the template's PodSpec verbatim plus the runner container's env, and no
+    ServiceAccount token unless the template asks for one (docs/security.md#identities)."""
     meta = metadata_of(runner)
     spec = runner.get("spec") or {}
     template_meta = spec.get("metadata") or {}
     pod_spec = copy.deepcopy(spec.get("spec") or {})
+    if not _asks_for_token(pod_spec):
+        pod_spec["automountServiceAccountToken"] = False
     env = _runner_env(runner)
     for container in pod_spec.get("containers") or []:
         if container.get("name") == RUNNER_CONTAINER:

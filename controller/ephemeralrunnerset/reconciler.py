@@ -40,11 +40,13 @@ from controller.ephemeralrunnerset.objects import new_ephemeral_runner, proxy_se
 from controller.ephemeralrunnerset.predicates import COUNTS_WINDOW_SECONDS, ER_COUNTS, ER_TO_ERS
 from controller.ephemeralrunnerset.rules import (
     Children,
+    bounded_replicas,
     cleanup_candidates,
     counts_status,
     desired_phase,
     lineage,
     only_listener_fields_changed,
+    owner_max_runners,
     plan_replacements,
     plan_scaling,
     replacement_due,
@@ -72,7 +74,7 @@ from controller.runtime import (
 )
 from controller.runtime.cache import controller_owner
 from shared.api import EphemeralRunnerSetPhase, patchid
-from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from shared.api.kinds import AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from shared.api.names import (
     ANNOTATION_PATCH_ID,
     EPHEMERAL_RUNNER_SET_FINALIZERS,
@@ -120,6 +122,7 @@ class EphemeralRunnerSetReconciler:
         *,
         runner_sets: Store,
         runners: Store,
+        scale_sets: Store,
         children: ChildIndex,
         objects: Objects,
         deps: Deps,
@@ -128,6 +131,8 @@ class EphemeralRunnerSetReconciler:
     ) -> None:
         self._sets = runner_sets
         self._runners = runners
+        # The AutoscalingRunnerSets, for the maxRunners of the one that owns a set.
+        self._scale_sets = scale_sets
         self._children = children
         self._objects = objects
         self._deps = deps
@@ -295,7 +300,16 @@ class EphemeralRunnerSetReconciler:
         refresh: Callable[[], Children],
     ) -> Result:
         obj = p.object
-        replicas = spec_int(obj, "replicas")
+        written = spec_int(obj, "replicas")
+        max_runners = owner_max_runners(obj, self._scale_sets.get)
+        replicas = bounded_replicas(written, max_runners)
+        if replicas != written:
+            p.log.warning(
+                "replicas=%d is above the AutoscalingRunnerSet's maxRunners=%d: running at most %d",
+                written,
+                max_runners,
+                replicas,
+            )
         patch_id = spec_int(obj, patchid.SPEC_FIELD)
         due, wait = replacement_due(children.failed, now=self._now(), policy=self._replacement)
         replacements = plan_replacements(replicas=replicas, children=children, due=len(due))
@@ -547,6 +561,7 @@ def setup(manager: Manager, deps: Deps) -> EphemeralRunnerSetReconciler:
     reconciler = EphemeralRunnerSetReconciler(
         runner_sets=manager.cache(EPHEMERAL_RUNNER_SET),
         runners=manager.cache(EPHEMERAL_RUNNER),
+        scale_sets=manager.cache(AUTOSCALING_RUNNER_SET, reads=("spec",)),
         children=children,
         objects=manager.objects,
         deps=deps,

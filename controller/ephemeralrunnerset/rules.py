@@ -17,7 +17,7 @@ Implements ARC's classification, scaling and victim rules with the newer upstrea
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -162,6 +162,28 @@ class ScalePlan:
     create: int = 0
     scale_down: int = 0
     suppressed_by_cleanup: bool = False
+
+
+def owner_max_runners(
+    runner_set: JSONDict, scale_sets: Callable[[str, str], JSONDict | None]
+) -> int | None:
+    """The `maxRunners` of the AutoscalingRunnerSet that owns the set (`scale_sets` reads one
+    by namespace and name from the cache), or None: no owner, another owner, or no bound."""
+    owner = controller_owner(runner_set)
+    if owner is None or owner.get("kind") != KIND_AUTOSCALING_RUNNER_SET:
+        return None
+    meta = metadata_of(runner_set)
+    scale_set = scale_sets(str(meta.get("namespace", "")), str(owner.get("name", "")))
+    if scale_set is None or metadata_of(scale_set).get("uid") != owner.get("uid"):
+        return None
+    bound = (scale_set.get("spec") or {}).get("maxRunners")
+    return bound if isinstance(bound, int) and not isinstance(bound, bool) else None
+
+
+def bounded_replicas(replicas: int, max_runners: int | None) -> int:
+    """The replicas a set runs: what the listener wrote, at most its scale set's `maxRunners`
+    (a listener's token may write any number: docs/security.md#identities)."""
+    return replicas if max_runners is None else max(0, min(replicas, max_runners))
 
 
 def plan_replacements(*, replicas: int, children: Children, due: int) -> int:

@@ -117,7 +117,7 @@ class KubeEmulator:
             strict_namespaces=strict_namespaces,
             garbage_collection=garbage_collection,
         )
-        self.tokens = Tokens()
+        self.tokens = Tokens(clock=clock)
         self.admin_token = self.tokens.issue(
             User(ADMIN_USER, (*ADMIN_GROUPS, "system:authenticated"))
         )

@@ -8,12 +8,14 @@ identity discover the API and review its own access are seeded at start.
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox.kube.clock import Clock, utcnow
 from sandbox.kube.store import Store
 
 Obj = dict[str, Any]
@@ -59,16 +61,25 @@ def user_for_name(name: str, groups: list[str]) -> User:
 
 @dataclass
 class Tokens:
-    """Bearer token to identity; tokens are opaque random strings, never logged."""
+    """Bearer token to identity; tokens are opaque random strings, never logged. A token issued
+    with an expiry (TokenRequest's) stops authenticating then."""
 
     by_token: dict[str, User] = field(default_factory=dict)
+    clock: Clock = utcnow
+    expiry: dict[str, dt.datetime] = field(default_factory=dict)
 
-    def issue(self, user: User) -> str:
+    def issue(self, user: User, *, expires: dt.datetime | None = None) -> str:
         token = secrets.token_urlsafe(32)
         self.by_token[token] = user
+        if expires is not None:
+            self.expiry[token] = expires
         return token
 
     def lookup(self, token: str) -> User | None:
+        expires = self.expiry.get(token)
+        if expires is not None and self.clock() >= expires:
+            self.by_token.pop(token, None)
+            self.expiry.pop(token, None)
         return self.by_token.get(token)
 
 

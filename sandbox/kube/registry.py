@@ -23,7 +23,7 @@ from typing import Any
 
 from sandbox.kube import patch as patches
 from sandbox.kube import schema as schemas
-from sandbox.kube.admission import podsecurity
+from sandbox.kube.admission import podsecurity, policies
 from sandbox.kube.apply import AppliedFields, leaf_paths
 from sandbox.kube.clock import Clock, timestamp, utcnow
 from sandbox.kube.kinds import builtins, crds, namespaces, pods, services, subresources
@@ -249,6 +249,7 @@ class Registry:
         self._prepare_create(rt, obj)
         self._validate(rt, obj)
         self._admit(rt, obj, None)
+        self._admit_policies(rt, "CREATE", obj=obj, old=None, dry_run=dry_run)
         if dry_run:
             return self.render(rt, obj)
         manager, paths = applied if applied is not None else (FIELD_MANAGER.get(), None)
@@ -589,6 +590,9 @@ class Registry:
         self._validate(rt, new, old=cur)
         if not subresource:
             self._admit(rt, new, cur)
+        self._admit_policies(
+            rt, "UPDATE", obj=new, old=cur, subresource=subresource, dry_run=dry_run
+        )
         if _strip_for_noop(new) == _strip_for_noop(cur):
             return self.render(rt, cur)
         if dry_run:
@@ -634,6 +638,40 @@ class Registry:
             crds.prepare(new)
         else:
             builtins.prepare_update(rt, new=new, cur=cur)
+
+    def _admit_policies(
+        self,
+        rt: ResourceType,
+        operation: str,
+        *,
+        obj: Obj | None,
+        old: Obj | None,
+        subresource: str = "",
+        dry_run: bool,
+    ) -> None:
+        """Validating admission policies, after the object's own validation, for a client's
+        request (sandbox.kube.admission.policies); their warnings join the request's."""
+        user = policies.REQUEST_USER.get()
+        if user is None:
+            return
+        meta = (obj or old or {}).get("metadata") or {}
+        outcome = policies.admit(
+            self.store,
+            policies.Request(
+                rt=rt,
+                operation=operation,
+                namespace=str(meta.get("namespace", "")),
+                name=str(meta.get("name", "")),
+                obj=obj,
+                old=old,
+                user=user,
+                subresource=subresource,
+                dry_run=dry_run,
+            ),
+        )
+        request = FIELD_VALIDATION.get(None)
+        if request is not None:
+            request[1].extend(outcome.warnings)
 
     def _validate(self, rt: ResourceType, obj: Obj, *, old: Obj | None = None) -> None:
         causes: list[Cause] = []
@@ -732,6 +770,7 @@ class Registry:
                 f"{pre['resourceVersion']}, ResourceVersion in object meta: "
                 f"{meta['resourceVersion']}",
             )
+        self._admit_policies(rt, "DELETE", obj=None, old=cur, dry_run=dry_run)
         policy = opts.get("propagationPolicy")
         if policy is None and opts.get("orphanDependents") is not None:
             policy = "Orphan" if opts["orphanDependents"] else "Background"

@@ -169,7 +169,9 @@ async def test_an_autoscaling_runner_set_runs_jobs_with_least_privilege(cluster:
     listener_user = f"system:serviceaccount:{SYSTEM}:{name}"
     allowed = {
         ("get", "ephemeralrunners"): "yes",
-        ("patch", "ephemeralrunners/status"): "yes",
+        # `ephemeralrunners/status` would be the runner named "status": the subresource is a flag.
+        ("patch", "ephemeralrunners --subresource=status"): "yes",
+        ("patch", "ephemeralrunners"): "no",
         ("patch", f"ephemeralrunnersets/{NAME}"): "yes",
         ("patch", "ephemeralrunnersets/someone-else"): "no",
         ("list", "ephemeralrunners"): "no",
@@ -178,7 +180,7 @@ async def test_an_autoscaling_runner_set_runs_jobs_with_least_privilege(cluster:
         ("create", "pods"): "no",
     }
     for (verb, resource), expected in allowed.items():
-        args = ["auth", "can-i", verb, resource, "-n", RUNNERS, f"--as={listener_user}"]
+        args = ["auth", "can-i", verb, *resource.split(), "-n", RUNNERS, f"--as={listener_user}"]
         assert KUBECTL is not None
         proc = await asyncio.create_subprocess_exec(
             KUBECTL,

@@ -1,6 +1,7 @@
-"""The credentials of the README's "Run a listener with docker run", run as written: a
-ServiceAccount token Secret as the listener's Kubernetes identity (it does not expire, unlike
-`kubectl create token`), and the GitHub PAT in a file instead of the environment.
+"""The credentials of the README's "Run a listener with docker run", run as written: a token of
+the listener's ServiceAccount that expires (`kubectl create token --duration`), named by the
+kubeconfig as a file that "Rotating the listener's token" replaces, and the GitHub PAT in a file
+instead of the environment.
 
 kubectl sends a bearer token over https only, so the emulator serves TLS here.
 """
@@ -8,7 +9,6 @@ kubectl sends a bearer token over https only, so the emulator serves TLS here.
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import re
 import shutil
@@ -33,9 +33,13 @@ from tests.listener.test_e2e_config import scales_to, stops_cleanly
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 README_NAMESPACE = "arc-runners"
-TOKEN_SECRET = PROJECT / "manifests" / "examples" / "docker-run" / "overlay" / "token-secret.yaml"
 # A guard against a hung subprocess, not a performance limit.
 SHELL_GUARD_SECONDS = 60
+
+
+def readme_section() -> str:
+    readme = (PROJECT / "README.md").read_text()
+    return readme.split("## Run a listener with `docker run`", 1)[1].split("\n## ", 1)[0]
 
 
 def docker_run_step(number: int) -> str:
@@ -76,17 +80,14 @@ async def run_shell(script: str, *, cwd: Path, **environment: str) -> None:
 async def test_the_readmes_credentials_authenticate_the_listener(
     cluster: Cluster, github: GitHub, spawn: Any, tmp_path: Path
 ) -> None:
-    """Before: step 2 made a token that expires after 24 hours, and step 3 put the PAT in the
-    container's environment. The steps are now numbered as the README's overlay flow has them:
-    the PAT file in step 2, the token Secret (from the overlay) and the kubeconfig in step 4."""
+    """Before: step 4 read a token that never expires from a ServiceAccount token Secret into
+    the kubeconfig. Now the token is a TokenRequest's, for 24 hours, in a file the kubeconfig
+    names; the rotation's commands replace it with another that works too."""
     admin = tmp_path / "admin.kubeconfig"
     cluster.kube.write_kubeconfig(admin)
     work = tmp_path / "work"
     work.mkdir()
-    # Step 4 applies the overlay, whose token Secret is all this test needs of it.
-    token_secret = yaml.safe_load(TOKEN_SECRET.read_text())
-    token_secret["metadata"]["namespace"] = cluster.namespace
-    cluster.kube.apply(token_secret)
+    # Step 4 applies the overlay first: the ServiceAccount and its Role are the fixture's here.
     step4 = docker_run_step(4).replace("kubectl apply -k .\n", "")
     await run_shell(
         step4.replace(README_NAMESPACE, cluster.namespace), cwd=work, KUBECONFIG=str(admin)
@@ -94,11 +95,15 @@ async def test_the_readmes_credentials_authenticate_the_listener(
     [write_pat] = [line for line in docker_run_step(2).splitlines() if "> github-token" in line]
     await run_shell(write_pat, cwd=work, GITHUB_PAT=github.token)
 
-    secret = cluster.kube.store.get(("", "secrets"), cluster.namespace, "gha-listener-token")
-    assert secret is not None
-    assert secret["type"] == "kubernetes.io/service-account-token"
-    token = (work / "listener.token").read_text().strip()
-    assert base64.b64decode(secret["data"]["token"]).decode() == token
+    token_file = work / "token" / "listener.token"
+    user = cluster.kube.tokens.lookup(token_file.read_text().strip())
+    assert user is not None
+    assert user.name == cluster.listener_user
+    assert (
+        cluster.kube.tokens.expiry[token_file.read_text().strip()] > cluster.kube.registry.clock()
+    )
+    kubeconfig = yaml.safe_load((work / "listener.kubeconfig").read_text())
+    assert kubeconfig["users"][0]["user"] == {"tokenFile": "token/listener.token"}
 
     process: Process = await spawn(
         listener_config(cluster, github),
@@ -114,3 +119,19 @@ async def test_the_readmes_credentials_authenticate_the_listener(
     )
     assert patches > 0
     await stops_cleanly(process)
+
+    rotation = re.findall(r"```sh\n(.*?)```", readme_section().split("### Rotating", 1)[1], re.S)[0]
+    old = token_file.read_text()
+    await run_shell(
+        rotation.replace("cd ~/gha-listeners/my-runners\n", "").replace(
+            README_NAMESPACE, cluster.namespace
+        ),
+        cwd=work,
+        KUBECONFIG=str(admin),
+    )
+    new = token_file.read_text().strip()
+    assert new != old.strip()
+    rotated = cluster.kube.tokens.lookup(new)
+    assert rotated is not None
+    assert rotated.name == cluster.listener_user
+    assert not (work / "token" / "listener.token.new").exists()

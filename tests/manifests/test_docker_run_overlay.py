@@ -112,18 +112,14 @@ def test_the_overlay_applies_the_secrets_and_not_its_values(tmp_path: Path) -> N
     directory = _copy(tmp_path, namespace="arc-runners", name="my-runners", url="https://x.test/o")
     objects = _render(directory)
     secrets = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Secret"}
-    assert set(secrets) == {"github-config", "gha-listener-token"}
+    # No ServiceAccount token Secret: the listener's token expires (README step 4).
+    assert set(secrets) == {"github-config"}
     assert set(secrets["github-config"]["data"]) == {"github_token"}
-    token = secrets["gha-listener-token"]
-    assert token["type"] == "kubernetes.io/service-account-token"
-    assert token["metadata"]["annotations"]["kubernetes.io/service-account.name"] == "gha-listener"
     assert not [o for o in objects if o["kind"] == "ConfigMap"]
 
 
 async def test_the_readme_teardown_exits_zero(tmp_path: Path) -> None:
-    """README step 7: `kubectl delete -k . --ignore-not-found`. The listener's token Secret goes
-    with its ServiceAccount (the token controller deletes it) before kubectl reaches it, so
-    without `--ignore-not-found` the teardown could end in a NotFound and exit 1."""
+    """README step 7: `kubectl delete -k . --ignore-not-found` exits 0 and takes the namespace."""
     directory = _copy(tmp_path, namespace="arc-runners", name="my-runners", url="https://x.test/o")
     async with KubeEmulator(tls=True) as kube:
         kube.apply_crds(project_crds())

@@ -70,8 +70,9 @@ async def test_install_then_docker_run_example_apply(kubeconfig: Path) -> None:
 
 LISTENER_CAN = {
     ("get", "ephemeralrunners"): True,
-    ("patch", "ephemeralrunners"): True,
-    ("get", "ephemeralrunners:status"): True,
+    # The spec is the controller's: a stolen listener token cannot rewrite a runner's pod.
+    ("patch", "ephemeralrunners"): False,
+    ("get", "ephemeralrunners:status"): False,
     ("patch", "ephemeralrunners:status"): True,
     ("update", "ephemeralrunners:status"): False,
     ("patch", "ephemeralrunnersets/my-runners"): True,

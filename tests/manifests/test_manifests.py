@@ -59,11 +59,27 @@ def test_default_install_is_the_controller_and_the_crds(install: list[dict[str, 
         ("RoleBinding", "gha-controller"),
         ("RoleBinding", "gha-controller-leader-election"),
         ("ServiceAccount", "gha-controller"),
+        # What RBAC cannot bound (docs/security.md#identities).
+        ("ValidatingAdmissionPolicy", "gha-controller-listener-role-bindings"),
+        ("ValidatingAdmissionPolicy", "gha-controller-listener-roles"),
+        ("ValidatingAdmissionPolicy", "gha-controller-no-token-secrets"),
+        ("ValidatingAdmissionPolicy", "gha-listener-scales-only"),
+        ("ValidatingAdmissionPolicyBinding", "gha-controller-listener-role-bindings"),
+        ("ValidatingAdmissionPolicyBinding", "gha-controller-listener-roles"),
+        ("ValidatingAdmissionPolicyBinding", "gha-controller-no-token-secrets"),
+        ("ValidatingAdmissionPolicyBinding", "gha-listener-scales-only"),
     ]
 
 
 def test_namespaced_objects_are_in_the_controller_namespace(install: list[dict[str, Any]]) -> None:
-    cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {
+        "Namespace",
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for obj in install:
         if obj["kind"] not in cluster_scoped:
             assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]
@@ -160,7 +176,7 @@ RUNNER_NAMESPACE_RULES: Rules = {
     ),
     ("actions.github.com", "autoscalingrunnersets/status", frozenset({"patch"}), ()),
     ("actions.github.com", "ephemeralrunnersets/status", frozenset({"patch"}), ()),
-    ("actions.github.com", "ephemeralrunners/status", frozenset({"get", "patch"}), ()),
+    ("actions.github.com", "ephemeralrunners/status", frozenset({"patch"}), ()),
     *(
         ("actions.github.com", f"{r}/finalizers", frozenset({"update"}), ())
         for r in ("autoscalingrunnersets", "ephemeralrunnersets", "ephemeralrunners")
@@ -334,8 +350,8 @@ def test_controller_holds_every_permission_it_grants_a_listener(
 
 
 LISTENER_RULES: Rules = {
-    ("actions.github.com", "ephemeralrunners", frozenset({"get", "patch"}), ()),
-    ("actions.github.com", "ephemeralrunners/status", frozenset({"get", "patch"}), ()),
+    ("actions.github.com", "ephemeralrunners", frozenset({"get"}), ()),
+    ("actions.github.com", "ephemeralrunners/status", frozenset({"patch"}), ()),
     ("actions.github.com", "ephemeralrunnersets", frozenset({"patch"}), ("my-runners",)),
 }
 

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from sandbox.kube.admission.policies import REQUEST_USER
 from sandbox.kube.faults import Faults, Request, Requests
 from sandbox.kube.kinds.subresources import READABLE, WRITABLE
 from sandbox.kube.managed import FIELD_MANAGER, manager_from_user_agent
@@ -118,6 +119,7 @@ class ApiServer:
             user_name = user.name
             request[USER] = user
             ACTOR.set(user_name)
+            REQUEST_USER.set(user)
             info = parse_path(request.method, request.path, query=request.query)
             if self.faults.paused or self.faults.rules:
                 await self.faults.wait_resumed()

@@ -13,9 +13,12 @@ from sandbox.kube.registry import Registry
 from sandbox.kube.resources import ResourceType
 from sandbox.kube.server.paths import RequestInfo
 from sandbox.kube.server.wire import Obj, json_response, read_body
-from sandbox.kube.status import bad_request
+from sandbox.kube.status import Cause, bad_request, invalid
 
 DEFAULT_TOKEN_SECONDS = 3600
+MIN_TOKEN_SECONDS = 600
+MAX_TOKEN_SECONDS = 2**32
+"""TokenRequest's bounds (apiserver validation; no --service-account-max-token-expiration)."""
 
 
 class Reviews:
@@ -32,10 +35,30 @@ class Reviews:
         body = await read_body(request)
         spec = (body or {}).get("spec") or {}
         seconds = int(spec.get("expirationSeconds") or DEFAULT_TOKEN_SECONDS)
-        token = self.tokens.issue(
-            service_account_user(info.namespace, info.name, uid=sa["metadata"]["uid"])
-        )
+        if not MIN_TOKEN_SECONDS <= seconds <= MAX_TOKEN_SECONDS:
+            too = (
+                "less than 10 minutes"
+                if seconds < MIN_TOKEN_SECONDS
+                else "larger than 2^32 seconds"
+            )
+            # The real message names no object: `TokenRequest.authentication.k8s.io "" is invalid`.
+            raise invalid(
+                "TokenRequest",
+                group="authentication.k8s.io",
+                name="",
+                causes=[
+                    Cause(
+                        "FieldValueInvalid",
+                        field="spec.expirationSeconds",
+                        detail=f"{seconds}: may not specify a duration {too}",
+                    )
+                ],
+            )
         expires = self.registry.clock() + dt.timedelta(seconds=seconds)
+        token = self.tokens.issue(
+            service_account_user(info.namespace, info.name, uid=sa["metadata"]["uid"]),
+            expires=expires,
+        )
         return json_response(
             {
                 "kind": "TokenRequest",

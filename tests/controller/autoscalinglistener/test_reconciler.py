@@ -147,10 +147,11 @@ async def test_create_makes_every_child_with_the_listeners_least_privilege(rig: 
             "resourceNames": ["arc"],
             "verbs": ["patch"],
         },
+        {"apiGroups": ["actions.github.com"], "resources": ["ephemeralrunners"], "verbs": ["get"]},
         {
             "apiGroups": ["actions.github.com"],
-            "resources": ["ephemeralrunners", "ephemeralrunners/status"],
-            "verbs": ["get", "patch"],
+            "resources": ["ephemeralrunners/status"],
+            "verbs": ["patch"],
         },
     ]
     binding = await get(rig, ROLE_BINDING, NAME, rig.namespace)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from controller.runners.objects import proxy_secret_name
-from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from shared.api.kinds import AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from shared.kube.objects import EVENT
 from shared.typedefs import JSONDict
 from tests.controller.conftest import FAST, Rig, RigOptions, metric
@@ -725,3 +725,43 @@ async def test_a_runner_going_wakes_its_set_only_when_its_slot_is_wanted(rig: Ri
     await rig.strip_finalizers()
     await converge(rig, 2)
     assert gone_wakes(rig) == 1
+
+
+async def test_a_set_runs_at_most_the_max_runners_of_its_autoscaling_runner_set(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A listener's token may write any replicas (docs/security.md#identities): a set its
+    AutoscalingRunnerSet owns never runs more than that set's maxRunners."""
+    ars = await rig.objects.create(
+        AUTOSCALING_RUNNER_SET,
+        rig.namespace,
+        {
+            "apiVersion": "actions.github.com/v1alpha1",
+            "kind": "AutoscalingRunnerSet",
+            "metadata": {"name": "arc", "namespace": rig.namespace},
+            "spec": {
+                "githubConfigUrl": rig.config_url,
+                "githubConfigSecret": "github-secret",
+                "maxRunners": 3,
+                "template": {"spec": {"containers": [{"name": "runner", "image": "r"}]}},
+            },
+        },
+    )
+    owner = {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "AutoscalingRunnerSet",
+        "name": "arc",
+        "uid": ars["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    await rig.create_runner_set(metadata={"ownerReferences": [owner]})
+    with caplog.at_level(logging.WARNING):
+        await rig.scale(1000, 1)
+        assert len(await converge(rig, 3)) == 3
+    assert "replicas=1000 is above the AutoscalingRunnerSet's maxRunners=3" in caplog.text
+    await rig.objects.patch(
+        AUTOSCALING_RUNNER_SET, rig.namespace, "arc", {"spec": {"maxRunners": 5}}
+    )
+    await rig.scale(1000, 2)
+    assert len(await converge(rig, 5)) == 5

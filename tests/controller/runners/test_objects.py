@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from controller.ephemeralrunner.objects import jit_secret, runner_pod
 from controller.ephemeralrunnerset.objects import new_ephemeral_runner
 from controller.runners.objects import fnv_hash_string, is_tool_annotation, proxy_secret_name
@@ -179,3 +181,30 @@ def test_container_hooks_detected_on_the_runner_container() -> None:
         {"name": "ACTIONS_RUNNER_CONTAINER_HOOKS", "value": "/hooks/index.js"}
     )
     assert has_container_hooks(er)
+
+
+@pytest.mark.parametrize(
+    ("template", "automount"),
+    [
+        ({}, False),
+        ({"automountServiceAccountToken": True}, True),
+        ({"automountServiceAccountToken": False}, False),
+        # Container mode `kubernetes`: the hooks act as the ServiceAccount the template names.
+        ({"serviceAccountName": "arc-runners-kube-mode"}, None),
+        ({"serviceAccount": "arc-runners-kube-mode"}, None),
+        ({"serviceAccountName": ""}, False),
+    ],
+)
+def test_runner_pod_mounts_no_token_unless_the_template_asks(
+    template: dict[str, object], automount: bool | None
+) -> None:
+    """A job's code runs in the pod: by default it gets no Kubernetes token to steal
+    (ARC mounts the `<set>-no-permission` ServiceAccount's)."""
+    er = new_ephemeral_runner(runner_set(), patch_id=0, revision=0)
+    er["metadata"].update(name="arc-runner-abcde", uid="er-uid")
+    er["spec"]["spec"].update(template)
+    pod_spec = runner_pod(er)["spec"]
+    assert pod_spec.get("automountServiceAccountToken") is automount
+    assert er["spec"]["spec"].get("automountServiceAccountToken") is template.get(
+        "automountServiceAccountToken"
+    )
