@@ -54,7 +54,7 @@ def advisory(directory: Path, id_: str, package: str, **affected: object) -> Non
 
 def scan(advisories: Path, tmp_path: Path, *accepted: str) -> subprocess.CompletedProcess[str]:
     lock = tmp_path / "requirements.lock"
-    lock.write_text("aiohttp==3.14.5 \\\n    --hash=sha256:00\nPyYAML==6.0.4\n")
+    lock.write_text("aiohttp==3.14.5 \\\n    --hash=sha256:00\npyYAML==6.0.4\n")
     accepted_file = tmp_path / "accepted.txt"
     accepted_file.write_text("# comment\n\n" + "".join(f"{line}\n" for line in accepted))
     return run("--advisories", advisories, "--lock", lock, "--accepted", accepted_file)
@@ -90,7 +90,7 @@ def test_an_advisory_listing_a_pinned_version_fails_the_real_lock(advisories: Pa
 
 
 def test_a_name_is_matched_in_its_normal_form(advisories: Path, tmp_path: Path) -> None:
-    advisory(advisories, "PYSEC-9999-2", "pyyaml", versions=["6.0.4"])
+    advisory(advisories, "PYSEC-9999-2", "PyYAML", versions=["6.0.4"])
     result = scan(advisories, tmp_path)
     assert result.returncode == 1
     assert "VULNERABLE pyyaml==6.0.4: PYSEC-9999-2" in result.stdout
