@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "audit.py"
@@ -71,12 +72,12 @@ def test_the_locks_pass_against_the_committed_snapshot() -> None:
 
 def test_the_snapshot_holds_only_the_locked_packages() -> None:
     locked = {
-        line.split("==")[0]
+        canonicalize_name(line.split("==")[0])
         for lock in ("requirements.lock", "requirements-build.lock")
         for line in (ROOT / lock).read_text().splitlines()
         if "==" in line and not line.startswith(" ")
     }
-    kept = {p.name for p in (ROOT / ".ci/advisories/pypa/vulns").iterdir()}
+    kept = {canonicalize_name(p.name) for p in (ROOT / ".ci/advisories/pypa/vulns").iterdir()}
     assert kept, "the snapshot holds no advisory at all"
     assert kept <= locked
 
