@@ -80,7 +80,7 @@ def in_range(version: Version, events: list[dict[str, Any]], where: Path) -> boo
     """OSV's evaluation of one range: walk its events in version order, `introduced: "0"` first."""
 
     def key(event: dict[str, Any]) -> tuple[int, Version]:
-        (kind, bound), *_ = event.items()
+        kind, bound = next(iter(event.items()), ("event", None))
         if kind == "introduced" and str(bound) == "0":
             return (0, Version("0"))
         return (1, parse_version(bound, where))

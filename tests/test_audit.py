@@ -122,6 +122,19 @@ def test_a_range_advisory(
     assert ("VULNERABLE aiohttp==3.14.5: PYSEC-9999-3" in result.stdout) is hit
 
 
+@pytest.mark.parametrize("event", [{"fixed": "not a version"}, {}])
+def test_an_advisory_it_cannot_evaluate_is_an_error(
+    advisories: Path, tmp_path: Path, event: dict[str, str]
+) -> None:
+    events = [{"introduced": "0"}, event]
+    advisory(
+        advisories, "PYSEC-9999-8", "aiohttp", ranges=[{"type": "ECOSYSTEM", "events": events}]
+    )
+    result = scan(advisories, tmp_path)
+    assert result.returncode == 2
+    assert "PYSEC-9999-8.yaml: not a PyPI version" in result.stderr
+
+
 def test_a_withdrawn_advisory_is_ignored(advisories: Path, tmp_path: Path) -> None:
     advisory(advisories, "PYSEC-9999-4", "aiohttp", versions=["3.14.5"], withdrawn="2026-01-01")
     result = scan(advisories, tmp_path)
