@@ -54,6 +54,7 @@ from controller.ephemeralrunnerset.rules import (
     scaling_is_no_op,
     track_runner_spec,
 )
+from controller.github.clients import REASON_INVALID_NAME
 from controller.github.network import proxy_data
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, proxy_secret_name
 from controller.runtime import (
@@ -80,6 +81,7 @@ from shared.api.names import (
     EPHEMERAL_RUNNER_SET_FINALIZERS,
     FINALIZER_EPHEMERAL_RUNNER_SET,
 )
+from shared.api.references import runner_spec_name_problems
 from shared.api.views import runner_id, runner_set_status
 from shared.kube.errors import Conflict, NotFound
 from shared.kube.objects import SECRET, Objects
@@ -397,6 +399,14 @@ class EphemeralRunnerSetReconciler:
         )
         namespace = runner_set["metadata"]["namespace"]
         spec = (runner_set.get("spec") or {}).get("ephemeralRunnerSpec") or {}
+        # A name that is not one would address another namespace's Secret (its proxy
+        # credentials) or fail every runner made from it: refuse the set here, saying which field
+        # (docs/security.md#names-from-tenants), and make nothing.
+        if problems := runner_spec_name_problems(spec, at="spec.ephemeralRunnerSpec"):
+            message = "; ".join(problems)
+            p.log.warning("no runner made: %s", message)
+            await self._events.warning(runner_set, reason=REASON_INVALID_NAME, message=message)
+            return
         if spec.get("proxy"):
             await self._ensure_proxy_secret(runner_set, spec["proxy"])
         limit = asyncio.Semaphore(CREATE_CONCURRENCY)

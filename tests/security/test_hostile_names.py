@@ -322,9 +322,17 @@ async def test_a_tenant_cannot_send_another_tenants_credentials_to_its_host(
 
     assert team_b_reads(cluster) == []
     assert attacker.state.requests == []
-    # The stray set made no runner: its proxy Secret could not be read by that name.
+    # The stray set made no runner, and says which of its fields it refused.
     runners = (await cluster.objects.list(EPHEMERAL_RUNNER, TEAM_A))["items"]
     assert [r["metadata"]["name"] for r in runners] == ["stray"]
+    refusals = await warnings_for(cluster, "stray-set")
+    assert refusals
+    assert all(
+        e["message"].startswith(
+            "spec.ephemeralRunnerSpec.proxy.https.credentialSecretRef: Invalid value: "
+        )
+        for e in refusals
+    ), refusals
     assert cluster.kube.requests.count(user=CONTROLLER_USER, namespace=TEAM_A) > 0
 
     # Fixed, the name is used, in team-a, and the condition says so.
