@@ -144,8 +144,15 @@ class LeaderElector:
         try:
             async with self._attempting, asyncio.timeout(self.settings.retry_period):
                 return await self.try_acquire_or_renew()
-        except (KubeError, TimeoutError) as exc:
+        except KubeError as exc:
             log.warning("lease request failed", extra={"error": str(exc)})
+            return False
+        except TimeoutError:
+            # TimeoutError's text is empty: say what timed out.
+            log.warning(
+                "lease request failed",
+                extra={"error": f"no answer within {self.settings.retry_period:g} s"},
+            )
             return False
 
     async def renew(self) -> bool:

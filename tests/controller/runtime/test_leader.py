@@ -182,6 +182,23 @@ async def test_a_leader_that_cannot_renew_stops_leading(
     assert not leader.is_leader
 
 
+async def test_a_lease_request_without_an_answer_says_so(
+    kube: KubeEmulator, objects: Objects, ns: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request cut by the retry period logs what happened: TimeoutError's own text is empty,
+    and the line read `"error": ""` on a real control plane's restart."""
+    settings = LeaseSettings(
+        name="lock", namespace=ns, lease_duration=0.6, renew_deadline=0.3, retry_period=0.05
+    )
+    kube.faults.latency(1.0, resource="leases")
+    with caplog.at_level("WARNING", logger="shared.kube.lease"):
+        assert (
+            await LeaderElector(objects=objects, identity="a", settings=settings).renew() is False
+        )
+    [record] = [r for r in caplog.records if r.getMessage() == "lease request failed"]
+    assert record.__dict__["error"] == "no answer within 0.05 s"
+
+
 async def test_a_leader_that_sees_another_holder_stops_at_once(objects: Objects, ns: str) -> None:
     settings = LeaseSettings(
         name="lock", namespace=ns, lease_duration=60, renew_deadline=30, retry_period=0.05
