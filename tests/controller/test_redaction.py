@@ -9,41 +9,19 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
-from aiohttp import web
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from controller.runtime.events import EventRecorder
 from sandbox.actions.emulator import ActionsEmulator
 from shared.kube.objects import EVENT, SECRET
 from shared.telemetry.logs import PROJECT_LOGGERS, REDACTED, RedactingFilter, mask
 from tests.controller.conftest import CONTROLLER_USER, Rig, RigOptions, open_rig
-from tests.listener.conftest import Collector
+from tests.listener.conftest import Collector, otlp_collector  # noqa: F401 (a fixture)
 
 PAT = "3f9c0e1a7b2d4c6e8f0a1b3c5d7e9f1a2b4c6d8e"
 ECHO = f'spec.containers[0].env[1].value: Invalid value: "{PAT}"'
-
-
-@pytest.fixture
-async def collector() -> AsyncIterator[Collector]:
-    received = Collector()
-
-    async def traces(request: web.Request) -> web.Response:
-        received.requests.append(ExportTraceServiceRequest.FromString(await request.read()))
-        return web.Response(status=200)
-
-    app = web.Application()
-    app.router.add_post("/v1/traces", traces)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    received.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    try:
-        yield received
-    finally:
-        await runner.cleanup()
 
 
 class Lines(logging.Handler):
@@ -74,12 +52,12 @@ def log_lines() -> Iterator[Lines]:
 
 async def test_a_legacy_pat_echoed_by_the_api_server_is_redacted_everywhere(
     monkeypatch: pytest.MonkeyPatch,
-    collector: Collector,
+    otlp_collector: Collector,  # noqa: F811 (the fixture imported above)
     log_lines: Lines,
     namespace: str,
     actions: ActionsEmulator,
 ) -> None:
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_collector.url)
     actions.credentials.pats.add(PAT)
     options = RigOptions(controllers=("ephemeralrunner",), kubelet=False)
     async with open_rig(options, namespace=namespace, actions=actions) as rig:
@@ -120,14 +98,14 @@ async def test_a_legacy_pat_echoed_by_the_api_server_is_redacted_everywhere(
 
     errors = [
         a.value.string_value
-        for span in collector.spans()
+        for span in otlp_collector.spans()
         for a in span.attributes
         if a.key == "error"
     ]
     assert len([e for e in errors if f'Invalid value: "{REDACTED}"' in e]) == 2
     every_span_string = [
         str(span.name) + str(span.attributes) + str(span.events) + str(span.status)
-        for span in collector.spans()
+        for span in otlp_collector.spans()
     ]
     assert not [s for s in every_span_string if PAT in s]
 
