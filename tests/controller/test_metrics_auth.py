@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,7 +22,14 @@ from sandbox.actions.emulator import ActionsEmulator
 from sandbox.kube.emulator import KubeEmulator
 from shared.kube.client import new_api_client
 from shared.metricsauth import ALLOW_TTL, DENY_TTL, TOKEN_TTL, MetricsAuth
-from tests.controller.test_process import CONTROLLER, ROOT, SYSTEM, _install, free_port
+from tests.controller.test_process import (
+    CONTROLLER,
+    ROOT,
+    SYSTEM,
+    _install,
+    doc_kustomization,
+    free_port,
+)
 
 MONITORING = "monitoring"
 READER = "prometheus-k8s"
@@ -36,17 +42,8 @@ READER_ROLE = "gha-runner-scaler-metrics-reader"
 
 @pytest.fixture
 def metrics_auth_install(tmp_path: Path) -> Path:
-    """docs/security.md's kustomization for authenticated metrics, pointed at this checkout."""
-    doc = (ROOT / "docs" / "security.md").read_text()
-    section = doc.split("## Metrics", 1)[1]
-    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    checkout = os.path.relpath(ROOT, overlay)
-    (overlay / "kustomization.yaml").write_text(
-        block.replace("gha-runner-scaler/manifests", f"{checkout}/manifests")
-    )
-    return overlay
+    """docs/security.md's kustomization for authenticated metrics."""
+    return doc_kustomization(tmp_path, "security.md", "## Metrics")
 
 
 def service_accounts(kube: KubeEmulator, *names: str) -> dict[str, str]:

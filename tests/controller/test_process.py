@@ -475,12 +475,10 @@ async def test_an_autoscaling_runner_set_lifecycle_under_the_manifests_rbac_sees
             ), (verb, resource, namespace, requests.summary())
 
 
-@pytest.fixture
-def namespaced_install(tmp_path: Path) -> Path:
-    """docs/install.md's kustomization for a controller on namespaced Roles only, with its path
-    to the checkout pointed at this one."""
-    doc = (ROOT / "docs" / "install.md").read_text()
-    section = doc.split("## One controller per namespace", 1)[1]
+def doc_kustomization(tmp_path: Path, doc: str, heading: str) -> Path:
+    """The first YAML block under `heading` of docs/`doc`, a kustomization naming the checkout
+    `gha-runner-scaler/`, written to a directory of its own with that path pointed at this one."""
+    section = (ROOT / "docs" / doc).read_text().split(heading, 1)[1]
     block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     overlay = tmp_path / "overlay"
     overlay.mkdir()
@@ -489,6 +487,12 @@ def namespaced_install(tmp_path: Path) -> Path:
         block.replace("gha-runner-scaler/manifests", f"{checkout}/manifests")
     )
     return overlay
+
+
+@pytest.fixture
+def namespaced_install(tmp_path: Path) -> Path:
+    """docs/install.md's kustomization for a controller on namespaced Roles only."""
+    return doc_kustomization(tmp_path, "install.md", "## One controller per namespace")
 
 
 async def test_watch_namespace_runs_on_namespaced_roles_only_and_ignores_other_namespaces(
