@@ -474,9 +474,17 @@ TEMPLATE_POD_FIELDS = (
 )
 TEMPLATE_CONTAINER_FIELDS = ("name", "resources", "env")
 TEMPLATE_ENV_SOURCES = ("fieldRef", "resourceFieldRef")
-TEMPLATE_ENV_REFUSED_PREFIXES = ("LD_", "PYTHON")
-"""Variables that choose what the listener loads (with `LISTENER_CONFIG_PATH`, its config
-file): the dynamic linker's and the interpreter's paths and hooks."""
+TEMPLATE_ENV_REFUSED_PREFIXES = ("LD_", "PYTHON", "LISTENER_")
+"""Variables that choose what the listener loads or does: the dynamic linker's and the
+interpreter's paths and hooks, and the listener's own settings, each of which overrides the
+config the controller wrote (`LISTENER_CONFIG_PATH`, `LISTENER_CONFIGURE_URL`: where the set's
+credentials go; `LISTENER_ALLOW_INSECURE_GITHUB`: whether over plain http)."""
+TEMPLATE_ENV_LISTENER_ALLOWED = (
+    "LISTENER_LOG_LEVEL",
+    "LISTENER_LOG_FORMAT",
+    "LISTENER_LIBRARY_LOG_LEVEL",
+)
+"""The listener's settings a template may still set: what its log says, never where it goes."""
 
 
 def template_refusals(template: JSONDict | None) -> list[str]:
@@ -511,7 +519,10 @@ def template_refusals(template: JSONDict | None) -> list[str]:
                 refused.append(f"{at}.env[{j}]")
                 continue
             name = str(variable.get("name", ""))
-            if name == ENV_LISTENER_CONFIG_PATH or name.startswith(TEMPLATE_ENV_REFUSED_PREFIXES):
+            if (
+                name.startswith(TEMPLATE_ENV_REFUSED_PREFIXES)
+                and name not in TEMPLATE_ENV_LISTENER_ALLOWED
+            ):
                 refused.append(f"{at}.env[{j}].name")
             refused += [
                 f"{at}.env[{j}].valueFrom.{source}"

@@ -106,6 +106,9 @@ def test_default_resources_replaced_by_the_setting_or_the_template() -> None:
                             "resources": {"limits": {"memory": "1Gi"}},
                             "env": [
                                 {"name": "TZ", "value": "UTC"},
+                                {"name": "LISTENER_LOG_LEVEL", "value": "debug"},
+                                {"name": "LISTENER_LOG_FORMAT", "value": "json"},
+                                {"name": "LISTENER_LIBRARY_LOG_LEVEL", "value": "info"},
                                 {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "x"}}},
                                 {
                                     "name": "MEM",
@@ -163,6 +166,11 @@ def test_what_a_template_may_set(template: JSONDict | None) -> None:
                                 {"name": "LD_PRELOAD", "value": "/x.so"},
                                 {"name": "PYTHONPATH", "value": "/x"},
                                 {"name": "LISTENER_CONFIG_PATH", "value": "/x"},
+                                # Each overrides the config the controller wrote: where the
+                                # set's credentials go, and whether over plain http.
+                                {"name": "LISTENER_CONFIGURE_URL", "value": "http://x"},
+                                {"name": "LISTENER_ALLOW_INSECURE_GITHUB", "value": "true"},
+                                {"name": "LISTENER_GITHUB_TOKEN_FILE", "value": "/x"},
                             ],
                         }
                     ]
@@ -174,6 +182,9 @@ def test_what_a_template_may_set(template: JSONDict | None) -> None:
                 "spec.containers[0].env[2].name",
                 "spec.containers[0].env[3].name",
                 "spec.containers[0].env[4].name",
+                "spec.containers[0].env[5].name",
+                "spec.containers[0].env[6].name",
+                "spec.containers[0].env[7].name",
             ],
             id="env-sources-and-names",
         ),
