@@ -162,7 +162,7 @@ def install_reconcilers(manager: Manager) -> Deps:
         manager,
         settings,
         autoscaling=in_cluster.autoscaling(settings),
-        listener=in_cluster.listener(settings),
+        listener=in_cluster.listener(settings, metrics_auth=manager.settings.metrics_auth),
     )
 
 
@@ -197,7 +197,11 @@ async def run(settings: ControllerSettings, *, install: Install = install_reconc
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, manager.stop)
         servers = []
-        metrics = metrics_routes(manager, auth=MetricsAuth(api) if settings.metrics_auth else None)
+        auth = MetricsAuth(api) if manager.settings.metrics_auth else None
+        if auth is not None and (problem := await auth.missing_rights()):
+            print(f"gha-controller: {problem}", file=sys.stderr)
+            return EXIT_CONFIG
+        metrics = metrics_routes(manager, auth=auth)
         try:
             if settings.metrics_port == settings.health_port:
                 routes = health_routes(manager) + metrics

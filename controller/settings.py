@@ -150,6 +150,7 @@ class ControllerSettings(BaseModel):
             identity=self.identity,
             drain_timeout=self.drain_timeout,
             request_timeout=self.request_timeout,
+            metrics_auth=self.metrics_auth,
         )
 
 
@@ -430,8 +431,9 @@ class InClusterSettings(BaseSettings):
             excluded_label_prefixes=tuple(runner.exclude_label_propagation_prefixes),
         )
 
-    def listener(self, runner: RunnerSettings) -> ListenerSettings:
-        """What the AutoscalingListener reconciler is given."""
+    def listener(self, runner: RunnerSettings, *, metrics_auth: bool = False) -> ListenerSettings:
+        """What the AutoscalingListener reconciler is given; `metrics_auth`: the controller's
+        `--metrics-auth`, which its listeners follow."""
         return ListenerSettings(
             metrics_addr="" if self.listener_metrics_addr == "0" else self.listener_metrics_addr,
             metrics_endpoint=self.listener_metrics_endpoint,
@@ -442,6 +444,7 @@ class InClusterSettings(BaseSettings):
             resources=self.listener_resources,
             trust_templates=self.trust_listener_templates,
             allow_insecure_github=runner.allow_insecure_github,
+            metrics_auth=metrics_auth,
             standby=StandbyTimings(
                 lease_duration_seconds=self.listener_standby_lease_duration_seconds,
                 renew_deadline_seconds=self.listener_standby_renew_deadline_seconds,
@@ -513,3 +516,6 @@ class ListenerSettings:
     """Written into each listener's config as `allow_insecure_github`: the controller's opt-in
     to plain http GitHub URLs off loopback (GHA_CONTROLLER_ALLOW_INSECURE_GITHUB) holds for the
     listeners it runs too."""
+    metrics_auth: bool = False
+    """Written into each listener's config as `metrics_auth`: with the controller's
+    `--metrics-auth` its listeners serve /metrics only to authorized scrapers too."""

@@ -45,6 +45,7 @@ from shared.actions.transport import RetryPolicy, SystemInfo
 from shared.kube.errors import KubeError
 from shared.kube.http import HttpApi, NeedsClientLibrary, load_connection, user_agent
 from shared.kube.objects import Objects
+from shared.metricsauth import MetricsAuth
 from shared.telemetry.logs import configure_logging, mask
 from shared.telemetry.tracing import configure_tracing
 
@@ -205,13 +206,25 @@ async def _telemetry_server(
     progress: Progress,
     render: Callable[[], bytes],
     on_listening: Callable[[int], None] | None,
+    kube_api: HttpApi | ApiClient,
 ) -> TelemetryServer | None:
-    """The /healthz, /readyz and metrics server, or None when `metrics_addr` disables it."""
+    """The /healthz, /readyz and metrics server, or None when `metrics_addr` disables it; with
+    `metrics_auth`, the metrics for authorized scrapers only, reviewed by `kube_api`'s
+    identity."""
     if settings.metrics_listen is None:
         return None
+    auth = None
+    if settings.metrics_auth:
+        auth = MetricsAuth(kube_api)
+        if problem := await auth.missing_rights():
+            log.error("cannot start: %s", problem)
+            raise _Unusable
     host, port = settings.metrics_listen
     server = TelemetryServer(
-        progress=progress, render_metrics=render, metrics_path=settings.metrics_endpoint
+        progress=progress,
+        render_metrics=render,
+        metrics_path=settings.metrics_endpoint,
+        auth=auth,
     )
     try:
         bound = await server.start(host=host, port=port)
@@ -382,6 +395,7 @@ async def serve_many(
                 progress=_AllSets(progress),
                 render=lambda: generate_latest(merged),
                 on_listening=on_listening,
+                kube_api=kube_api,
             )
         except _Unusable:
             return EXIT_CONFIG

@@ -157,7 +157,14 @@ def _load(file_values: dict[str, Any], *, source: str = "") -> LoadedConfig:
     return LoadedConfig(settings=settings, ignored_keys=ignored)
 
 
-PROCESS_KEYS = ("metrics_addr", "metrics_endpoint", "log_level", "log_format", "library_log_level")
+PROCESS_KEYS = (
+    "metrics_addr",
+    "metrics_endpoint",
+    "metrics_auth",
+    "log_level",
+    "log_format",
+    "library_log_level",
+)
 """Settings of the process rather than of a scale set: every config of a directory must agree."""
 
 

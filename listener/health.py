@@ -19,6 +19,7 @@ from aiohttp.web_server import Server
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from shared.listen import listen_socket
+from shared.metricsauth import MetricsAuth
 
 
 class Progress:
@@ -75,8 +76,15 @@ class TelemetryServer:
     """
 
     def __init__(
-        self, *, progress: Progress, render_metrics: Callable[[], bytes], metrics_path: str
+        self,
+        *,
+        progress: Progress,
+        render_metrics: Callable[[], bytes],
+        metrics_path: str,
+        auth: MetricsAuth | None = None,
     ) -> None:
+        """With `auth`, the metrics path answers only scrapers the API server authenticates and
+        RBAC allows (docs/security.md#metrics); the probes answer anyone."""
         self._routes: dict[str, Callable[[], Response]] = {
             "/healthz": lambda: Response(text="ok\n"),
             "/readyz": lambda: _readiness(progress),
@@ -84,6 +92,8 @@ class TelemetryServer:
                 body=render_metrics(), headers={"Content-Type": CONTENT_TYPE_LATEST}
             ),
         }
+        self._metrics_path = metrics_path
+        self._auth = auth
         self._server: Server | None = None
         self._listening: asyncio.Server | None = None
 
@@ -95,6 +105,14 @@ class TelemetryServer:
             return Response(
                 status=405, text="405: Method Not Allowed", headers={"Allow": ",".join(ALLOWED)}
             )
+        if self._auth is not None and request.path == self._metrics_path:
+            decision = await self._auth.decide(
+                authorization=request.headers.get("Authorization"),
+                method=request.method,
+                path=request.path,
+            )
+            if not decision.allowed:
+                return Response(status=decision.status, text=decision.message + "\n")
         return route()
 
     async def start(self, *, host: str, port: int) -> int:

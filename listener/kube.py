@@ -20,19 +20,15 @@ from opentelemetry.trace import SpanKind, Tracer
 from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from shared.api.names import GROUP
 from shared.kube.errors import Forbidden, KubeError, NotFound, Unauthorized
-from shared.kube.objects import LEASE, Kind, Objects
+from shared.kube.objects import (
+    LEASE,
+    SELF_SUBJECT_ACCESS_REVIEW,
+    SELF_SUBJECT_REVIEW,
+    Kind,
+    Objects,
+)
 from shared.kube.views import metadata_of
 from shared.typedefs import JSONDict
-
-SELF_SUBJECT_ACCESS_REVIEW = Kind(
-    "SelfSubjectAccessReview",
-    "selfsubjectaccessreviews",
-    group="authorization.k8s.io",
-    namespaced=False,
-)
-SELF_SUBJECT_REVIEW = Kind(
-    "SelfSubjectReview", "selfsubjectreviews", group="authentication.k8s.io", namespaced=False
-)
 
 
 @dataclass(frozen=True, slots=True)

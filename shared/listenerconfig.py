@@ -121,6 +121,12 @@ class ListenerSettings(BaseModel):
         description="accept a plain http:// configure_url off loopback (a test GitHub "
         "Enterprise Server); credentials then cross the network in clear",
     )
+    metrics_auth: bool = Field(
+        False,
+        description="serve the metrics path only to a bearer token whose user RBAC lets `get` "
+        "it, asked of the API server (TokenReview, SubjectAccessReview) as controller-runtime "
+        "does; the probes stay open (docs/security.md#metrics)",
+    )
     standby_lease_name: str = Field(
         "",
         max_length=253,

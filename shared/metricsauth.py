@@ -24,9 +24,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-import aiohttp
-from kubernetes_asyncio.client import ApiClient, AuthenticationV1Api, AuthorizationV1Api
-from kubernetes_asyncio.client.exceptions import ApiException
+from shared.kube.errors import KubeError
+from shared.kube.objects import (
+    SELF_SUBJECT_ACCESS_REVIEW,
+    SUBJECT_ACCESS_REVIEW,
+    TOKEN_REVIEW,
+    Api,
+    Kind,
+    Objects,
+)
+from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +43,9 @@ DENY_TTL = 30.0
 REVIEW_TIMEOUT = 10.0
 CACHE_SIZE = 1024
 """Entries per cache; past it the oldest go first, so hostile tokens cannot grow memory."""
+REVIEWS = (TOKEN_REVIEW, SUBJECT_ACCESS_REVIEW)
+"""What the serving identity asks the API server, `create` of each; manifests/metrics-auth/
+grants both."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,14 +98,42 @@ class _Expiring:
 
 
 class MetricsAuth:
-    """Decides each scrape with the API server's reviews, made by the identity of `api`."""
+    """Decides each scrape with the API server's reviews, made by the identity of `api` (the
+    controller's kubernetes-asyncio client or the listener's light one)."""
 
-    def __init__(self, api: ApiClient, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self._authentication = AuthenticationV1Api(api)
-        self._authorization = AuthorizationV1Api(api)
+    def __init__(self, api: Api, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._objects = Objects(api, timeout=REVIEW_TIMEOUT)
         self._key = secrets.token_bytes(32)
         self._tokens = _Expiring(clock)
         self._access = _Expiring(clock)
+
+    async def missing_rights(self) -> str | None:
+        """What this identity lacks to review scrapes, in one line saying what to bind; None
+        when it may create both reviews. Asked at start (a SelfSubjectAccessReview each, which
+        any identity may make), so that a missing binding stops the process with its name
+        instead of failing every scrape. When the API server cannot be asked, a warning and None:
+        each scrape then asks for itself (500 while it cannot)."""
+        missing = []
+        for kind in REVIEWS:
+            attributes = {"verb": "create", "group": kind.group, "resource": kind.plural}
+            body: JSONDict = {
+                "apiVersion": SELF_SUBJECT_ACCESS_REVIEW.api_version,
+                "kind": SELF_SUBJECT_ACCESS_REVIEW.kind,
+                "spec": {"resourceAttributes": attributes},
+            }
+            try:
+                review = await self._objects.create(SELF_SUBJECT_ACCESS_REVIEW, None, body)
+            except KubeError as exc:
+                log.warning("metrics: cannot ask whether this identity may review scrapes: %s", exc)
+                return None
+            if (review.get("status") or {}).get("allowed") is not True:
+                missing.append(f"create {kind.plural}.{kind.group}")
+        if not missing:
+            return None
+        return (
+            f"metrics auth is on, but this identity may not {' or '.join(missing)}: bind the "
+            "ClusterRole gha-controller-metrics-auth to it (manifests/metrics-auth/)"
+        )
 
     async def decide(self, *, authorization: str | None, method: str, path: str) -> Decision:
         scheme, _, token = (authorization or "").strip().partition(" ")
@@ -130,16 +168,16 @@ class MetricsAuth:
             "kind": "TokenReview",
             "spec": {"token": token},
         }
-        review = await _call(self._authentication.create_token_review, body)
-        status = review.status
+        status = (await self._review(TOKEN_REVIEW, body)).get("status") or {}
+        info = status.get("user") or {}
         user: User | None = None
-        if status is not None and status.authenticated and status.user is not None:
-            info = status.user
+        if status.get("authenticated") is True and isinstance(info, dict):
+            extra = info.get("extra") or {}
             user = User(
-                name=info.username or "",
-                uid=info.uid or "",
-                groups=tuple(info.groups or ()),
-                extra=tuple(sorted((k, tuple(v or ())) for k, v in (info.extra or {}).items())),
+                name=str(info.get("username") or ""),
+                uid=str(info.get("uid") or ""),
+                groups=tuple(str(g) for g in info.get("groups") or ()),
+                extra=tuple(sorted((str(k), tuple(map(str, v or ()))) for k, v in extra.items())),
             )
         self._tokens.put(key, user, TOKEN_TTL)
         return user
@@ -163,17 +201,17 @@ class MetricsAuth:
             "kind": "SubjectAccessReview",
             "spec": spec,
         }
-        review = await _call(self._authorization.create_subject_access_review, body)
-        allowed = bool(review.status is not None and review.status.allowed)
+        status = (await self._review(SUBJECT_ACCESS_REVIEW, body)).get("status") or {}
+        allowed = status.get("allowed") is True
         self._access.put(key, allowed, ALLOW_TTL if allowed else DENY_TTL)
         return allowed
 
-
-async def _call(create: Callable[..., Any], body: dict[str, Any]) -> Any:
-    """A review's answer; _ReviewFailed with the status or the error's type, no body echoed."""
-    try:
-        return await create(body, _request_timeout=REVIEW_TIMEOUT)
-    except ApiException as exc:
-        raise _ReviewFailed(f"the API server answered {exc.status} {exc.reason}") from None
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise _ReviewFailed(f"no answer from the API server ({type(exc).__name__})") from None
+    async def _review(self, kind: Kind, body: JSONDict) -> JSONDict:
+        """A review's answer; _ReviewFailed with the status or the error's kind, no body
+        echoed."""
+        try:
+            return await self._objects.create(kind, None, body)
+        except KubeError as exc:
+            if exc.code:
+                raise _ReviewFailed(f"the API server answered {exc.code}") from None
+            raise _ReviewFailed(f"no answer from the API server ({type(exc).__name__})") from None

@@ -264,10 +264,12 @@ def listener_config(
     metrics_endpoint: str,
     standby: StandbyTimings,
     allow_insecure_github: bool = False,
+    metrics_auth: bool = False,
 ) -> JSONDict:
     """The listener's config, with ARC's keys in ARC's order (docs/listener.md#configuration),
     then `scaling_policy` when the listener has one, the standby keys when it has more than
-    one pod, and `allow_insecure_github` when the controller allows plain http GitHub URLs.
+    one pod, `allow_insecure_github` when the controller allows plain http GitHub URLs, and
+    `metrics_auth` when the controller serves its metrics to authorized scrapers only.
     `credentials` holds the GitHub Secret's keys (a PAT or an App)."""
     spec = listener.get("spec") or {}
     installation = credentials.get("github_app_installation_id", "")
@@ -305,6 +307,10 @@ def listener_config(
     # Not an ARC key: the controller's opt-in (docs/security.md#transport) reaches its listeners.
     if allow_insecure_github:
         config["allow_insecure_github"] = True
+    # Nor this: the controller's `--metrics-auth` (docs/security.md#metrics) holds for its
+    # listeners' metrics, which carry the same repository and workflow names.
+    if metrics_auth:
+        config["metrics_auth"] = True
     return config
 
 

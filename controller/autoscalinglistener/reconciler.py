@@ -327,6 +327,7 @@ class AutoscalingListenerReconciler:
             metrics_endpoint=settings.metrics_endpoint if settings.metrics_addr else "",
             standby=settings.standby,
             allow_insecure_github=settings.allow_insecure_github,
+            metrics_auth=settings.metrics_auth,
         )
 
     async def _ensure(self, p: Pass, desired: JSONDict, kind: Kind) -> None:

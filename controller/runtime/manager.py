@@ -53,6 +53,9 @@ class RuntimeSettings:
     drain_timeout: float = 30.0
     """How long SIGTERM waits for in-flight reconciles before cancelling them."""
     request_timeout: float = 30.0
+    metrics_auth: bool = False
+    """Serve /metrics only to scrapers the API server authenticates and RBAC allows
+    (`shared.metricsauth`); the listeners this process runs do the same."""
 
 
 class Manager:

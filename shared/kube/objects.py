@@ -84,6 +84,20 @@ ROLE_BINDING = Kind(
 )
 LEASE = Kind("Lease", "leases", group="coordination.k8s.io")
 EVENT = Kind("Event", "events")
+# Reviews: cluster-scoped questions to the API server, stored nowhere.
+SELF_SUBJECT_ACCESS_REVIEW = Kind(
+    "SelfSubjectAccessReview",
+    "selfsubjectaccessreviews",
+    group="authorization.k8s.io",
+    namespaced=False,
+)
+SELF_SUBJECT_REVIEW = Kind(
+    "SelfSubjectReview", "selfsubjectreviews", group="authentication.k8s.io", namespaced=False
+)
+TOKEN_REVIEW = Kind("TokenReview", "tokenreviews", group="authentication.k8s.io", namespaced=False)
+SUBJECT_ACCESS_REVIEW = Kind(
+    "SubjectAccessReview", "subjectaccessreviews", group="authorization.k8s.io", namespaced=False
+)
 
 
 def _query(params: Mapping[str, object]) -> list[tuple[str, str]]:

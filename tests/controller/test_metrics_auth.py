@@ -6,7 +6,9 @@ manifests applied by kubectl."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import json
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,7 +23,10 @@ from controller.runtime.health import metrics_routes, serve
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.kube.emulator import KubeEmulator
 from shared.kube.client import new_api_client
+from shared.kube.objects import POD, SECRET, Objects
 from shared.metricsauth import ALLOW_TTL, DENY_TTL, TOKEN_TTL, MetricsAuth
+from shared.typedefs import JSONDict
+from tests.controller.test_in_cluster import RUNNERS, Cluster, example_set, listener_of
 from tests.controller.test_process import (
     CONTROLLER,
     ROOT,
@@ -246,3 +251,86 @@ async def test_a_controller_not_allowed_to_review_answers_500_and_asks_again(
         assert await get(url, tokens[READER]) == (500, "Authentication failed\n")
         assert (await get(url, tokens[READER]))[0] == 500
         assert reviews(cluster)["tokenreviews"] == 2
+
+
+async def test_gha_controller_without_the_review_binding_exits_2_with_one_line(
+    tmp_path: Path, actions: ActionsEmulator
+) -> None:
+    """`--metrics-auth` on an install without the component: every scrape would fail, so the
+    process says what to bind at start instead of serving 500s."""
+    async with KubeEmulator(tls=True) as kube:
+        kubeconfig = await _install(kube, tmp_path, ROOT / "manifests", actions)
+        process = await asyncio.create_subprocess_exec(
+            str(CONTROLLER),
+            "--kubeconfig",
+            str(kubeconfig),
+            "--no-leader-elect",
+            "--metrics-port",
+            str(free_port()),
+            "--health-port",
+            str(free_port()),
+            "--metrics-auth",
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, stderr = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 2
+    assert stderr.decode().splitlines()[-1] == (
+        "gha-controller: metrics auth is on, but this identity may not create "
+        "tokenreviews.authentication.k8s.io or create subjectaccessreviews.authorization.k8s.io: "
+        "bind the ClusterRole gha-controller-metrics-auth to it (manifests/metrics-auth/)"
+    )
+
+
+async def test_listener_pods_serve_metrics_only_to_the_metrics_reader(
+    tmp_path: Path, actions: ActionsEmulator, metrics_auth_install: Path
+) -> None:
+    """The install of docs/security.md with the controller and the listener pod as real
+    processes, each with its ServiceAccount's token: the controller writes `metrics_auth` into
+    the listener's config, and the component's binding (the group of the controller namespace's
+    ServiceAccounts) lets the listener's own ServiceAccount review its scrapers."""
+    async with KubeEmulator(
+        tls=True, run_project_image=True, container_runtime=actions.runtime, restart_backoff=0.1
+    ) as kube:
+        kubeconfig = tmp_path / "admin.kubeconfig"
+        kube.write_kubeconfig(kubeconfig)
+        async with client.ApiClient(await kube.configuration()) as api:
+            cluster = Cluster(kube, actions, Objects(api), kubeconfig, [])
+            await cluster.kubectl("apply", "-k", str(metrics_auth_install))
+            await cluster.kubectl("create", "namespace", RUNNERS)
+            await cluster.kubectl(
+                "apply", "-k", str(ROOT / "manifests" / "examples" / "runner-namespace")
+            )
+            await cluster.kubectl(
+                "-n", RUNNERS, "create", "secret", "generic", "github-config",
+                f"--from-literal=github_token={actions.add_pat()}",
+            )  # fmt: skip
+            await cluster.kubectl(
+                "apply", "-f", "-", stdin=example_set(actions.config_url("my-org"))
+            )
+            name = (await listener_of(cluster))["metadata"]["name"]
+
+            async def listener_ready() -> JSONDict | None:
+                pod = await cluster.get(POD, SYSTEM, name)
+                conditions = ((pod or {}).get("status") or {}).get("conditions") or []
+                ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+                return pod if ready else None
+
+            pod = await cluster.until(listener_ready, what="the listener pod Ready")
+            config = await cluster.get(SECRET, SYSTEM, f"{name}-config")
+            assert config is not None
+            assert json.loads(base64.b64decode(config["data"]["config.json"]))["metrics_auth"]
+
+            tokens = service_accounts(kube, READER, "someone-else")
+            assert kube.processes is not None
+            url = f"http://{kube.processes.loopback_address(pod)}:8090/metrics"
+            assert await get(url) == (401, "Unauthorized\n")
+            status, text = await get(url, tokens["someone-else"])
+            assert (status, text.strip()) == (
+                403,
+                f"Authorization denied for user system:serviceaccount:{MONITORING}:someone-else",
+            )
+            status, text = await get(url, tokens[READER])
+            assert status == 200
+            assert "gha_assigned_jobs" in text
+            assert (await get(url.replace("/metrics", "/readyz")))[0] == 200

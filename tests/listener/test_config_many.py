@@ -48,10 +48,12 @@ def test_a_file_without_a_single_file_path_still_loads_one(
     [
         ({"metrics_addr": ":9999"}, "b.json: metrics_addr differs from a.json's"),
         ({"log_format": "text"}, "b.json: log_format differs from a.json's"),
+        # One telemetry server for all: a set cannot open what another's config closed.
+        ({"metrics_auth": True}, "b.json: metrics_auth differs from a.json's"),
         ({}, "b.json and a.json both scale EphemeralRunnerSet arc-runners/arc-runner-set-7d9fb"),
         ({"min_runners": -1}, "b.json: min_runners"),
     ],
-    ids=["metrics-addr", "log-format", "same-set", "invalid"],
+    ids=["metrics-addr", "log-format", "metrics-auth", "same-set", "invalid"],
 )
 def test_configs_that_cannot_share_a_process_are_refused(
     folder: Path, changes: dict[str, Any], message: str

@@ -22,6 +22,7 @@ from tests.listener.conftest import (
     Process,
     eventually,
     listener_config,
+    messages,
     wait_ready,
 )
 
@@ -294,3 +295,17 @@ async def test_a_debug_cycle_logs_no_secret_and_no_object_body(
         level, logger = level_and_logger(line, log_format)
         if library_log_level == "info" and level == "debug":
             assert logger.split(".")[0] in PROJECT_LOGGERS, line
+
+
+async def test_metrics_auth_without_the_review_binding_exits_2_with_one_line(
+    cluster: Cluster, github: GitHub, spawn: Any
+) -> None:
+    """The listener's ServiceAccount here has its Role only, not the binding of
+    manifests/metrics-auth/: every scrape would fail, so it says what to bind at start."""
+    process: Process = await spawn(listener_config(cluster, github, metrics_auth=True))
+    assert await process.wait() == 2
+    assert messages(process)[-1] == (
+        "cannot start: metrics auth is on, but this identity may not create "
+        "tokenreviews.authentication.k8s.io or create subjectaccessreviews.authorization.k8s.io: "
+        "bind the ClusterRole gha-controller-metrics-auth to it (manifests/metrics-auth/)"
+    )

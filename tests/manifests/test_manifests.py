@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from controller.autoscalinglistener.objects import role_rules
+from controller.autoscalinglistener.objects import listener_pod, role_rules
+from controller.autoscalingrunnerset.objects import listener_labels
 from controller.settings import InClusterSettings, RunnerSettings
 from shared.api import parse_resource
 from tests.manifests.conftest import kustomize
@@ -438,3 +440,41 @@ def test_the_metrics_network_policies_admit_the_default_ports(
     container = _container(install)
     metrics = next(p for p in container["ports"] if p["name"] == "metrics")
     assert port("gha-controller-metrics") == metrics["containerPort"]
+
+
+def test_the_podmonitors_of_the_metrics_docs_select_both_processes(
+    install: list[dict[str, Any]],
+) -> None:
+    """docs/metrics.md's PodMonitors for authenticated scrapes: each selects, in the controller's
+    namespace, the pods whose labels it matches, on a port they name; the scrape identity lives
+    in the monitoring namespace, outside the group manifests/metrics-auth/ lets ask reviews."""
+    section = (ROOT / "docs" / "metrics.md").read_text().split("## Authenticated scrapes", 1)[1]
+    block = textwrap.dedent(section.split("```yaml\n", 1)[1].split("```", 1)[0])
+    docs = list(yaml.safe_load_all(block))
+    assert {d["metadata"]["namespace"] for d in docs} == {"monitoring"}
+    ars = {"metadata": {"name": "s", "namespace": "runners"}, "spec": {}}
+    listener = {
+        "metadata": {
+            "name": "l",
+            "namespace": NAMESPACE,
+            "uid": "u",
+            "labels": listener_labels(ars, excluded_prefixes=()),
+        },
+        "spec": {"image": "gha-runner-scaler:test"},
+    }
+    pods = {
+        "gha-controller": _one(install, "Deployment", "gha-controller")["spec"]["template"],
+        "gha-listeners": listener_pod(
+            listener,
+            config_digest="d",
+            metrics_addr=InClusterSettings().listener(RunnerSettings()).metrics_addr,
+        ),
+    }
+    monitors = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "PodMonitor"}
+    assert monitors.keys() == pods.keys()
+    for name, monitor in monitors.items():
+        pod = pods[name]
+        assert monitor["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+        assert monitor["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+        ports = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+        assert {e["port"] for e in monitor["podMetricsEndpoints"]} <= ports, name
