@@ -4,7 +4,6 @@ expectations and the tracer."""
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
 from opentelemetry.trace import NoOpTracer, Tracer
@@ -13,19 +12,6 @@ from controller.github.clients import ActionsClients
 from controller.github.runners import Runners
 from controller.runtime import EventRecorder, Expectations
 from controller.settings import AutoscalingSettings, ListenerSettings, RunnerSettings
-
-
-class RunnerStep(enum.Enum):
-    """Expectations steps one runner reconciler notes for the other."""
-
-    CREATED_WITHOUT_SECRET = "created without a secret"
-
-
-CREATED_WITHOUT_SECRET = RunnerStep.CREATED_WITHOUT_SECRET
-"""The expectations step, per runner uid, saying this process created the runner and has not
-created its JIT Secret yet: the runner reconciler then creates the Secret without reading it
-first (no GET that can only answer 404). A process that lost the lease exits, so nothing else
-can have created that Secret meanwhile."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,5 +32,5 @@ class Deps:
 
     @property
     def runners(self) -> Runners:
-        """The runner reconcilers' Actions calls; a removal is noted in `expectations`."""
-        return Runners(self.clients, self.expectations)
+        """The runner reconcilers' Actions calls; a removal is noted in the runner's `Recall`."""
+        return Runners(self.clients)

@@ -349,28 +349,23 @@ class AutoscalingListenerReconciler:
         *,
         fields: Iterable[str] = (),
     ) -> None:
-        """Create the object, or replace what we compute of it when its integrity hash differs
-        or one of `fields` was edited (a key someone else added stays)."""
-        meta = desired["metadata"]
-        if current is None:
-            await p.create_or_patch(kind, desired, None)
-            return
-        have = (metadata_of(current).get("annotations") or {}).get(ANNOTATION_INTEGRITY_HASH)
-        labels = metadata_of(current).get("labels") or {}
-        drifted = [f for f in fields if _normalized(current.get(f)) != desired[f]]
-        if drifted:
-            p.log.info(
-                "repairing %s %s/%s: %s edited",
-                kind.kind,
-                meta["namespace"],
-                meta["name"],
-                ", ".join(drifted),
-            )
-        elif have == meta["annotations"][ANNOTATION_INTEGRITY_HASH] and all(
-            labels.get(k) == v for k, v in meta["labels"].items()
-        ):
-            return
-        await p.create_or_patch(kind, desired, current)
+        """Create the object, or patch what we compute of it when its integrity hash or labels
+        differ or one of `fields` was edited (a key someone else added stays)."""
+
+        def drift(current: JSONDict, desired: JSONDict) -> list[str]:
+            want = desired["metadata"]
+            have = metadata_of(current)
+            drifted = [f for f in fields if _normalized(current.get(f)) != desired[f]]
+            if (have.get("annotations") or {}).get(ANNOTATION_INTEGRITY_HASH) != want[
+                "annotations"
+            ][ANNOTATION_INTEGRITY_HASH]:
+                drifted.append("content")
+            labels = have.get("labels") or {}
+            if any(labels.get(k) != v for k, v in want["labels"].items()):
+                drifted.append("metadata.labels")
+            return drifted
+
+        await p.ensure(kind, desired, current, drift=drift)
 
     async def _ensure_role(self, p: Pass) -> None:
         """The Role. When standby was turned off, the extra pods and the Lease are deleted
@@ -405,7 +400,7 @@ class AutoscalingListenerReconciler:
         desired = lease(p.object)
         meta = desired["metadata"]
         if await self._read(LEASE, meta["namespace"], meta["name"]) is None:
-            await p.create_or_patch(LEASE, desired, None)
+            await p.ensure(LEASE, desired, None)
 
     async def _delete_extra_pods(self, p: Pass, *, keep: int) -> bool:
         """Delete the pods of replicas `keep` and above (as the cache shows them); True while
@@ -461,7 +456,7 @@ class AutoscalingListenerReconciler:
             if now < restarts.not_before:
                 return Result(requeue_after=restarts.not_before - now), False
             try:
-                await p.create_or_patch(POD, desired, None)
+                await p.ensure(POD, desired, None)
             except Forbidden as exc:
                 if isinstance(exc, NamespaceTerminating):
                     raise
@@ -619,13 +614,11 @@ class AutoscalingListenerReconciler:
             except NotFound:
                 pass
             except KubeError as exc:
-                p.warn_once(
-                    f"cannot delete {kind.kind} {namespace}/{name}",
-                    "cannot delete %s %s/%s: %s",
-                    kind.kind,
-                    namespace,
-                    name,
-                    exc,
+                await p.warn(
+                    "CannotDelete",
+                    f"cannot delete {kind.kind} {namespace}/{name}: {exc}",
+                    subject=child,
+                    event=False,
                 )
                 left = True
                 continue

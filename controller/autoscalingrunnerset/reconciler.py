@@ -507,7 +507,7 @@ class AutoscalingRunnerSetReconciler:
         current = self._listeners.get(self._settings.controller_namespace, name)
         if current is None:
             # A create that the cache has not shown yet is not made twice.
-            await p.create_or_patch(AUTOSCALING_LISTENER, desired, None)
+            await p.ensure(AUTOSCALING_LISTENER, desired, None)
             return
         if is_deleting(current):
             return

@@ -33,9 +33,8 @@ import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from enum import Enum
 
-from controller.deps import CREATED_WITHOUT_SECRET, Deps
+from controller.deps import Deps
 from controller.ephemeralrunner.metrics import RunnerMetrics
 from controller.ephemeralrunner.objects import jit_secret, runner_pod
 from controller.ephemeralrunner.predicates import POD_TO_ER
@@ -52,9 +51,10 @@ from controller.ephemeralrunner.rules import (
     retry_delay,
     too_many_failures,
 )
+from controller.ephemeralrunner.steps import Step
 from controller.ephemeralrunner.timeline import pass_span, record_timeline, with_cluster_moments
 from controller.github.clients import GitHubConfigError
-from controller.github.runners import NameClash, Removal
+from controller.github.runners import NameClash, Removal, RunnerStep
 from controller.runtime import (
     Controller,
     Manager,
@@ -112,19 +112,6 @@ PENDING = EphemeralRunnerPhase.PENDING.value
 REASON_REGISTRATION_LEFT_BEHIND = "RegistrationLeftBehind"
 
 
-class Step(Enum):
-    """The expectations steps of a runner's passes."""
-
-    SECRET_DELETED = "secret deleted"
-    POD_CREATED = "pod created"
-    POD_DELETED = "pod deleted"
-    """With the pod's uid."""
-    BUSY_POD_ANNOTATIONS = "busy pod annotations"
-    """With the pod's uid; the value is the annotations written."""
-    LEFT_BEHIND = "left registered"
-    FINALIZERS_REMOVED = "finalizers removed"
-
-
 class EphemeralRunnerReconciler:
     def __init__(
         self,
@@ -144,12 +131,11 @@ class EphemeralRunnerReconciler:
         self._events = deps.events
         self._settings = deps.settings
         self._policy = deps.settings.failure_policy()
-        # Writes the cache has not shown yet: a pod created in the previous pass (its watch
-        # event may trail the runner's own status event, and a second create would only earn a
-        # 409), per runner the steps already done (unregistered, JIT Secret deleted, pods
-        # deleted), which a pass reading an older runner or pod must not repeat, and the status
-        # values written.
-        self._expected = deps.expectations
+        # What this process remembers of each runner (its `Recall`, through the pass): a pod
+        # created in the previous pass (its watch event may trail the runner's own status
+        # event, and a second create would only earn a 409), the steps already done
+        # (unregistered, JIT Secret deleted, pods deleted), which a pass reading an older runner
+        # or pod must not repeat, and the status values written.
         self._passes = Passes(
             kind=EPHEMERAL_RUNNER,
             store=runners,
@@ -174,9 +160,8 @@ class EphemeralRunnerReconciler:
 
     def _finished(self, runner: JSONDict) -> bool:
         """Terminal, or made so by this process behind a cache that has not shown it yet."""
-        uid = str(metadata_of(runner).get("uid"))
         return is_terminal(runner) or is_terminal_phase(
-            self._expected.written_status(uid).get("phase")
+            self._passes.recall(runner).written_status().get("phase")
         )
 
     def pass_span(self, request: Request) -> PassSpan:
@@ -209,7 +194,7 @@ class EphemeralRunnerReconciler:
             return await self._finalize(runner)
         pod = self._pods.get(request.namespace, request.name)
         await record_timeline(
-            cached, pod, events=self._events, expected=self._expected, tracer=self._deps.tracer
+            cached, pod, memory=runner, events=self._events, tracer=self._deps.tracer
         )
         if self._finished(cached):
             # A pass on the older runner would register it again, or report its failure twice.
@@ -232,7 +217,7 @@ class EphemeralRunnerReconciler:
             runner.clear(Step.POD_CREATED)
         else:
             created = runner.noted(Step.POD_CREATED)
-            if created is not None and self._expected.age(created) < POD_EXPECTATION_SECONDS:
+            if created is not None and runner.age(created) < POD_EXPECTATION_SECONDS:
                 return Result(requeue_after=POD_EXPECTATION_SECONDS)
             return await self._without_pod(runner)
         outcome = decide_from_pod(
@@ -286,7 +271,7 @@ class EphemeralRunnerReconciler:
         if has_any_finalizer(obj, [FINALIZER_EPHEMERAL_RUNNER_REGISTRATION]) and not runner.done(
             Step.LEFT_BEHIND
         ):
-            removal = await self._remove_registration(obj)
+            removal = await self._remove_registration(runner)
             if removal is Removal.BUSY and not await self._gave_up_waiting(runner):
                 return Result(requeue_after=self._settings.job_still_running_retry_seconds)
             if removal is Removal.NO_CREDENTIALS:
@@ -351,14 +336,15 @@ class EphemeralRunnerReconciler:
             runner.object, reason=REASON_REGISTRATION_LEFT_BEHIND, message=message
         )
 
-    async def _remove_registration(self, runner: JSONDict) -> Removal:
+    async def _remove_registration(self, p: Pass) -> Removal:
         """Unregister the runner (a runner never registered counts as removed)."""
-        if self._github.unregistered(runner):
+        if self._github.unregistered(p):
             return Removal.REMOVED
+        runner = p.object
         rid = runner_id(runner) or await self._id_from_secret(runner)
         if rid == 0:
             return Removal.REMOVED
-        removal = await self._github.remove(runner, rid)
+        removal = await self._github.remove(runner, rid, p)
         if removal is Removal.BUSY:
             log.info(
                 "runner still has a job, removal retried later",
@@ -423,14 +409,14 @@ class EphemeralRunnerReconciler:
         meta = obj["metadata"]
         secret: JSONDict | None = None
         # A runner this process made has no Secret until this process makes it: no GET.
-        if not runner.done(CREATED_WITHOUT_SECRET):
+        if not runner.done(RunnerStep.CREATED_WITHOUT_SECRET):
             with contextlib.suppress(NotFound):
                 secret = await self._objects.get(SECRET, meta["namespace"], meta["name"])
         if secret is None:
             created = await self._create_jit_secret(runner)
             if isinstance(created, Result):
                 return created
-            runner.clear(CREATED_WITHOUT_SECRET)
+            runner.clear(RunnerStep.CREATED_WITHOUT_SECRET)
             secret = created
         rid = secret_runner_id(secret)
         if rid == 0:
@@ -556,7 +542,7 @@ class EphemeralRunnerReconciler:
     async def _mark_failed(self, runner: Pass, *, reason: str, message: str) -> None:
         """Unregister first, so a failed unregistration retries the whole step (ARC wrote the
         status first and never retried the removal: docs/reconcilers.md#failed-runners)."""
-        await self._remove_registration(runner.object)
+        await self._remove_registration(runner)
         desired: JSONDict = {
             "phase": EphemeralRunnerPhase.FAILED.value,
             "ready": False,
@@ -572,7 +558,7 @@ class EphemeralRunnerReconciler:
     async def _apply(self, runner: Pass, pod: JSONDict, outcome: PodOutcome) -> None:
         obj = runner.object
         if outcome.remove_registration:
-            await self._remove_registration(obj)
+            await self._remove_registration(runner)
         outcome = with_cluster_moments(outcome, obj, pod)
         if outcome.status:
             # A `Pending` carries the resourceVersion it was decided on: behind a lagging cache

@@ -20,14 +20,13 @@ import dataclasses
 from opentelemetry.trace import Tracer
 
 from controller.ephemeralrunner.rules import PodOutcome
-from controller.runtime import Expectations, Request
+from controller.ephemeralrunner.steps import Step
+from controller.runtime import Recall, Request
 from controller.runtime.controller import PassSpan
 from controller.runtime.events import EventRecorder
 from shared.api import timeline as tl
 from shared.kube.views import metadata_of, status_of
 from shared.typedefs import JSONDict
-
-RECORDED = "job timeline recorded"
 
 
 def with_cluster_moments(outcome: PodOutcome, runner: JSONDict, pod: JSONDict) -> PodOutcome:
@@ -46,17 +45,15 @@ async def record_timeline(
     runner: JSONDict,
     pod: JSONDict | None,
     *,
+    memory: Recall,
     events: EventRecorder,
-    expected: Expectations,
     tracer: Tracer,
 ) -> None:
-    """The `JobTimeline` Event, once the listener has written the job's part, and the spans of
-    the cluster's stages in the job's trace."""
+    """The `JobTimeline` Event, once the listener has written the job's part (`memory`: the
+    runner's `Recall`), and the spans of the cluster's stages in the job's trace."""
     moments = status_of(runner).get(tl.TIMELINE_FIELD) or {}
-    uid = str(metadata_of(runner).get("uid"))
-    if tl.JOB_STARTED not in moments or expected.noted(uid, RECORDED) is not None:
+    if tl.JOB_STARTED not in moments or not memory.do_once(Step.TIMELINE_RECORDED):
         return
-    expected.note(uid, RECORDED)
     joined = {**moments, **tl.cluster_moments(runner, pod), tl.RUNNER: metadata_of(runner)["name"]}
     timeline = tl.Timeline(joined)
     timeline.trace_spans(tracer, name="runner", stages=tl.CONTROLLER_STAGES)

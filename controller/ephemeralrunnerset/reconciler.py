@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from enum import Enum
 
-from controller.deps import CREATED_WITHOUT_SECRET, Deps
+from controller.deps import Deps
 from controller.ephemeralrunnerset.children import ChildIndex
 from controller.ephemeralrunnerset.metrics import RunnerSetMetrics
 from controller.ephemeralrunnerset.objects import new_ephemeral_runner, proxy_secret
@@ -56,6 +56,7 @@ from controller.ephemeralrunnerset.rules import (
 )
 from controller.github.clients import REASON_INVALID_NAME
 from controller.github.network import proxy_data
+from controller.github.runners import RunnerStep
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, proxy_secret_name
 from controller.runtime import (
     Controller,
@@ -65,6 +66,7 @@ from controller.runtime import (
     OwnWrite,
     Pass,
     Passes,
+    Recall,
     Request,
     Result,
     RulePredicate,
@@ -88,10 +90,10 @@ from shared.kube.objects import SECRET, Objects
 from shared.kube.views import (
     annotation_int,
     is_deleting,
-    metadata_of,
     spec_int,
     status_int,
     status_of,
+    uid_of,
 )
 from shared.typedefs import JSONDict
 
@@ -144,8 +146,7 @@ class EphemeralRunnerSetReconciler:
         # Runners created and deleted that the cache has not shown yet (without them a pass under
         # patch id 0, or under a new patch id whose runners are not cached yet, creates the same
         # runners twice: docs/reconcilers.md#expectations), status values written, the cleanup
-        # marker, and which runners were unregistered.
-        self._expected = deps.expectations
+        # marker, and which runners were unregistered: each set's `Recall`, through the pass.
         self._passes = Passes(
             kind=EPHEMERAL_RUNNER_SET,
             store=runner_sets,
@@ -159,8 +160,6 @@ class EphemeralRunnerSetReconciler:
         self._removals = asyncio.Semaphore(CREATE_CONCURRENCY)
         # When this process last wrote each set's status, to coalesce count writes.
         self._status_written: dict[Request, datetime] = {}
-        # The sets a pass is running on (it decided on the spec it read).
-        self._in_pass: set[Request] = set()
 
     def wakes_on_update(self, old: JSONDict, new: JSONDict) -> bool:
         """The set's update predicate: False for a patch of replicas and patch id alone (the
@@ -185,32 +184,23 @@ class EphemeralRunnerSetReconciler:
     def _acts(self, runner_set: JSONDict) -> bool:
         """Whether a pass over `runner_set` would do anything (`rules.scaling_is_no_op`), judged
         on the runner index and on what this process created and deleted that the cache does
-        not show yet, as a pass judges. A pass running on the set decided on what it read then:
-        it acts, to be safe."""
+        not show yet, as a pass judges. (A pass running on the set decided on what it read then:
+        the runtime wakes it again whatever this says.)"""
         request = Request.of(runner_set)
-        if (
-            request in self._in_pass
-            or is_deleting(runner_set)
-            or not has_any_finalizer(runner_set, [FINALIZER_EPHEMERAL_RUNNER_SET])
+        if is_deleting(runner_set) or not has_any_finalizer(
+            runner_set, [FINALIZER_EPHEMERAL_RUNNER_SET]
         ):
             return True
-        uid = str(metadata_of(runner_set).get("uid"))
-        unseen = self._expected.unseen(uid, lambda name: self._runners.get(request.namespace, name))
+        memory = self._passes.recall(runner_set)
+        unseen = memory.unseen(lambda name: self._runners.get(request.namespace, name))
         applied = status_int(runner_set, "appliedActionableRevision")
-        children = self._children.children(uid, applied_revision=applied, unseen=unseen)
+        children = self._children.children(memory.uid, applied_revision=applied, unseen=unseen)
         if track_runner_spec(runner_set, children) is not None:
             return True
-        marker = self._cleanup_marker(uid, runner_set)
+        marker = self._cleanup_marker(memory, runner_set)
         return not scaling_is_no_op(runner_set, children, cleanup_marker=marker)
 
     async def reconcile(self, request: Request) -> Result:
-        self._in_pass.add(request)
-        try:
-            return await self._reconcile(request)
-        finally:
-            self._in_pass.discard(request)
-
-    async def _reconcile(self, request: Request) -> Result:
         p = self._passes.begin(request)
         if p is None:
             self._forget(request)
@@ -320,7 +310,7 @@ class EphemeralRunnerSetReconciler:
             replicas=replicas,
             patch_id=patch_id,
             children=children,
-            cleanup_marker=self._cleanup_marker(p.uid, p.object),
+            cleanup_marker=self._cleanup_marker(p, p.object),
             retired_failed=len(due),
             replacements=replacements,
         )
@@ -379,9 +369,10 @@ class EphemeralRunnerSetReconciler:
             await self._scale_down(p, children, count=plan.scale_down)
         return result
 
-    def _cleanup_marker(self, uid: str, runner_set: JSONDict) -> int:
+    @staticmethod
+    def _cleanup_marker(memory: Recall, runner_set: JSONDict) -> int:
         """`finishedRunnerCleanupPatchID` as this process last wrote it, else as cached."""
-        note = self._expected.noted(uid, SetStep.CLEANUP_MARKER)
+        note = memory.noted(SetStep.CLEANUP_MARKER)
         if note is not None and isinstance(note.value, int):
             return note.value
         return status_int(runner_set, CLEANUP_MARKER)
@@ -415,7 +406,7 @@ class EphemeralRunnerSetReconciler:
             async with limit:
                 created = await self._objects.create(EPHEMERAL_RUNNER, namespace, body)
             p.created(created)
-            self._expected.note(str(created["metadata"]["uid"]), CREATED_WITHOUT_SECRET)
+            p.about(uid_of(created)).note(RunnerStep.CREATED_WITHOUT_SECRET)
 
         await _gather_all(create() for _ in range(count))
 
@@ -481,15 +472,15 @@ class EphemeralRunnerSetReconciler:
     async def _retire(self, p: Pass, runner: JSONDict) -> bool:
         """Unregister an idle runner, then delete it; False when it took a job meanwhile."""
         async with self._removals:
-            if not await self._unregister(runner):
+            if not await self._unregister(p, runner):
                 return False
             await p.delete(EPHEMERAL_RUNNER, runner)
             return True
 
-    async def _unregister(self, runner: JSONDict) -> bool:
+    async def _unregister(self, p: Pass, runner: JSONDict) -> bool:
         """Remove an idle runner from the service; False when it took a job meanwhile."""
         rid = runner_id(runner)
-        return rid == 0 or await self._deps.runners.unregister(runner, rid)
+        return rid == 0 or await self._deps.runners.unregister(runner, rid, p.about(uid_of(runner)))
 
     # --- cleanup and deletion --------------------------------------------------------------------
 

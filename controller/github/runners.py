@@ -1,8 +1,9 @@
 """Every Actions call about one EphemeralRunner: its JIT config, a name clash, its removal.
 
-A removal is made once for both runner reconcilers: the step `UNREGISTERED` goes into the
-shared expectations when the service removed the runner, and neither reconciler asks again
-(ARC sends both requests). Credentials the service refused are read again on the next call.
+A removal is made once for both runner reconcilers: the step `RunnerStep.UNREGISTERED` goes into
+what the process remembers of the runner (the `Recall` the caller hands over: the runner's own
+pass, or its set's `p.about(uid)`), and neither reconciler asks again (ARC sends both requests).
+Credentials the service refused are read again on the next call.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import enum
 import logging
 
 from controller.github.clients import ActionsClients, GitHubConfigError
-from controller.runtime import Expectations
+from controller.runtime import Recall
 from shared.actions.errors import ActionsError, AuthenticationFailed, RunnerNotFound
 from shared.actions.models import JitRunnerConfig
 from shared.kube.views import metadata_of
@@ -20,11 +21,21 @@ from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
 
-UNREGISTERED = "unregistered"
-"""The expectations step, per runner uid, saying the runner was removed from the Actions
-service: whichever reconciler removed it, the other does not ask again. Keyed by the runner
-object's uid, so two runners that share a runner id on different GitHub configurations (two
-GitHub hosts number their runners independently) never stand in for each other."""
+
+class RunnerStep(enum.Enum):
+    """The steps of a runner that one runner reconciler notes for the other, in the runner's
+    `Recall` (by the runner object's uid)."""
+
+    UNREGISTERED = "unregistered"
+    """The runner was removed from the Actions service: whichever reconciler removed it, the
+    other does not ask again. By uid, so two runners that share a runner id on different GitHub
+    configurations (two GitHub hosts number their runners independently) never stand in for
+    each other."""
+    CREATED_WITHOUT_SECRET = "created without a secret"
+    """This process created the runner and has not created its JIT Secret yet: the runner
+    reconciler then creates the Secret without reading it first (no GET that can only answer
+    404). A process that lost the lease exits, so nothing else can have created that Secret
+    meanwhile."""
 
 
 class Removal(enum.Enum):
@@ -52,19 +63,19 @@ class NameClash(enum.Enum):
 class Runners:
     """The runner reconcilers' Actions calls, through the client pool."""
 
-    def __init__(self, clients: ActionsClients, expectations: Expectations) -> None:
+    def __init__(self, clients: ActionsClients) -> None:
         self._clients = clients
-        self._expected = expectations
 
-    def unregistered(self, runner: JSONDict) -> bool:
-        """Whether either reconciler already removed the runner from the Actions service."""
-        uid = str(metadata_of(runner).get("uid"))
-        return self._expected.noted(uid, UNREGISTERED) is not None
+    @staticmethod
+    def unregistered(memory: Recall) -> bool:
+        """Whether either reconciler already removed the runner (`memory`: its `Recall`) from
+        the Actions service."""
+        return memory.done(RunnerStep.UNREGISTERED)
 
-    async def remove(self, runner: JSONDict, runner_id: int) -> Removal:
-        """Remove the runner (registered as `runner_id`) from the Actions service, once for
-        both reconcilers."""
-        if self.unregistered(runner):
+    async def remove(self, runner: JSONDict, runner_id: int, memory: Recall) -> Removal:
+        """Remove the runner (registered as `runner_id`; `memory`: its `Recall`) from the
+        Actions service, once for both reconcilers."""
+        if self.unregistered(memory):
             return Removal.REMOVED
         meta = metadata_of(runner)
         try:
@@ -79,15 +90,15 @@ class Runners:
             return Removal.NO_CREDENTIALS
         if not removed:
             return Removal.BUSY
-        self._expected.note(str(meta.get("uid")), UNREGISTERED)
+        memory.note(RunnerStep.UNREGISTERED)
         return Removal.REMOVED
 
-    async def unregister(self, runner: JSONDict, runner_id: int) -> bool:
+    async def unregister(self, runner: JSONDict, runner_id: int, memory: Recall) -> bool:
         """The set's removal of an idle runner before deleting it: False while the service says
         it runs a job. A runner without usable credentials counts as removable: deleting it
         hands it to its own finalizer, which waits for the credentials a bounded time
         (`missing_credentials_removal_timeout_seconds`) instead of holding the set for ever."""
-        return await self.remove(runner, runner_id) is not Removal.BUSY
+        return await self.remove(runner, runner_id, memory) is not Removal.BUSY
 
     async def jit_config(
         self, runner: JSONDict, scale_set_id: int, *, work_folder: str

@@ -14,7 +14,7 @@ itself still allows. (A Role in the namespace would not do: releasing either of 
 binding first leaves no permission to release the other.) One key per
 namespace; only additions and deletions of those objects wake it (their updates never change
 the answer), and only those that may change the answer: an object appearing where the binding
-is protected, or going where another is left, does not (`keys`). It writes only when the answer
+is protected, or going where another is left, does not (`wakes`). It writes only when the answer
 changes, so a runner's life costs nothing here, neither a pass nor a request.
 """
 
@@ -64,35 +64,30 @@ class RunnerNamespaceReconciler:
         self._events = events
         self._protected: dict[str, bool] = {}
         """Per namespace, what this process last made true (absent: not known yet)."""
-        self._in_pass: set[str] = set()
-        """The namespaces a pass is running on (it decided on what the caches held then)."""
 
-    def keys(self, obj: JSONDict) -> tuple[Request, ...]:
-        """The key of the object's namespace when the object's add or delete may change the
-        answer: not when whether a runner object is left there is what this process last made
-        true (the caches are updated before their event handlers run), unless a pass is running
-        on the namespace."""
-        namespace = _namespace_of(obj)
-        if namespace not in self._in_pass and self._protected.get(namespace) == self._needed(
-            namespace
-        ):
-            return ()
-        return (Request(namespace, ROLE_NAME),)
+    @staticmethod
+    def keys(obj: JSONDict) -> tuple[Request, ...]:
+        """The key of the object's namespace."""
+        return (Request(_namespace_of(obj), ROLE_NAME),)
+
+    def wakes(self, obj: JSONDict) -> bool:
+        """Whether the object's add or delete may change the answer: `acts` of its namespace,
+        judged on the caches after the event (they are updated before their handlers run). A
+        pass running on the namespace is woken again by the runtime whatever this says."""
+        return self.acts(_namespace_of(obj))
+
+    def acts(self, namespace: str) -> bool:
+        """Whether a pass would write: whether a runner object is left in the namespace is not
+        what this process last made true there."""
+        return self._protected.get(namespace) != self._needed(namespace)
 
     def _needed(self, namespace: str) -> bool:
         return any(store.keys_in(namespace) for store in self._caches.values())
 
     async def reconcile(self, request: Request) -> Result:
-        self._in_pass.add(request.namespace)
-        try:
-            return await self._reconcile(request)
-        finally:
-            self._in_pass.discard(request.namespace)
-
-    async def _reconcile(self, request: Request) -> Result:
         namespace = request.namespace
         needed = self._needed(namespace)
-        if self._protected.get(namespace) == needed:
+        if not self.acts(namespace):
             return Result()
         for kind in (ROLE_BINDING,):
             try:
@@ -174,6 +169,7 @@ def setup(manager: Manager, deps: Deps) -> RunnerNamespaceReconciler:
                 Watches(
                     kind,
                     map=reconciler.keys,
+                    wakes=reconciler.wakes,
                     # Existence is all that counts: no update changes it.
                     predicate=ProjectionPredicate(
                         f"runnernamespace-{kind.plural}", kind, lambda _: None

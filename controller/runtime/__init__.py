@@ -10,9 +10,10 @@ Reconcile contract (`reconcile.py`)
 
 Controllers (`controller.py`)
     `Controller(name=, for_=Kind, reconciler=, predicate=, owns=[Owns(kind, predicate=)],
-    watches=[Watches(kind, map=obj -> Iterable[Request], predicate=)], workers=, backoff=)`.
-    Primary watches see every event but the updates their predicate drops; owned watches
-    enqueue the controller owner's key; predicates filter updates only.
+    watches=[Watches(kind, map=obj -> Iterable[Request], predicate=, wakes=)], workers=,
+    backoff=)`. Primary watches see every event but the updates their predicate drops; owned
+    watches enqueue the controller owner's key; predicates filter updates only. An event for a
+    key a pass is running on always wakes it (the in-pass guard is the runtime's).
 
 Predicates (`predicates.py`)
     `ProjectionPredicate(name, kind, project)`: drops an update when old and new project to equal
@@ -39,12 +40,16 @@ Helpers (`controllerutil.py`, `events.py`, `expectations.py`)
     never fail a reconcile; `Expectations`: the writes the cache has not shown yet, one `forget`.
 
 Passes (`passes.py`)
-    `Passes(kind=, store=, expectations=, objects=, logger=)`: `.begin(request)` -> `Pass | None`
-    (None: gone from the cache, its expectations forgotten), `.on(obj)`, `.forget(request)`.
-    `Pass`: `.lazy`, `.object`, `.key`, `.uid`, `.log` (key and uid on every line),
-    `write_status(desired)`, `done` / `do_once` / `note` of `Step`s (an `Enum` member, alone or
-    with a detail), `delete(kind, obj_or_key)`, `created` / `unseen`, `create_or_patch`,
-    `warn_once(reason, ...)`.
+    `Passes(kind=, store=, expectations=, objects=, logger=, events=)`: `.begin(request)` ->
+    `Pass | None` (None: gone from the cache, its memory forgotten), `.on(obj)`,
+    `.forget(request)`, `.recall(obj)` (a wake rule's read of the memory).
+    `Recall` (what the process remembers of one object): `done` / `do_once` / `note` of `Step`s
+    (an `Enum` member, alone or with a detail), `written_status()`, `unseen(cached)`,
+    `memory(cls)` (a typed memory, forgotten with the object).
+    `Pass(Recall)`: `.lazy`, `.object`, `.key`, `.uid`, `.log` (key and uid on every line),
+    `write_status(desired)`, `delete(kind, obj_or_key)`, `created`, `about(uid)` (a child's
+    `Recall`), `ensure(kind, desired)` -> `Ensured` (created, updated or unchanged, logged),
+    `warn(reason, message)` (log and Event, once per message) / `settle(reason)`.
 
 Manager (`manager.py`)
     `Manager(api=ApiClient, settings=RuntimeSettings(...))`: `.add(controller)`, `.cache(kind)`,
@@ -69,7 +74,7 @@ from controller.runtime.expectations import Expectations
 from controller.runtime.lazy import LazyObject
 from controller.runtime.manager import LeadershipLost, Manager, RuntimeSettings
 from controller.runtime.metrics import RuntimeMetrics
-from controller.runtime.passes import Pass, Passes, Step
+from controller.runtime.passes import Ensured, Pass, Passes, Recall, Step
 from controller.runtime.predicates import ProjectionPredicate, RulePredicate, stable_metadata
 from controller.runtime.queue import Backoff, WorkQueue
 from controller.runtime.reconcile import Reconciler, Request, Result, TerminalError
@@ -81,6 +86,7 @@ __all__ = [
     "Clock",
     "Controller",
     "Deferral",
+    "Ensured",
     "EventRecorder",
     "Expectations",
     "FakeClock",
@@ -96,6 +102,7 @@ __all__ = [
     "Pass",
     "Passes",
     "ProjectionPredicate",
+    "Recall",
     "Reconciler",
     "Request",
     "Result",

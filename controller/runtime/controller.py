@@ -17,6 +17,11 @@
 - `watches`: any kind with a function mapping an object to the keys to enqueue (for example an
   AutoscalingListener to its AutoscalingRunnerSet, named in its spec).
 
+Wake rules (`predicate`, `Owns.wake_on_delete`, `Watches.wakes`) judge the cache after the event.
+A pass running on the key decided on what it read before the event, so an event for a key in a
+pass always wakes it (it runs again after this pass: docs/controller-runtime.md#wake-rules); no
+reconciler keeps its own "in a pass" set.
+
 `for_=None` makes a controller of keys that are not objects it watches (a namespace's runner
 objects mapped to one key per namespace): its keys come from `watches` only, and it owns nothing.
 
@@ -104,6 +109,9 @@ class Watches:
     kind: Kind
     map: Callable[[JSONDict], Iterable[Request]]
     predicate: UpdatePredicate | None = None
+    wakes: Callable[[JSONDict], bool] | None = None
+    """Whether an add or delete of the object wakes its keys (None: always), judged on the
+    cache after the event."""
 
 
 @dataclass(slots=True)
@@ -154,8 +162,10 @@ class _Enqueue:
         echoes: Echoes,
         defer: Deferral | None = None,
         deleted: Callable[[JSONDict], bool] | None = None,
+        added: Callable[[JSONDict], bool] | None = None,
     ) -> None:
         self._deleted = deleted
+        self._added = added
         self._kind = kind
         self._echoes = echoes
         self._defer = defer
@@ -178,6 +188,11 @@ class _Enqueue:
                     1, {**self._labels, "event": "update deferred", "fields": fields}
                 )
 
+    def _in_pass(self, obj: JSONDict) -> bool:
+        """Whether a pass is running on a key of `obj`: its wake rule judged a cache the pass
+        did not decide on, so the event wakes the key whatever the rule says."""
+        return any(self._queue.in_pass(key) for key in self._map(obj))
+
     def _echo(self, obj: JSONDict) -> bool:
         if not self._echoes.is_echo(self._kind, obj):
             return False
@@ -185,18 +200,24 @@ class _Enqueue:
         return True
 
     def on_add(self, obj: JSONDict) -> None:
-        if not self._echo(obj):
+        if self._echo(obj):
+            return
+        if self._added is None or self._added(obj) or self._in_pass(obj):
             self._add(obj, "add")
 
     def on_delete(self, obj: JSONDict) -> None:
         self._echoes.forget(self._kind, obj)
-        if self._deleted is None or self._deleted(obj):
+        if self._deleted is None or self._deleted(obj) or self._in_pass(obj):
             self._add(obj, "delete")
 
     def on_update(self, old: JSONDict, new: JSONDict) -> None:
         if self._echo(new):
             return
-        if self._predicate is not None and not self._predicate.update(old, new):
+        if (
+            self._predicate is not None
+            and not self._predicate.update(old, new)
+            and not self._in_pass(new)
+        ):
             self._metrics.dropped.add(1, {"watch": self._predicate.name})
             return
         fields = changed_fields(old, new)
@@ -255,12 +276,18 @@ def handlers(ctrl: Controller, metrics: RuntimeMetrics) -> list[tuple[Kind, _Enq
             UpdatePredicate | None,
             Deferral | None,
             Callable[[JSONDict], bool] | None,
+            Callable[[JSONDict], bool] | None,
         ]
-    ] = [*((watch.kind, watch.map, watch.predicate, None, None) for watch in ctrl.watches)]
+    ] = [
+        *(
+            (watch.kind, watch.map, watch.predicate, None, watch.wakes, watch.wakes)
+            for watch in ctrl.watches
+        )
+    ]
     if ctrl.for_ is not None:
         primary = ctrl.for_
         sources[:0] = [
-            (primary, _own_key, ctrl.predicate, None, _primary_deleted(ctrl.deleted)),
+            (primary, _own_key, ctrl.predicate, None, _primary_deleted(ctrl.deleted), None),
             *(
                 (
                     owned.kind,
@@ -268,6 +295,7 @@ def handlers(ctrl: Controller, metrics: RuntimeMetrics) -> list[tuple[Kind, _Enq
                     owned.predicate,
                     owned.defer,
                     owned.wake_on_delete,
+                    None,
                 )
                 for owned in ctrl.owns
             ),
@@ -288,9 +316,10 @@ def handlers(ctrl: Controller, metrics: RuntimeMetrics) -> list[tuple[Kind, _Enq
                 echoes=ctrl.echoes,
                 defer=defer,
                 deleted=deleted,
+                added=added,
             ),
         )
-        for kind, keys, predicate, defer, deleted in sources
+        for kind, keys, predicate, defer, deleted, added in sources
     ]
 
 

@@ -13,7 +13,9 @@ concerns, and ask before they act:
   the cache showed before, so a repeat of the last write is recognised while the cache lags; a
   value someone else wrote is corrected on the next pass unless it equals one of those states;
 - `created` / `deleted` / `unseen`: children created or deleted for an owner, laid over the
-  cached children until the cache shows them (or `ttl` runs out).
+  cached children until the cache shows them (or `ttl` runs out);
+- `memory(uid, cls)`: a reconciler's own typed memory of the object (a dataclass of its
+  counters and last reports), made on first use.
 
 `track(kind, request, uid)` remembers which uid a key held; once the key is gone from the cache,
 `forget(kind, request)` drops everything about it. Reconcilers reach all of this through the
@@ -24,14 +26,24 @@ by its set) is seen by the others.
 
 from __future__ import annotations
 
+import builtins
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, TypeAlias, TypeVar, cast
 
 from controller.runtime.reconcile import Request
 from shared.kube.objects import Kind
 from shared.kube.views import is_deleting, metadata_of
 from shared.typedefs import JSONDict
+
+Step: TypeAlias = Enum | tuple[Enum, builtins.object]
+"""An expectations step: a member of the reconciler's own `Enum`, alone or with a detail (a
+child's uid, a replica). Never a free string: a misspelt step is a type error, not a step that
+never matches."""
+
+M = TypeVar("M")
 
 STATUS_HISTORY = 8
 DELETING = "expected"
@@ -46,7 +58,7 @@ class Note:
 
 @dataclass(slots=True)
 class _Record:
-    notes: dict[Hashable, Note] = field(default_factory=dict)
+    notes: dict[Step, Note] = field(default_factory=dict)
     shown: list[JSONDict] = field(default_factory=list)
     """Status states the cache showed before this process's writes, and the writes themselves."""
     written: JSONDict = field(default_factory=dict)
@@ -54,6 +66,8 @@ class _Record:
     created: dict[str, tuple[JSONDict, float]] = field(default_factory=dict)
     deleted: dict[str, tuple[str, float]] = field(default_factory=dict)
     """uid: (name, when)."""
+    memories: dict[type, Any] = field(default_factory=dict)
+    """The reconcilers' typed memories of the object, one instance per class."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,20 +107,36 @@ class Expectations:
 
     # --- steps -------------------------------------------------------------------------------
 
-    def note(self, uid: str, step: Hashable, value: object = True) -> None:
+    def note(self, uid: str, step: Step, value: object = True) -> None:
         self._record(uid).notes[step] = Note(value, self._clock())
 
-    def noted(self, uid: str, step: Hashable) -> Note | None:
+    def noted(self, uid: str, step: Step) -> Note | None:
         record = self._records.get(uid)
         return record.notes.get(step) if record is not None else None
 
-    def clear(self, uid: str, step: Hashable) -> None:
+    def clear(self, uid: str, step: Step) -> None:
         record = self._records.get(uid)
         if record is not None:
             record.notes.pop(step, None)
 
     def age(self, note: Note) -> float:
         return self._clock() - note.at
+
+    # --- typed memories ----------------------------------------------------------------------
+
+    def memory(self, uid: str, cls: type[M]) -> M:
+        """The object's instance of `cls` (made with `cls()` on first use), forgotten with the
+        object."""
+        memories = self._record(uid).memories
+        found = memories.get(cls)
+        if found is None:
+            found = memories[cls] = cls()
+        return cast(M, found)
+
+    def recalled(self, uid: str, cls: type[M]) -> M | None:
+        """The object's instance of `cls` if one was made (a wake rule reads, never makes)."""
+        record = self._records.get(uid)
+        return cast(M | None, record.memories.get(cls)) if record is not None else None
 
     # --- status ------------------------------------------------------------------------------
 

@@ -2,11 +2,11 @@
 
 Every reconciler starts its pass the same way: read the key from the cache, remember which uid
 it holds (so `Expectations.forget` can drop it once it is gone), and then, all through the pass,
-ask the expectations about that uid before acting. `Passes` does the start, `Pass` carries the
-rest:
+ask what this process remembers about that uid before acting. `Passes` does the start, `Pass`
+carries the rest:
 
     passes = Passes(kind=EPHEMERAL_RUNNER_SET, store=sets, expectations=expected,
-                    objects=objects, logger=log)
+                    objects=objects, events=events, logger=log)
 
     async def reconcile(self, request):
         p = passes.begin(request)      # None: gone from the cache, and forgotten
@@ -14,39 +14,46 @@ rest:
             return Result()
         ...
         await p.write_status({"phase": "Running"})   # skipped when redundant; recorded
+        await p.ensure(SECRET, desired)               # created, updated or unchanged; logged
+        await p.warn("Refused", message)              # log and Event, once per message
         if not p.done(Step.MARKER):
             ...
             p.note(Step.MARKER)
 
-Steps are members of an `Enum` of the reconciler (or `(member, detail)` for a step repeated per
-child, such as a pod uid), never free strings: a misspelt step is a type error, not a step that
-never matches.
+What the process remembers about one object is its `Recall`: steps (members of an `Enum` of
+the reconciler, or `(member, detail)` for a step repeated per child, never free strings), the
+status it wrote, the children it created and deleted that the cache does not show yet, and typed
+memories (`memory(cls)`). A pass is the `Recall` of its object; `p.about(uid)` is a child's;
+`Passes.recall(obj)` is the one a wake rule reads. All of it is forgotten with the object.
 """
 
 from __future__ import annotations
 
 import builtins
-import contextlib
 import logging
-from collections.abc import Callable, Collection, MutableMapping
+from collections.abc import Callable, Collection, MutableMapping, Sequence
 from enum import Enum
-from typing import Any, TypeAlias
+from typing import Any
 
 from controller.runtime.cache import Store, controller_owner_uid
-from controller.runtime.expectations import Expectations, Note, Unseen
+from controller.runtime.events import EventRecorder
+from controller.runtime.expectations import Expectations, M, Note, Step, Unseen
 from controller.runtime.lazy import LazyObject
 from controller.runtime.reconcile import Request
 from shared.kube.errors import AlreadyExists, NotFound
 from shared.kube.objects import Kind, Objects
-from shared.kube.views import metadata_of, status_of
+from shared.kube.views import metadata_of, status_of, uid_of
 from shared.typedefs import JSONDict
 
-Step: TypeAlias = Enum | tuple[Enum, builtins.object]
-"""An expectations step: a member of the reconciler's own `Enum`, alone or with a detail."""
+__all__ = ["Ensured", "Pass", "Passes", "Recall", "Step", "deep_merge", "field_drift"]
 
 
 class _Warned(Enum):
     WARNED = "warned"
+
+
+class _Read:
+    """`Pass.ensure`'s default `current`: read the object from the API."""
 
 
 class PassLogger(logging.LoggerAdapter[logging.Logger]):
@@ -69,45 +76,39 @@ def deep_merge(target: JSONDict, patch: JSONDict) -> None:
             target[key] = value
 
 
-class Pass:
-    """One pass over one cached object: its lazy view, key, uid and logger, and the writes whose
-    repeat a lagging cache would otherwise cause, answered from the expectations."""
+class Ensured(Enum):
+    """What `Pass.ensure` did."""
 
-    def __init__(
-        self,
-        obj: JSONDict,
-        *,
-        kind: Kind,
-        expectations: Expectations,
-        objects: Objects,
-        logger: logging.Logger,
-    ) -> None:
-        self.lazy = LazyObject(obj, kind=kind)
-        self.kind = kind
-        self.key = Request.of(obj)
-        self.uid = str(metadata_of(obj)["uid"])
-        self.log = PassLogger(logger, {"key": str(self.key), "uid": self.uid})
+    CREATED = "created"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+
+
+def field_drift(current: JSONDict, desired: JSONDict) -> list[str]:
+    """The fields `desired` sets that `current` holds otherwise: each top-level field but the
+    type and status, and the labels and annotations `desired` names (keys someone else added
+    do not count)."""
+    drifted = [
+        key
+        for key, value in desired.items()
+        if key not in ("apiVersion", "kind", "metadata", "status") and current.get(key) != value
+    ]
+    have, want = metadata_of(current), metadata_of(desired)
+    for part, held, wanted in (
+        ("labels", have.get("labels") or {}, want.get("labels") or {}),
+        ("annotations", have.get("annotations") or {}, want.get("annotations") or {}),
+    ):
+        if any(held.get(k) != v for k, v in wanted.items()):
+            drifted.append(f"metadata.{part}")
+    return drifted
+
+
+class Recall:
+    """What this process remembers about one object, by uid (module docstring)."""
+
+    def __init__(self, expectations: Expectations, uid: str) -> None:
         self.expected = expectations
-        self.objects = objects
-
-    @property
-    def object(self) -> JSONDict:
-        """The object as this pass last knows it: read it, edit through `mutate()`."""
-        return self.lazy.object
-
-    @property
-    def copied(self) -> bool:
-        return self.lazy.copied
-
-    def mutate(self) -> JSONDict:
-        """The copy to edit (`LazyObject.mutate`)."""
-        return self.lazy.mutate()
-
-    async def write(self, *, optimistic: bool = False) -> bool:
-        """Send the edits (`LazyObject.write`): whether anything was sent."""
-        return await self.lazy.write(self.objects, optimistic=optimistic)
-
-    # --- once-steps ----------------------------------------------------------------------------
+        self.uid = uid
 
     def done(self, step: Step) -> bool:
         return self.expected.noted(self.uid, step) is not None
@@ -128,6 +129,73 @@ class Pass:
             return False
         self.note(step)
         return True
+
+    def age(self, note: Note) -> float:
+        """Seconds since `note` was made."""
+        return self.expected.age(note)
+
+    def written_status(self) -> JSONDict:
+        """Every status field this process wrote for the object, latest value each."""
+        return self.expected.written_status(self.uid)
+
+    def unseen(self, cached: Callable[[str], JSONDict | None]) -> Unseen:
+        """The children this process created or deleted that the cache does not show yet,
+        given the cache's child of a name (`Expectations.unseen`)."""
+        return self.expected.unseen(self.uid, cached)
+
+    def memory(self, cls: type[M]) -> M:
+        """The reconciler's typed memory of the object (`cls()` on first use)."""
+        return self.expected.memory(self.uid, cls)
+
+    def recalled(self, cls: type[M]) -> M | None:
+        """The typed memory if one was made; a wake rule reads with this, never makes one."""
+        return self.expected.recalled(self.uid, cls)
+
+
+class Pass(Recall):
+    """One pass over one cached object: its lazy view, key, uid and logger, what this process
+    remembers of it (`Recall`), and the writes whose repeat a lagging cache would otherwise
+    cause."""
+
+    def __init__(
+        self,
+        obj: JSONDict,
+        *,
+        kind: Kind,
+        expectations: Expectations,
+        objects: Objects,
+        logger: logging.Logger,
+        events: EventRecorder | None = None,
+    ) -> None:
+        super().__init__(expectations, uid_of(obj))
+        self.lazy = LazyObject(obj, kind=kind)
+        self.kind = kind
+        self.key = Request.of(obj)
+        self.log = PassLogger(logger, {"key": str(self.key), "uid": self.uid})
+        self.objects = objects
+        self._events = events
+
+    @property
+    def object(self) -> JSONDict:
+        """The object as this pass last knows it: read it, edit through `mutate()`."""
+        return self.lazy.object
+
+    @property
+    def copied(self) -> bool:
+        return self.lazy.copied
+
+    def mutate(self) -> JSONDict:
+        """The copy to edit (`LazyObject.mutate`)."""
+        return self.lazy.mutate()
+
+    async def write(self, *, optimistic: bool = False) -> bool:
+        """Send the edits (`LazyObject.write`): whether anything was sent."""
+        return await self.lazy.write(self.objects, optimistic=optimistic)
+
+    def about(self, uid: str) -> Recall:
+        """What this process remembers about another object (a child this pass created or
+        acts on), by its uid."""
+        return Recall(self.expected, uid)
 
     # --- status --------------------------------------------------------------------------------
 
@@ -165,10 +233,6 @@ class Pass:
         self.expected.wrote_status(self.uid, current=current, desired=desired)
         self.log.info("status written: %s", ", ".join(sorted(desired)))
         return True
-
-    def written_status(self) -> JSONDict:
-        """Every status field this process wrote for the object, latest value each."""
-        return self.expected.written_status(self.uid)
 
     # --- other objects -------------------------------------------------------------------------
 
@@ -208,40 +272,89 @@ class Pass:
         """Record a child this pass created (the server's answer) for `unseen`."""
         self.expected.created(self.uid, child)
 
-    def unseen(self, cached: Callable[[str], JSONDict | None]) -> Unseen:
-        """The children this process created or deleted that the cache does not show yet,
-        given the cache's child of a name (`Expectations.unseen`)."""
-        return self.expected.unseen(self.uid, cached)
-
-    async def create_or_patch(
-        self, kind: Kind, desired: JSONDict, current: JSONDict | None
-    ) -> JSONDict | None:
-        """Create `desired` when `current` (the caller's read of it) is None, a create the
-        cache has not shown yet counting as done (None); else merge-patch it with `desired`'s
-        fields, labels and annotations (keys someone else added stay). The server's answer."""
-        meta = desired["metadata"]
-        if current is None:
-            with contextlib.suppress(AlreadyExists):
-                created = await self.objects.create(kind, meta["namespace"], desired)
-                self.log.info("created %s %s/%s", kind.kind, meta["namespace"], meta["name"])
-                return created
+    async def read(self, kind: Kind, namespace: str, name: str) -> JSONDict | None:
+        """An object read from the API (not the cache); None when there is none."""
+        try:
+            return await self.objects.get(kind, namespace, name)
+        except NotFound:
             return None
-        patch = {key: value for key, value in desired.items() if key not in ("apiVersion", "kind")}
-        patch["metadata"] = {
-            "labels": meta.get("labels") or {},
-            "annotations": meta.get("annotations") or {},
-        }
-        patched = await self.objects.patch(kind, meta["namespace"], meta["name"], patch)
-        self.log.info("patched %s %s/%s", kind.kind, meta["namespace"], meta["name"])
-        return patched
 
-    # --- logging -------------------------------------------------------------------------------
+    async def ensure(
+        self,
+        kind: Kind,
+        desired: JSONDict,
+        current: JSONDict | type[_Read] | None = _Read,
+        *,
+        drift: Callable[[JSONDict, JSONDict], list[str]] = field_drift,
+        replace: bool = False,
+    ) -> Ensured:
+        """Bring the object `desired` describes to it, as controller-runtime's `CreateOrPatch`:
+        read it (`current`: the caller's read, from the cache or the API; by default a GET),
+        create it when there is none, else write it when `drift(current, desired)` names a
+        field: a merge patch of `desired`'s fields, labels and annotations (keys someone else
+        added stay), or with `replace` a PUT of `desired` on the resourceVersion read. Logs what
+        it did in one line and says it. A create the cache has not shown yet (409) counts as
+        unchanged."""
+        meta = desired["metadata"]
+        namespace, name = meta.get("namespace", ""), meta["name"]
+        if current is _Read:
+            current = await self.read(kind, namespace, name)
+        assert current is None or isinstance(current, dict)
+        if current is None:
+            try:
+                await self.objects.create(kind, namespace, desired)
+            except AlreadyExists:
+                return Ensured.UNCHANGED
+            self.log.info("created %s %s/%s", kind.kind, namespace, name)
+            return Ensured.CREATED
+        drifted = drift(current, desired)
+        if not drifted:
+            return Ensured.UNCHANGED
+        if replace:
+            body = {**desired, "metadata": {**meta}}
+            body["metadata"]["resourceVersion"] = metadata_of(current).get("resourceVersion")
+            await self.objects.replace(kind, namespace, body)
+        else:
+            patch = {k: v for k, v in desired.items() if k not in ("apiVersion", "kind")}
+            patch["metadata"] = {
+                "labels": meta.get("labels") or {},
+                "annotations": meta.get("annotations") or {},
+            }
+            await self.objects.patch(kind, namespace, name, patch)
+        self.log.info("updated %s %s/%s: %s", kind.kind, namespace, name, ", ".join(drifted))
+        return Ensured.UPDATED
 
-    def warn_once(self, reason: str, message: str, *args: builtins.object) -> None:
-        """Log a warning the first time this object meets `reason` (until it leaves the
-        cache): a condition every pass meets again is one line, not one per pass."""
-        if self.do_once((_Warned.WARNED, reason)):
-            self.log.warning(message, *args)
+    # --- warnings ------------------------------------------------------------------------------
+
+    async def warn(
+        self,
+        reason: str,
+        message: str,
+        *,
+        subject: builtins.object = None,
+        also_on: Sequence[JSONDict] = (),
+        event: bool = True,
+    ) -> bool:
+        """Say a condition that needs a human: one warning line, and a Warning Event `reason`
+        on this pass's object (and on each of `also_on`, such as the set a user looks at),
+        unless it is what this object was last warned of for `reason` and `subject` (a replica,
+        a child): a condition every pass meets again is said once, and again when its message
+        changes. `settle` when it ends, so a return is said. Whether it warned."""
+        step = (_Warned.WARNED, (reason, subject))
+        last = self.noted(step)
+        if last is not None and last.value == message:
+            return False
+        self.note(step, message)
+        self.log.warning("%s", message, extra={"reason": reason})
+        if event:
+            assert self._events is not None, "a Pass that posts Events needs Passes(events=)"
+            for obj in (self.object, *also_on):
+                await self._events.warning(obj, reason=reason, message=message)
+        return True
+
+    def settle(self, reason: str, *, subject: builtins.object = None) -> None:
+        """The condition `warn` said for `reason` and `subject` ended."""
+        self.clear((_Warned.WARNED, (reason, subject)))
 
 
 class Passes:
@@ -256,12 +369,14 @@ class Passes:
         expectations: Expectations,
         objects: Objects,
         logger: logging.Logger,
+        events: EventRecorder | None = None,
     ) -> None:
         self.kind = kind
         self._store = store
         self.expected = expectations
         self._objects = objects
         self._logger = logger
+        self._events = events
 
     def begin(self, request: Request) -> Pass | None:
         """The pass over the key's cached object; None once it left the cache, when everything
@@ -280,9 +395,14 @@ class Passes:
             expectations=self.expected,
             objects=self._objects,
             logger=self._logger,
+            events=self._events,
         )
         self.expected.track(self.kind, started.key, started.uid)
         return started
+
+    def recall(self, obj: JSONDict) -> Recall:
+        """What this process remembers about `obj`, for a wake rule: no pass, nothing tracked."""
+        return Recall(self.expected, uid_of(obj))
 
     def forget(self, request: Request) -> None:
         """The key's object left the cache (a controller's `deleted=`, or a pass finding it

@@ -72,6 +72,10 @@ class WorkQueue(Generic[K]):
     def processing(self) -> frozenset[K]:
         return frozenset(self._processing)
 
+    def in_pass(self, key: K) -> bool:
+        """Whether a worker holds the key now (between `get` and `done`)."""
+        return key in self._processing
+
     @property
     def waiting(self) -> int:
         """Keys scheduled for later."""

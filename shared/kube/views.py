@@ -19,6 +19,11 @@ def metadata_of(obj: JSONDict) -> RawMeta:
     return cast(RawMeta, meta) if isinstance(meta, dict) else {}
 
 
+def uid_of(obj: JSONDict) -> str:
+    """The object's uid; "" when it has none (an object not from the API server)."""
+    return str(metadata_of(obj).get("uid") or "")
+
+
 def status_of(obj: JSONDict) -> JSONDict:
     status = obj.get("status")
     return status if isinstance(status, dict) else {}

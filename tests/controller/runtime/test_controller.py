@@ -46,13 +46,16 @@ def metric(manager: Manager, sample: str, /, **labels: str) -> float:
 
 class Recording:
     """Counts reconciles per key; marks runners labelled `mutate` ready through a lazy copy;
-    fails once for runners labelled `fail-once`."""
+    fails once for runners labelled `fail-once`; holds the first pass of runners labelled
+    `hold` until `release` is set."""
 
     def __init__(self, manager: Manager) -> None:
         self.cache = manager.cache(EPHEMERAL_RUNNER)
         self.objects = manager.objects
         self.calls: Counter[str] = Counter()
         self.changed = asyncio.Condition()
+        self.holding = asyncio.Event()
+        self.release = asyncio.Event()
 
     async def reconcile(self, request: Request) -> Result:
         self.calls[request.name] += 1
@@ -62,6 +65,9 @@ class Recording:
         if obj is None:
             return Result()
         labels = obj["metadata"].get("labels") or {}
+        if labels.get("hold") and self.calls[request.name] == 1:
+            self.holding.set()
+            await self.release.wait()
         if labels.get("fail-once") and self.calls[request.name] == 1:
             raise RuntimeError("first attempt fails")
         if labels.get("create-in") and self.calls[request.name] == 1:
@@ -121,7 +127,7 @@ async def setup(
                 reconciler=reconciler,
                 predicate=RulePredicate("runner-rule", lambda _old, new: not quiet(new)),
                 owns=[Owns(POD, predicate=POD_TO_ER)],
-                watches=[Watches(CONFIG_MAP, map=by_config_map)],
+                watches=[Watches(CONFIG_MAP, map=by_config_map, wakes=lambda cm: not quiet(cm))],
             )
         )
         task = asyncio.create_task(manager.run())
@@ -243,6 +249,39 @@ async def test_a_mapped_watch_enqueues_the_keys_it_names(setup: Setup) -> None:
     _, rec, objects, ns = setup
     await objects.create(CONFIG_MAP, ns, {"metadata": {"name": "c"}, "data": {"runner": "x"}})
     await rec.wait("x", 1)
+
+
+async def test_a_mapped_watch_wakes_only_on_what_its_rule_accepts(setup: Setup) -> None:
+    """`Watches(wakes=)` judges adds and deletes; events of one informer arrive in order, so
+    once the later ConfigMap's key ran, the quiet one's add was judged."""
+    _, rec, objects, ns = setup
+    quiet_map = {"metadata": {"name": "q", "annotations": {"quiet": "1"}}, "data": {"runner": "x"}}
+    await objects.create(CONFIG_MAP, ns, quiet_map)
+    await objects.create(CONFIG_MAP, ns, {"metadata": {"name": "c"}, "data": {"runner": "y"}})
+    await rec.wait("y", 1)
+    assert rec.calls["x"] == 0
+
+
+async def test_an_event_during_a_pass_wakes_the_key_whatever_the_rule_says(
+    setup: Setup,
+) -> None:
+    """The runtime's in-pass guard (docs/controller-runtime.md#wake-rules): the rule judges a
+    cache the running pass did not decide on, so the update runs the key again after it."""
+    manager, rec, objects, ns = setup
+    await objects.create(EPHEMERAL_RUNNER, ns, runner_body("r", labels={"hold": "1"}))
+    await asyncio.wait_for(rec.holding.wait(), 10)
+    woken = metric(manager, "gha_runtime_wakes_total", watch="runner", event="update")
+    await objects.patch(EPHEMERAL_RUNNER, ns, "r", {"metadata": {"annotations": {"quiet": "1"}}})
+
+    async def woken_again() -> bool:
+        return metric(manager, "gha_runtime_wakes_total", watch="runner", event="update") == (
+            woken + 1
+        )
+
+    await eventually(woken_again)
+    assert metric(manager, "gha_runtime_predicate_dropped_total", watch="runner-rule") == 0
+    rec.release.set()
+    await rec.wait("r", 2)
 
 
 async def test_copies_are_counted_only_for_reconciles_that_mutate(setup: Setup) -> None:

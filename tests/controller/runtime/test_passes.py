@@ -4,15 +4,18 @@ status once however stale the cache, deletes ignoring NotFound, and says a warni
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from enum import Enum
 
 import pytest
 
-from controller.runtime import Expectations, Pass, Passes, Request, Store
+from controller.runtime import EventRecorder, Expectations, Pass, Passes, Request, Store
 from controller.runtime.expectations import DELETING
+from controller.runtime.passes import Ensured
 from sandbox.kube.emulator import KubeEmulator
 from shared.api.kinds import EPHEMERAL_RUNNER
-from shared.kube.objects import POD, SECRET, Objects
+from shared.kube.errors import Conflict
+from shared.kube.objects import EVENT, POD, SECRET, Objects
 from shared.typedefs import JSONDict
 from tests.controller.runtime.conftest import runner_body
 
@@ -152,39 +155,110 @@ async def test_a_child_created_is_unseen_until_the_cache_shows_it(
     assert begin(passes, ns).unseen(lambda name: child).created == []
 
 
-async def test_create_or_patch_creates_once_and_patches_keeping_foreign_labels(
-    objects: Objects, passes: Passes, ns: str, runner: JSONDict
-) -> None:
-    p = begin(passes, ns)
-    desired: JSONDict = {
+def secret(ns: str, **labels: str) -> JSONDict:
+    return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": "s", "namespace": ns, "labels": {"mine": "1"}},
-        "stringData": {"k": "v"},
+        "metadata": {"name": "s", "namespace": ns, "labels": dict(labels)},
+        "data": {"k": "dg=="},
     }
-    assert await p.create_or_patch(SECRET, desired, None) is not None
-    assert await p.create_or_patch(SECRET, desired, None) is None
-    await objects.patch(SECRET, ns, "s", {"metadata": {"labels": {"theirs": "1"}}})
-    current = await objects.get(SECRET, ns, "s")
-    desired["metadata"]["labels"]["mine"] = "2"
-    patched = await p.create_or_patch(SECRET, desired, current)
-    assert patched is not None
-    assert patched["metadata"]["labels"] == {"mine": "2", "theirs": "1"}
 
 
-async def test_a_warning_is_logged_once_per_reason_with_key_and_uid(
-    caplog: pytest.LogCaptureFixture, passes: Passes, ns: str, runner: JSONDict
+async def test_ensure_creates_then_leaves_alone_then_patches_keeping_foreign_labels(
+    objects: Objects, passes: Passes, ns: str, runner: JSONDict, kube: KubeEmulator
 ) -> None:
+    p = begin(passes, ns)
+    desired = secret(ns, mine="1")
+    assert await p.ensure(SECRET, desired) is Ensured.CREATED
+    # A create the cache has not shown yet: the caller read nothing, the server has it.
+    assert await p.ensure(SECRET, desired, None) is Ensured.UNCHANGED
+    before = len(kube.requests.log)
+    assert await p.ensure(SECRET, desired) is Ensured.UNCHANGED
+    assert [r.verb for r in kube.requests.log[before:]] == ["get"]
+    await objects.patch(SECRET, ns, "s", {"metadata": {"labels": {"theirs": "1"}}})
+    assert await p.ensure(SECRET, secret(ns, mine="2")) is Ensured.UPDATED
+    assert (await objects.get(SECRET, ns, "s"))["metadata"]["labels"] == {
+        "mine": "2",
+        "theirs": "1",
+    }
+
+
+async def test_ensure_replaces_on_the_resource_version_read_and_says_what_drifted(
+    caplog: pytest.LogCaptureFixture, objects: Objects, passes: Passes, ns: str, runner: JSONDict
+) -> None:
+    p = begin(passes, ns)
+    await p.ensure(SECRET, secret(ns))
+    current = await objects.get(SECRET, ns, "s")
+    changed = {**secret(ns), "data": {"k": "dw=="}}
+    with caplog.at_level(logging.INFO, logger=log.name):
+        assert await p.ensure(SECRET, changed, current, replace=True) is Ensured.UPDATED
+    assert caplog.records[-1].getMessage() == f"{ns}/r: updated Secret {ns}/s: data"
+    # A replace carries what it read: a write since makes it fail, not overwrite.
+    with pytest.raises(Conflict):
+        await p.ensure(SECRET, {**secret(ns), "data": {"k": "eA=="}}, current, replace=True)
+
+
+async def test_a_warning_is_said_once_per_message_with_an_event_until_settled(
+    caplog: pytest.LogCaptureFixture,
+    objects: Objects,
+    store: Store,
+    expected: Expectations,
+    ns: str,
+    runner: JSONDict,
+) -> None:
+    passes = Passes(
+        kind=EPHEMERAL_RUNNER,
+        store=store,
+        expectations=expected,
+        objects=objects,
+        logger=log,
+        events=EventRecorder(objects=objects, component="test"),
+    )
     with caplog.at_level(logging.WARNING, logger=log.name):
-        for _ in range(3):
-            begin(passes, ns).warn_once("Refused", "refused: %s", "why")
-        begin(passes, ns).warn_once("Other", "other")
-    assert [r.getMessage() for r in caplog.records] == [f"{ns}/r: refused: why", f"{ns}/r: other"]
+        said = [await begin(passes, ns).warn("Refused", "refused: why") for _ in range(3)]
+        assert said == [True, False, False]
+        await begin(passes, ns).warn("Refused", "refused: why", subject=1)
+        await begin(passes, ns).warn("Refused", "refused: another reason")
+        begin(passes, ns).settle("Refused")
+        await begin(passes, ns).warn("Refused", "refused: another reason")
+        await begin(passes, ns).warn("Quiet", "only logged", event=False)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{ns}/r: refused: why",
+        f"{ns}/r: refused: why",
+        f"{ns}/r: refused: another reason",
+        f"{ns}/r: refused: another reason",
+        f"{ns}/r: only logged",
+    ]
     record = caplog.records[0]
-    assert (record.__dict__["key"], record.__dict__["uid"]) == (
+    assert (record.__dict__["key"], record.__dict__["uid"], record.__dict__["reason"]) == (
         f"{ns}/r",
         runner["metadata"]["uid"],
+        "Refused",
     )
+    events = (await objects.list(EVENT, ns))["items"]
+    assert sorted(e["message"] for e in events) == [
+        "refused: another reason",
+        "refused: another reason",
+        "refused: why",
+        "refused: why",
+    ]
+
+
+@dataclass
+class Restarts:
+    count: int = 0
+
+
+async def test_a_typed_memory_lives_as_long_as_its_object(
+    passes: Passes, store: Store, ns: str, runner: JSONDict
+) -> None:
+    assert passes.recall(runner).recalled(Restarts) is None
+    begin(passes, ns).memory(Restarts).count += 1
+    begin(passes, ns).memory(Restarts).count += 1
+    assert passes.recall(runner).recalled(Restarts) == Restarts(2)
+    store.remove(Request(ns, "r"))
+    assert passes.begin(Request(ns, "r")) is None
+    assert passes.recall(runner).recalled(Restarts) is None
 
 
 async def test_delete_self_answers_the_object_its_finalizers_hold_and_none_once_gone(

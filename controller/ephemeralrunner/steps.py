@@ -1,0 +1,20 @@
+"""What a runner's passes note in its `Recall` (controller.runtime.passes): the one vocabulary
+of the EphemeralRunner reconciler's steps. The steps the two runner reconcilers share are
+`controller.github.runners.RunnerStep`."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Step(Enum):
+    SECRET_DELETED = "secret deleted"
+    POD_CREATED = "pod created"
+    POD_DELETED = "pod deleted"
+    """With the pod's uid."""
+    BUSY_POD_ANNOTATIONS = "busy pod annotations"
+    """With the pod's uid; the value is the annotations written."""
+    LEFT_BEHIND = "left registered"
+    FINALIZERS_REMOVED = "finalizers removed"
+    TIMELINE_RECORDED = "job timeline recorded"
+    """The `JobTimeline` Event was posted (docs/job-timeline.md)."""
