@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from shared.backoff import doubling
+
 
 @dataclass(frozen=True, slots=True)
 class FailurePolicy:
@@ -27,8 +29,11 @@ class FailurePolicy:
         """The wait before the next pod after `failures` recorded failures."""
         if failures <= 0:
             return timedelta(0)
-        doubled: timedelta = self.first_backoff * (2 ** min(failures - 1, 30))
-        return min(doubled, self.max_backoff)
+        return timedelta(
+            seconds=doubling(
+                self.first_backoff.total_seconds(), failures - 1, self.max_backoff.total_seconds()
+            )
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,5 +49,8 @@ class ReplacementPolicy:
     max_delay: timedelta = timedelta(minutes=10)
 
     def delay(self, lineage: int) -> timedelta:
-        doubled: timedelta = self.first_delay * (2 ** min(lineage, 30))
-        return min(doubled, self.max_delay)
+        return timedelta(
+            seconds=doubling(
+                self.first_delay.total_seconds(), lineage, self.max_delay.total_seconds()
+            )
+        )

@@ -31,6 +31,7 @@ from typing import Protocol
 
 from controller.runtime.echoes import from_list
 from controller.runtime.reconcile import Request
+from shared.backoff import doubling
 from shared.clock import Clock, MonotonicClock
 from shared.kube.errors import Gone, KubeError
 from shared.kube.objects import Kind, Objects
@@ -418,7 +419,7 @@ class Informer:
                     # bookmark, is not a failure in a row either. Each such attempt takes the
                     # inactivity timeout, so retrying at once cannot hammer the server.
                     failures = 0
-                delay = min(self.settings.retry_base * 2**failures, self.settings.retry_max)
+                delay = doubling(self.settings.retry_base, failures, self.settings.retry_max)
                 if isinstance(exc, KubeError) and exc.retry_after:
                     # The server said when to come back (a 429 while its watch cache
                     # initialises after a restart): sooner is refused again, later is stale.

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from shared.kube.errors import KubeError, NamespaceTerminating
 from shared.kube.objects import EVENT, Objects
+from shared.kube.views import format_time
 from shared.telemetry.logs import redact
 from shared.typedefs import JSONDict
 
@@ -59,7 +60,7 @@ class EventRecorder:
     ) -> None:
         meta = obj.get("metadata") or {}
         namespace = str(meta.get("namespace", ""))
-        stamp = self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = format_time(self._now())
         event = {
             "apiVersion": "v1",
             "kind": "Event",

@@ -19,6 +19,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from shared.backoff import doubling
 from shared.clock import Clock, MonotonicClock
 
 K = TypeVar("K", bound=Hashable)
@@ -32,7 +33,7 @@ class Backoff:
     maximum: float = 300.0
 
     def delay(self, failures: int) -> float:
-        return min(self.base * (2.0 ** min(failures, 64)), self.maximum)
+        return doubling(self.base, failures, self.maximum)
 
 
 class WorkQueue(Generic[K]):

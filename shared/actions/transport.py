@@ -23,6 +23,7 @@ from shared.actions.errors import (
     UnexpectedResponse,
     scrub,
 )
+from shared.backoff import doubling
 from shared.proxy import no_proxy_covers, proxy_variable
 from shared.retryafter import retry_after_seconds
 from shared.wire import DecodeError, decode_json, read_capped
@@ -235,7 +236,7 @@ class Transport:
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         attempt = state.attempt_number - 1
-        backoff = min(self.retry.wait_min * 2.0**attempt, self.retry.wait_max)
+        backoff = doubling(self.retry.wait_min, attempt, self.retry.wait_max)
         outcome = state.outcome
         if outcome is None or outcome.failed:
             return backoff

@@ -8,7 +8,7 @@ server rejects.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, StringConstraints
@@ -20,6 +20,7 @@ from shared.kube.names import (
     SUBDOMAIN_MAX_LENGTH,
     SUBDOMAIN_PATTERN,
 )
+from shared.kube.views import format_time
 
 
 class SchemaFormat:
@@ -42,15 +43,11 @@ def _parse_time(value: object) -> object:
     return value
 
 
-def _format_time(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 # metav1.Time: RFC 3339 with second precision, always written in UTC with a `Z`.
 KubeTime = Annotated[
     datetime,
     BeforeValidator(_parse_time),
-    PlainSerializer(_format_time, return_type=str, when_used="json"),
+    PlainSerializer(format_time, return_type=str, when_used="json"),
     SchemaFormat("date-time"),
 ]
 

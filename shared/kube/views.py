@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import cast
 
 from shared.typedefs import JSONDict, RawMeta
@@ -65,7 +65,9 @@ def parse_time(value: str) -> datetime:
 
 
 def format_time(value: datetime) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    """A Kubernetes timestamp (metav1.Time: RFC 3339 to the second, in UTC with `Z`); the one
+    formatter of both processes."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def secret_value(secret: JSONDict, key: str) -> str | None:
