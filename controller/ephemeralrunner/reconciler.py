@@ -42,14 +42,15 @@ from controller.ephemeralrunner.rules import (
     REASON_REGISTRATION_FAILED,
     REASON_REGISTRATION_TIMED_OUT,
     REASON_TOO_MANY_POD_FAILURES,
+    ObservedRunner,
     PodOutcome,
     RegistrationFailure,
+    Route,
+    RunnerPlan,
     busy_pod_annotations,
-    decide_from_pod,
+    plan_runner,
     registration_failure,
     registration_timed_out,
-    retry_delay,
-    too_many_failures,
 )
 from controller.ephemeralrunner.steps import Step
 from controller.ephemeralrunner.timeline import pass_span, record_timeline, with_cluster_moments
@@ -62,6 +63,7 @@ from controller.runtime import (
     OwnWrite,
     Pass,
     Passes,
+    Recall,
     Request,
     Result,
     Store,
@@ -84,8 +86,6 @@ from shared.api.names import (
 )
 from shared.api.views import (
     has_container_hooks,
-    has_job,
-    is_terminal,
     runner_id,
     runner_work_folder,
     secret_runner_id,
@@ -96,7 +96,6 @@ from shared.kube.views import (
     is_deleting,
     metadata_of,
     parse_time,
-    pod_ready,
     secret_value,
     status_of,
 )
@@ -106,7 +105,6 @@ log = logging.getLogger(__name__)
 
 REGISTRATION_RETRY_SECONDS = 1.0
 ALREADY_EXISTS_RETRY_SECONDS = 5.0
-POD_EXPECTATION_SECONDS = 5.0
 QUOTA_MESSAGE = "exceeded quota:"
 PENDING = EphemeralRunnerPhase.PENDING.value
 REASON_REGISTRATION_LEFT_BEHIND = "RegistrationLeftBehind"
@@ -152,17 +150,35 @@ class EphemeralRunnerReconciler:
         self._passes.forget(request)
 
     def pod_gone_matters(self, pod: JSONDict) -> bool:
-        """Whether a pod's deletion wakes its runner (the pod's controller owner): not once the
-        runner is finished or being deleted, whose passes never wait for a pod to go."""
+        """Whether a pod's deletion wakes its runner (the pod's controller owner): whether the
+        plan of a pass over the runner looks at its pod (not once the runner is being deleted or
+        finished, made so by this process behind the cache included)."""
         owner = controller_owner(pod) or {}
         runner = self._runners.get(str(metadata_of(pod).get("namespace")), str(owner.get("name")))
-        return runner is not None and not is_deleting(runner) and not self._finished(runner)
+        if runner is None:
+            return False
+        return plan_runner(self._observe(runner, None, self._passes.recall(runner))).waits_for_pod
 
-    def _finished(self, runner: JSONDict) -> bool:
-        """Terminal, or made so by this process behind a cache that has not shown it yet."""
-        return is_terminal(runner) or is_terminal_phase(
-            self._passes.recall(runner).written_status().get("phase")
+    def _observe(self, runner: JSONDict, pod: JSONDict | None, memory: Recall) -> ObservedRunner:
+        created = memory.noted(Step.POD_CREATED)
+        written = memory.written_status()
+        return ObservedRunner(
+            runner=runner,
+            pod=pod,
+            now=self._now(),
+            policy=self._policy,
+            written_phase=written.get("phase"),
+            registered=bool(written.get("runnerId")),
+            pod_created_ago=memory.age(created) if created is not None else None,
         )
+
+    def _plan(self, p: Pass) -> tuple[JSONDict | None, RunnerPlan]:
+        """The runner's pod as cached, and the plan of this pass over the runner."""
+        pod = self._pods.get(p.key.namespace, p.key.name)
+        decided = plan_runner(self._observe(p.object, pod, p))
+        if line := decided.describe():
+            p.log.info("plan: %s", line)
+        return pod, decided
 
     def pass_span(self, request: Request) -> PassSpan:
         return pass_span(
@@ -188,47 +204,37 @@ class EphemeralRunnerReconciler:
             return await self._pass(self._passes.on(live))
 
     async def _pass(self, runner: Pass) -> Result:
-        cached = runner.object
-        request = runner.key
-        if is_deleting(cached):
+        pod, decided = self._plan(runner)
+        if decided.route is Route.FINALIZE:
             return await self._finalize(runner)
-        pod = self._pods.get(request.namespace, request.name)
         await record_timeline(
-            cached, pod, memory=runner, events=self._events, tracer=self._deps.tracer
+            runner.object, pod, memory=runner, events=self._events, tracer=self._deps.tracer
         )
-        if self._finished(cached):
-            # A pass on the older runner would register it again, or report its failure twice.
+        if decided.route is Route.FINISHED:
             await self._delete_resources(runner)
             return Result()
         await add_finalizers(runner.lazy, self._objects, EPHEMERAL_RUNNER_FINALIZERS)
-        if runner_id(runner.object) == 0 and not runner.written_status().get("runnerId"):
+        if decided.route is Route.REGISTER:
             retry = await self._register(runner)
             if retry is not None:
                 return retry
-        if too_many_failures(runner.object, self._policy):
+            # Planned again after its own writes: the runner id is recorded now.
+            pod, decided = self._plan(runner)
+        if decided.route is Route.TOO_MANY_FAILURES:
             await self._mark_failed(
-                runner,
-                reason=REASON_TOO_MANY_POD_FAILURES,
-                message=f"The runner pod failed {len(status_of(runner.object)['failures'])} times",
+                runner, reason=REASON_TOO_MANY_POD_FAILURES, message=decided.why.capitalize()
             )
             return Result()
-        pod = self._pods.get(request.namespace, request.name)
-        if pod is not None:
-            runner.clear(Step.POD_CREATED)
-        else:
-            created = runner.noted(Step.POD_CREATED)
-            if created is not None and runner.age(created) < POD_EXPECTATION_SECONDS:
-                return Result(requeue_after=POD_EXPECTATION_SECONDS)
-            return await self._without_pod(runner)
-        outcome = decide_from_pod(
-            runner.object, pod, ready=pod_ready(pod), now=self._now(), policy=self._policy
-        )
-        if outcome.delete_runner:
+        if decided.retry_after is not None:
+            return Result(requeue_after=max(decided.retry_after.total_seconds(), 0.001))
+        if decided.delete_self:
             return await self._delete_self(runner)
-        if outcome.status.get("phase") == EphemeralRunnerPhase.SUCCEEDED:
-            # Its job is done: it goes at once, as in upstream ARC's newer source
-            # (docs/reconcilers.md#a-runner-that-succeeded).
-            return await self._delete_self(runner)
+        if decided.create_pod:
+            return await self._create_pod(runner)
+        outcome = decided.outcome
+        assert pod is not None
+        assert outcome is not None
+        runner.clear(Step.POD_CREATED)
         await self._apply(runner, pod, outcome)
         if not (outcome.delete_pod or is_deleting(pod)):
             await self._protect_busy_pod(runner, pod)
@@ -499,17 +505,6 @@ class EphemeralRunnerReconciler:
             message=f"A runner named {meta['name']} exists in another scale set",
         )
         return await self._delete_self(p)
-
-    async def _without_pod(self, runner: Pass) -> Result:
-        obj = runner.object
-        if has_job(obj):
-            # Its pod vanished (node drained or deleted) with the job: a new pod would re-use a
-            # consumed JIT config, and the runner would hold a slot forever.
-            return await self._delete_self(runner)
-        delay = retry_delay(obj, now=self._now(), policy=self._policy)
-        if delay is not None:
-            return Result(requeue_after=max(delay.total_seconds(), 0.001))
-        return await self._create_pod(runner)
 
     async def _create_pod(self, runner: Pass) -> Result:
         obj = runner.object
