@@ -71,7 +71,6 @@ from controller.runtime import (
     has_any_finalizer,
     remove_finalizers,
 )
-from controller.runtime.cache import controller_owner, controller_owner_uid
 from controller.runtime.controller import PassSpan
 from shared.actions.errors import ActionsError, RunnerExists
 from shared.api import EphemeralRunnerPhase, is_terminal_phase
@@ -93,11 +92,14 @@ from shared.api.views import (
 from shared.kube.errors import AlreadyExists, Conflict, Forbidden, Invalid, KubeError, NotFound
 from shared.kube.objects import POD, SECRET, Objects
 from shared.kube.views import (
+    controller_owner,
+    controller_owner_uid,
     is_deleting,
     metadata_of,
     parse_time,
     secret_value,
     status_of,
+    uid_of,
 )
 from shared.typedefs import JSONDict
 
@@ -251,7 +253,7 @@ class EphemeralRunnerReconciler:
             return
         changes = busy_pod_annotations(runner.object, pod)
         pod_meta = metadata_of(pod)
-        step = (Step.BUSY_POD_ANNOTATIONS, pod_meta.get("uid"))
+        step = (Step.BUSY_POD_ANNOTATIONS, uid_of(pod))
         noted = runner.noted(step)
         if not changes or (noted is not None and noted.value == changes):
             return
@@ -386,7 +388,7 @@ class EphemeralRunnerReconciler:
         if self._collected(runner, pod):
             return
         if pod is not None and not is_deleting(pod):
-            deleted = (Step.POD_DELETED, pod["metadata"].get("uid"))
+            deleted = (Step.POD_DELETED, uid_of(pod))
             if not runner.done(deleted):
                 await runner.delete(POD, pod)
                 runner.note(deleted)

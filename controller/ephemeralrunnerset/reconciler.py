@@ -77,7 +77,6 @@ from controller.runtime import (
     add_finalizers,
     remove_finalizers,
 )
-from controller.runtime.cache import controller_owner
 from shared.api import patchid
 from shared.api.kinds import AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from shared.api.names import (
@@ -91,6 +90,7 @@ from shared.kube.errors import Conflict
 from shared.kube.objects import SECRET, Objects
 from shared.kube.views import (
     annotation_int,
+    controller_owner,
     is_deleting,
     metadata_of,
     spec_int,

@@ -25,7 +25,6 @@ from enum import Enum
 
 from controller.runners.backoff import ReplacementPolicy
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
-from controller.runtime.cache import controller_owner
 from controller.runtime.controllerutil import has_any_finalizer
 from controller.runtime.predicates import stable_metadata
 from shared.api import EphemeralRunnerPhase, EphemeralRunnerSetPhase, patchid
@@ -39,6 +38,7 @@ from shared.api.names import (
 from shared.api.views import is_busy, last_failure, runner_id, runner_set_status
 from shared.kube.views import (
     annotation_int,
+    controller_owner,
     created_at,
     is_deleting,
     metadata_of,

@@ -43,7 +43,6 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
-from controller.runtime.cache import controller_owner
 from controller.runtime.echoes import Echoes, OwnWrite, current_echoes
 from controller.runtime.lazy import copy_observer
 from controller.runtime.metrics import RuntimeMetrics
@@ -52,6 +51,7 @@ from controller.runtime.queue import Backoff, WorkQueue
 from controller.runtime.reconcile import Reconciler, Request, Result, TerminalError
 from shared.kube.errors import NamespaceTerminating
 from shared.kube.objects import Kind
+from shared.kube.views import controller_owner
 from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
