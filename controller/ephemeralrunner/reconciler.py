@@ -142,6 +142,7 @@ class EphemeralRunnerReconciler:
             expectations=deps.expectations,
             objects=objects,
             logger=log,
+            events=deps.events,
         )
         self._metrics = metrics
         self._now = now
@@ -337,12 +338,9 @@ class EphemeralRunnerReconciler:
         """Report, once per runner, that it goes without being unregistered."""
         if not runner.do_once(Step.LEFT_BEHIND):
             return
-        runner.log.warning("left registered: %s", message)
         if self._metrics is not None:
             self._metrics.left_behind(runner.object)
-        await self._events.warning(
-            runner.object, reason=REASON_REGISTRATION_LEFT_BEHIND, message=message
-        )
+        await runner.warn(REASON_REGISTRATION_LEFT_BEHIND, message)
 
     async def _remove_registration(self, p: Pass) -> Removal:
         """Unregister the runner (a runner never registered counts as removed)."""
@@ -491,7 +489,7 @@ class EphemeralRunnerReconciler:
         if status_of(obj).get("reason") != failure.reason and await runner.write_status(
             desired, compare=("reason",)
         ):
-            await self._events.warning(obj, reason=failure.reason, message=failure.message)
+            await runner.warn(failure.reason, failure.message)
         return False
 
     async def _resolve_name_clash(self, p: Pass, scale_set_id: int) -> Result:
@@ -501,10 +499,8 @@ class EphemeralRunnerReconciler:
         meta = runner["metadata"]
         if await self._github.free_name(runner, scale_set_id) is NameClash.FREED:
             return Result(requeue_after=REGISTRATION_RETRY_SECONDS)
-        await self._events.warning(
-            runner,
-            reason="RunnerNameTaken",
-            message=f"A runner named {meta['name']} exists in another scale set",
+        await p.warn(
+            "RunnerNameTaken", f"A runner named {meta['name']} exists in another scale set"
         )
         return await self._delete_self(p)
 
@@ -547,8 +543,7 @@ class EphemeralRunnerReconciler:
             "message": message,
         }
         await runner.write_status(desired)
-        runner.log.info("failed: %s: %s", reason, message)
-        await self._events.warning(runner.object, reason=reason, message=message)
+        await runner.warn(reason, message)
         # The pass goes on as one on the terminal runner would (its echo wakes nothing).
         await self._delete_resources(runner)
 
@@ -568,7 +563,7 @@ class EphemeralRunnerReconciler:
             await runner.delete(POD, pod)
         if outcome.warning is not None:
             reason, message = outcome.warning
-            await self._events.warning(runner.object, reason=reason, message=message)
+            await runner.warn(reason, message)
         if terminal:
             # The pass goes on as one on the terminal runner would (its echo wakes nothing).
             await self._delete_resources(runner)
