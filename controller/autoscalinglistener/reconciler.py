@@ -116,7 +116,10 @@ class AutoscalingListenerReconciler:
         if decided.read:
             # Planned again with what the API holds of the children: read only for a listener
             # that gets this far, so a deletion, a refusal or a foreign listener costs no GET.
-            decided = plan(replace(observed, inputs=await self._inputs(p)))
+            # The caches are looked at again after those reads: a pod this process created in
+            # the pass before may have reached them meanwhile (else a second create, a 409).
+            inputs = await self._inputs(p)
+            decided = plan(replace(self._observe(p), inputs=inputs))
         result = await self._apply(p, decided)
         if result is None:
             # Planned again after its own deletes: with every child gone, the same pass drops
