@@ -245,7 +245,7 @@ class Settle:
     subject: object = None
 
 
-Step = (
+Action = (
     AddFinalizer
     | RemoveFinalizer
     | DeleteSelf
@@ -263,7 +263,7 @@ Step = (
 class Plan:
     """What a pass does, in order, and why."""
 
-    steps: tuple[Step, ...] = ()
+    steps: tuple[Action, ...] = ()
     why: tuple[str, ...] = ()
     """The decisions, one phrase each ("" when the pass only checks its children)."""
     requeue_after: float | None = None
@@ -319,7 +319,7 @@ def _children(observed: Observed, inputs: Inputs, runner_set: JSONDict) -> Plan:
     listener, settings = observed.listener, observed.settings
     spec = listener.get("spec") or {}
     namespace = metadata_of(listener)["namespace"]
-    steps: list[Step] = [Ensure(SERVICE_ACCOUNT, service_account(listener))]
+    steps: list[Action] = [Ensure(SERVICE_ACCOUNT, service_account(listener))]
     why: list[str] = []
     deleted: set[int] = set()
 
@@ -444,7 +444,7 @@ def _refusal(observed: Observed, config: JSONDict) -> tuple[str, str] | None:
 
 @dataclass(frozen=True, slots=True)
 class _PodPlan:
-    steps: tuple[Step, ...]
+    steps: tuple[Action, ...]
     why: tuple[str, ...]
     restarts: Restarts
     requeue_after: float | None
@@ -491,7 +491,7 @@ def _pod(observed: Observed, replica: int, digest: str) -> _PodPlan:
         delay = doubling(
             settings.restart_backoff_seconds, count - 1, settings.restart_backoff_max_seconds
         )
-        steps: list[Step] = []
+        steps: list[Action] = []
         if count >= CRASH_LOOP_EVENT_AFTER:
             who = "listener" if listener_replicas(listener) == 1 else f"listener pod {name}"
             message = (
@@ -507,7 +507,7 @@ def _pod(observed: Observed, replica: int, digest: str) -> _PodPlan:
             False,
         )
     waiting = waiting_report(pod)
-    report: Step = (
+    report: Action = (
         Settle(REASON_CONTAINER_WAITING, subject=replica)
         if waiting is None
         else Warn(REASON_CONTAINER_WAITING, waiting, subject=replica)

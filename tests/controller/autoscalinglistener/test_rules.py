@@ -18,6 +18,7 @@ from controller.autoscalinglistener.rules import (
     REASON_TEMPLATE_REFUSED,
     REFUSALS,
     WAIT,
+    Action,
     AddFinalizer,
     CreatePod,
     Delete,
@@ -31,7 +32,6 @@ from controller.autoscalinglistener.rules import (
     RemoveFinalizer,
     Restarts,
     Settle,
-    Step,
     Warn,
     plan,
 )
@@ -87,7 +87,7 @@ def observed(obj: JSONDict | None = None, **fields: Any) -> Observed:
     return Observed(listener=obj or listener(), settings=SETTINGS, now=NOW, **fields)
 
 
-def kinds(steps: tuple[Step, ...]) -> list[str]:
+def kinds(steps: tuple[Action, ...]) -> list[str]:
     """Each step as a short word, for tables."""
     out: list[str] = []
     for step in steps:
