@@ -82,7 +82,12 @@ REASON_POD_REFUSED = "ListenerPodRefused"
 REASON_CONTAINER_WAITING = "ListenerContainerWaiting"
 REASON_CRASH_LOOPING = "ListenerCrashLooping"
 REASON_CANNOT_DELETE = "CannotDelete"
-REFUSALS = (REASON_CONFIG_INVALID, REASON_TEMPLATE_REFUSED, REASON_TEMPLATE_INVALID)
+REFUSALS = (
+    REASON_VAULT_NOT_SUPPORTED,
+    REASON_CONFIG_INVALID,
+    REASON_TEMPLATE_REFUSED,
+    REASON_TEMPLATE_INVALID,
+)
 """Why a listener gets no config and no pod; one holds at a time."""
 
 Child = tuple[Kind, str, str]
@@ -307,8 +312,11 @@ def plan(observed: Observed) -> Plan:
     spec = listener.get("spec") or {}
     if refusal := vault_refusal(spec):
         return Plan(
-            steps=(Warn(REASON_VAULT_NOT_SUPPORTED, refusal),),
-            why=("no listener pod: Key Vault credentials",),
+            steps=(
+                *_settle_but(REASON_VAULT_NOT_SUPPORTED),
+                Warn(REASON_VAULT_NOT_SUPPORTED, refusal),
+            ),
+            why=(f"no listener pod: {REASON_VAULT_NOT_SUPPORTED}",),
         )
     if observed.inputs is None:
         return Plan(read=True)
@@ -372,7 +380,7 @@ def _children(observed: Observed, inputs: Inputs, runner_set: JSONDict) -> Plan:
     refused = _refusal(observed, config)
     if refused is not None:
         reason, message = refused
-        steps += [Settle(other) for other in REFUSALS if other != reason]
+        steps += _settle_but(reason)
         also_on = (runner_set,) if reason == REASON_TEMPLATE_REFUSED else ()
         steps.append(Warn(reason, message, also_on=also_on))
         why.append(f"no listener pod: {reason}")
@@ -418,6 +426,11 @@ def _children(observed: Observed, inputs: Inputs, runner_set: JSONDict) -> Plan:
         running=any(states) if states else None,
         restarts=restarts,
     )
+
+
+def _settle_but(reason: str) -> list[Action]:
+    """One refusal holds at a time: the others ended (so a return to one is said again)."""
+    return [Settle(other) for other in REFUSALS if other != reason]
 
 
 def _refusal(observed: Observed, config: JSONDict) -> tuple[str, str] | None:
