@@ -131,7 +131,10 @@ async def measure(mode: str, jobs: int) -> Sample:
                 "KUBECONFIG": str(kubeconfig),
             }
             proc = await asyncio.create_subprocess_exec(
-                GHA_LISTENER, env=env, stderr=asyncio.subprocess.DEVNULL
+                GHA_LISTENER,
+                env=env,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
             )
             try:
                 await until(lambda: gh.state.count("get_message") >= IDLE_POLLS)
@@ -229,7 +232,10 @@ async def measure_sets(count: int) -> int:
                 "KUBECONFIG": str(kubeconfig),
             }
             proc = await asyncio.create_subprocess_exec(
-                GHA_LISTENER, env=env, stderr=asyncio.subprocess.DEVNULL
+                GHA_LISTENER,
+                env=env,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
             )
             try:
                 await until(

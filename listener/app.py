@@ -261,10 +261,14 @@ def run() -> int:
         print(f"gha-listener: invalid configuration: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     settings = sets[0].settings
+    # To stdout, as ARC's listener logs: a pipeline that reads stderr as errors (GKE's, without
+    # a severity field) keeps its saved queries. A configuration it cannot start with is said on
+    # stderr above, before there is a log, as Go's log.Fatal says it.
     configure_logging(
         fmt=settings.log_format,
         level=_LEVELS[settings.log_level],
         library_level=_LEVELS[settings.library_log_level],
+        stream=sys.stdout,
     )
     for config in loaded:
         if config.ignored_keys:

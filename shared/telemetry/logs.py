@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from types import TracebackType
-from typing import Literal
+from typing import Literal, TextIO
 
 LogFormat = Literal["text", "json"]
 
@@ -93,11 +93,16 @@ controller-runtime configures it)."""
 class JsonFormatter(logging.Formatter):
     """One JSON object per line with the keys of ARC's listener, Go's `slog.JSONHandler` with
     `AddSource`: `time` (RFC 3339, milliseconds), `level` (`DEBUG`, `INFO`, `WARN`, `ERROR`),
-    `source`, `msg`, then `logger`, any `extra` fields, and for an exception `error` (its last
-    line) and `stacktrace`."""
+    `source`, `msg`, then `logger`, `severity`, any `extra` fields, and for an exception
+    `error` (its last line) and `stacktrace`.
+
+    `severity` is not ARC's: it is the level in the names log pipelines read as a line's
+    severity (Cloud Logging's `LogSeverity`: `DEBUG`, `INFO`, `WARNING`, `ERROR`, `CRITICAL`),
+    which slog's `level` is not (docs/listener.md#telemetry)."""
 
     _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message"}
     _LEVELS = {"DEBUG": "DEBUG", "INFO": "INFO", "WARNING": "WARN"}
+    _SEVERITIES = {"DEBUG": "DEBUG", "INFO": "INFO", "WARNING": "WARNING", "ERROR": "ERROR"}
 
     def head(self, record: logging.LogRecord) -> dict[str, object]:
         return {
@@ -112,6 +117,7 @@ class JsonFormatter(logging.Formatter):
             },
             "msg": record.getMessage(),
             "logger": record.name,
+            "severity": self._SEVERITIES.get(record.levelname, "CRITICAL"),
         }
 
     def format(self, record: logging.LogRecord) -> str:
@@ -161,13 +167,15 @@ def configure_logging(
     level: str = "INFO",
     library_level: str = "INFO",
     json_shape: JsonShape = "slog",
+    stream: TextIO | None = None,
 ) -> None:
-    """Route every logger to stderr in the chosen format, redacting secrets: this project's
+    """Route every logger to `stream` (stderr by default: the controller's, as ARC's; the
+    listener's is stdout, as ARC's) in the chosen format, redacting secrets: this project's
     loggers at `level`, the libraries' at `library_level`, uncaught exceptions (of the main
     thread and of any other) as one CRITICAL record. An asyncio loop's default exception
     handler logs through the `asyncio` logger, so it is covered too. `json` writes the keys of
     the ARC process named by `json_shape`."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.addFilter(RedactingFilter())
     if fmt == "json":
         handler.setFormatter(ZapJsonFormatter() if json_shape == "zap" else JsonFormatter())

@@ -330,9 +330,10 @@ class Process:
     port: asyncio.Future[int] = field(default_factory=asyncio.Future)
     reader: asyncio.Task[None] | None = None
 
-    async def read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        async for raw in self.proc.stderr:
+    async def read_output(self) -> None:
+        """Its log (stdout) and what it says before it has a log (stderr), one stream."""
+        assert self.proc.stdout is not None
+        async for raw in self.proc.stdout:
             line = raw.decode().rstrip("\n")
             self.lines.append(line)
             found = PORT_LINE.search(line)
@@ -364,10 +365,10 @@ async def spawn(cluster: Cluster, github: GitHub, tmp_path: Path) -> AsyncIterat
         }
         env = {name: value for name, value in env.items() if value}
         proc = await asyncio.create_subprocess_exec(
-            GHA_LISTENER, env=env, stderr=asyncio.subprocess.PIPE
+            GHA_LISTENER, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
         )
         process = Process(proc=proc)
-        process.reader = asyncio.create_task(process.read_stderr())
+        process.reader = asyncio.create_task(process.read_output())
         processes.append(process)
         return process
 

@@ -174,7 +174,10 @@ async def test_sigterm_deletes_every_sets_session(
         "KUBECONFIG": str(kubeconfig),
     }
     proc = await asyncio.create_subprocess_exec(
-        GHA_LISTENER, env=env, stderr=asyncio.subprocess.DEVNULL
+        GHA_LISTENER,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
     )
     state = github.emulator.state
     try:

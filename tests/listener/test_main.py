@@ -1,6 +1,7 @@
 """`gha-listener`'s command line: `--version` from the package metadata, `--help` describing every
-setting (from the settings' field descriptions), and the one line a kubeconfig the process
-cannot read gets."""
+setting (from the settings' field descriptions), the one line a kubeconfig the process cannot
+read gets, and which stream says what: the log on stdout (as ARC's listener), a configuration it
+cannot start with on stderr."""
 
 from __future__ import annotations
 
@@ -73,7 +74,19 @@ def test_an_unreadable_kubeconfig_names_the_file_and_the_uid(tmp_path: Path) -> 
         LISTENER_METRICS_ADDR="127.0.0.1:0",
     )
     assert result.returncode == 2
-    [line] = [line for line in result.stderr.splitlines() if "kubeconfig" in line]
+    # Said in the log, and the listener logs to stdout as ARC's does (issue 41): nothing on
+    # stderr, which some pipelines read as errors.
+    [line] = [line for line in result.stdout.splitlines() if "kubeconfig" in line]
+    assert result.stderr == ""
     assert f"cannot read the kubeconfig {kubeconfig} as uid {os.geteuid()}" in line
     assert "make it readable by this uid" in line
     assert "set KUBECONFIG" not in line
+
+
+def test_a_configuration_it_cannot_start_with_is_said_on_stderr_not_in_the_log() -> None:
+    """Before there is a log, as Go's log.Fatal says it in ARC's listener: stdout, the log,
+    stays empty."""
+    result = _run(LISTENER_CONFIGURE_URL="not a url", LISTENER_LOG_FORMAT="json")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("gha-listener: invalid configuration: ")

@@ -102,12 +102,22 @@ def test_json_has_the_keys_and_levels_of_arcs_listener() -> None:
     Before: time, level (lower case), logger, message, exception."""
     lines = [json.loads(JsonFormatter().format(record_at(level))) for level in LEVELS]
     assert [line["level"] for line in lines] == ["DEBUG", "INFO", "WARN", "ERROR", "ERROR"]
+    # Not ARC's: the level as log pipelines read a line's severity (Cloud Logging's names), so
+    # that a pipeline without a parser for slog's `level` does not take every line for an error.
+    assert [line["severity"] for line in lines] == [
+        "DEBUG",
+        "INFO",
+        "WARNING",
+        "ERROR",
+        "CRITICAL",
+    ]
     assert lines[1] == {
         "time": "2026-01-01T00:00:00.250Z",
         "level": "INFO",
         "source": {"function": "scale", "file": "/app/listener/scaler.py", "line": 42},
         "msg": "scaled to 3",
         "logger": "listener.scaler",
+        "severity": "INFO",
         "scale_set": "arc",
     }
     assert list(lines[1])[:4] == ["time", "level", "source", "msg"]
