@@ -53,6 +53,12 @@ _SCALE_SET_LABELS = ["name", "namespace", "repository", "organization", "enterpr
 _JOB_LABELS = ["repository", "organization", "enterprise", "job_name", "event_name"]
 
 GAUGES: dict[str, str] = {
+    # ARC's pull request 4430 (its issue 4429): two counts of each statistics message that ARC
+    # parsed and dropped, the queue before a runner is asked for.
+    "gha_available_jobs": "Number of jobs with matching runs-on labels waiting to be acquired "
+    "by this scale set.",
+    "gha_acquired_jobs": "Number of jobs acquired by this scale set and not yet assigned to a "
+    "runner.",
     "gha_assigned_jobs": "Number of jobs assigned to this scale set.",
     "gha_running_jobs": "Number of jobs running (or about to be run).",
     "gha_registered_runners": "Number of runners registered by the scale set.",
@@ -319,6 +325,8 @@ class ListenerMetrics:
 
     def record_statistics(self, stats: Statistics) -> None:
         for name, value in (
+            ("gha_available_jobs", stats.total_available_jobs),
+            ("gha_acquired_jobs", stats.total_acquired_jobs),
             ("gha_assigned_jobs", stats.total_assigned_jobs),
             ("gha_running_jobs", stats.total_running_jobs),
             ("gha_registered_runners", stats.total_registered_runners),

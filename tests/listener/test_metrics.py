@@ -52,13 +52,22 @@ def test_parse_workflow_ref(ref: str, expected: WorkflowRef) -> None:
 def test_gauges_carry_the_scale_set_labels_only(metrics: ListenerMetrics) -> None:
     metrics.record_static(min_runners=1, max_runners=5)
     metrics.record_statistics(
-        Statistics(total_assigned_jobs=3, total_running_jobs=2, total_idle_runners=1)
+        Statistics(
+            total_available_jobs=7,
+            total_acquired_jobs=6,
+            total_assigned_jobs=3,
+            total_running_jobs=2,
+            total_idle_runners=1,
+        )
     )
     metrics.record_desired(4)
     got = samples(metrics)
     for name, value in [
         ("gha_min_runners", 1),
         ("gha_max_runners", 5),
+        # ARC's pull request 4430: the queue before the scale set asks for a runner.
+        ("gha_available_jobs", 7),
+        ("gha_acquired_jobs", 6),
         ("gha_assigned_jobs", 3),
         ("gha_running_jobs", 2),
         ("gha_idle_runners", 1),
