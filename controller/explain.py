@@ -1,9 +1,11 @@
-"""`gha-controller explain job <id>` / `explain runner <name>`: where a job's wait went
-(docs/job-timeline.md).
+"""`gha-controller explain job <id> [<job name>]` / `explain runner <name>`: where a job's wait
+went (docs/job-timeline.md).
 
-Reads what the cluster holds: the `JobTimeline` Events (kept for the Event TTL after the runner
-is gone) and, for a runner still there, its `status.timeline`. Prints each stage and the one that
-dominated, with why. Read-only.
+A job is found by its id (`status.jobId`) or by what a user sees of it in GitHub: the workflow
+run's id (the number in the run's URL), with the job's name when the run has several jobs. Reads
+what the cluster holds: the `JobTimeline` Events (kept for the Event TTL after the runner is
+gone) and, for a runner still there, its `status.timeline`. Prints each stage and the one that
+dominated, with why, in sentences. Read-only.
 
 Exit codes: 0 printed, 1 no timeline found (or a Kubernetes error), 2 bad arguments or kubeconfig.
 """
@@ -40,24 +42,41 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> _Parser:
     p = _Parser(prog=PROG, description="Explain where a job's wait went, stage by stage.")
     p.add_argument("what", choices=("job", "runner"))
-    p.add_argument("id", help="the job id (status.jobId) or the EphemeralRunner's name")
+    p.add_argument(
+        "id",
+        help="for a job its id (status.jobId) or its workflow run's id (the number in the run's "
+        "URL on GitHub); for a runner the EphemeralRunner's name",
+    )
+    p.add_argument(
+        "name", nargs="?", default=None, help="the job's name in the run, as GitHub shows it"
+    )
     p.add_argument("-n", "--namespace", default=None, help="default: every namespace")
     p.add_argument("--kubeconfig", default=None, help="default: KUBECONFIG, then in-cluster")
     p.add_argument("--context", default=None)
     return p
 
 
-def _matches(moments: JSONDict, runner: str, *, what: str, ident: str) -> bool:
-    if what == "job":
-        return str(moments.get(tl.JOB_ID, "")) == ident
-    return runner == ident
+def _matches(
+    moments: JSONDict, runner: str, *, what: str, ident: str, name: str | None = None
+) -> bool:
+    if what == "runner":
+        return runner == ident
+    found = ident in (str(moments.get(tl.JOB_ID, "")), str(moments.get(tl.WORKFLOW_RUN_ID, "")))
+    return found and (name is None or moments.get(tl.JOB_NAME) == name)
 
 
-async def find_timeline(
-    objects: Objects, *, what: str, ident: str, namespace: str | None
-) -> tl.Timeline | None:
-    """The job's timeline: from its Event when there is one (the controller's, complete), else
-    from the runner's status (the listener's part and the moments the controller wrote)."""
+async def find_timelines(
+    objects: Objects,
+    *,
+    what: str,
+    ident: str,
+    namespace: str | None,
+    name: str | None = None,
+) -> list[tl.Timeline]:
+    """Every matching job's timeline, newest first (a workflow run may have several jobs): from
+    its Event when there is one (the controller's, complete), else from the runner's status (the
+    listener's part and the moments the controller wrote)."""
+    found: dict[str, tl.Timeline] = {}
     events = (await objects.list(EVENT, namespace)).get("items") or []
     for event in sorted(events, key=lambda e: str(e.get("lastTimestamp") or ""), reverse=True):
         if event.get("reason") != tl.EVENT_REASON:
@@ -67,31 +86,71 @@ async def find_timeline(
             continue
         timeline = tl.Timeline.from_json(str(annotation))
         runner = str((event.get("involvedObject") or {}).get("name", ""))
-        if _matches(timeline.moments, runner, what=what, ident=ident):
-            return timeline
+        if _matches(timeline.moments, runner, what=what, ident=ident, name=name):
+            found.setdefault(_job_of(timeline, runner), timeline)
     runners = (await objects.list(EPHEMERAL_RUNNER, namespace)).get("items") or []
     for runner_obj in runners:
-        moments = dict(status_of(runner_obj).get(tl.TIMELINE_FIELD) or {})
-        name = str(metadata_of(runner_obj).get("name", ""))
-        if moments and _matches(moments, name, what=what, ident=ident):
+        status = status_of(runner_obj)
+        moments = dict(status.get(tl.TIMELINE_FIELD) or {})
+        if not moments:
+            continue
+        runner_name = str(metadata_of(runner_obj).get("name", ""))
+        # The runner's own job fields, for a timeline an older listener wrote without them.
+        for key in (tl.WORKFLOW_RUN_ID, tl.JOB_NAME):
+            if key not in moments and status.get(key):
+                moments[key] = str(status[key])
+        if _matches(moments, runner_name, what=what, ident=ident, name=name):
             moments.update(tl.cluster_moments(runner_obj, None))
-            moments[tl.RUNNER] = name
-            return tl.Timeline(moments)
-    return None
+            moments[tl.RUNNER] = runner_name
+            found.setdefault(_job_of(tl.Timeline(moments), runner_name), tl.Timeline(moments))
+    return list(found.values())
+
+
+def _job_of(timeline: tl.Timeline, runner: str) -> str:
+    return str(timeline.moments.get(tl.JOB_ID) or runner)
+
+
+async def find_timeline(
+    objects: Objects, *, what: str, ident: str, namespace: str | None
+) -> tl.Timeline | None:
+    """The newest matching job's timeline, or None."""
+    found = await find_timelines(objects, what=what, ident=ident, namespace=namespace)
+    return found[0] if found else None
 
 
 def render(timeline: tl.Timeline) -> str:
-    """The report `explain` prints."""
+    """The report `explain` prints: every line a sentence."""
     moments = timeline.moments
-    lines = [
-        f"job {moments.get(tl.JOB_ID, '?')} on runner {moments.get(tl.RUNNER, '?')}",
-        f"  offered {moments.get(tl.RECEIVED, '?')}, started {moments.get(tl.JOB_STARTED, '?')}",
-    ]
+    job = str(moments.get(tl.JOB_ID) or "(id unknown)")
+    seen = []
+    if moments.get(tl.JOB_NAME):
+        seen.append(f'"{moments[tl.JOB_NAME]}"')
+    if moments.get(tl.WORKFLOW_RUN_ID):
+        seen.append(f"of workflow run {moments[tl.WORKFLOW_RUN_ID]}")
+    about = f" ({' '.join(seen)})" if seen else ""
+    lines = [f"Job {job}{about} ran on runner {moments.get(tl.RUNNER) or '(unknown)'}."]
+    offered, started = moments.get(tl.RECEIVED), moments.get(tl.JOB_STARTED)
+    if offered and started:
+        lines.append(f"It was offered at {offered} and started at {started}.")
+    elif started:
+        lines.append(f"It started at {started}; when it was offered is not known.")
     for stage in timeline.stages():
-        lines.append(f"  {stage.name:<16}{stage.seconds:>9.1f} s")
-    lines.append(f"  {'total':<16}{timeline.total_seconds():>9.1f} s")
-    lines.append(f"dominated by: {timeline.explanation()}")
-    lines.append(f"GitHub clock vs the listener's: {moments.get(tl.SKEW, '?')} s")
+        lines.append(f"  The {stage.name} stage took {stage.seconds:.1f} s.")
+    lines.append(f"In all it waited {timeline.total_seconds():.1f} s.")
+    lines.append(f"Most of the wait: {timeline.explanation()}.")
+    skew = moments.get(tl.SKEW)
+    try:
+        seconds = float(str(skew))
+    except ValueError:
+        lines.append(
+            "GitHub's clock was not measured against the listener's (the listener did not see "
+            "the job offered), so GitHub's times are taken as the listener's."
+        )
+    else:
+        lines.append(
+            f"GitHub's clock read {seconds:.3f} s behind the listener's (the job offer's "
+            "delivery included)."
+        )
     return "\n".join(lines)
 
 
@@ -101,16 +160,21 @@ async def run(args: argparse.Namespace) -> int:
         return 2
     async with api:
         try:
-            timeline = await find_timeline(
-                Objects(api), what=args.what, ident=args.id, namespace=args.namespace
+            timelines = await find_timelines(
+                Objects(api),
+                what=args.what,
+                ident=args.id,
+                namespace=args.namespace,
+                name=args.name,
             )
         except KubeError as exc:
             print(f"{PROG}: {exc}", file=sys.stderr)
             return 1
-    if timeline is None:
-        print(f"{PROG}: no timeline recorded for {args.what} {args.id}", file=sys.stderr)
+    if not timelines:
+        named = f' named "{args.name}"' if args.name else ""
+        print(f"{PROG}: no timeline recorded for {args.what} {args.id}{named}", file=sys.stderr)
         return 1
-    print(render(timeline))
+    print("\n\n".join(render(timeline) for timeline in timelines))
     return 0
 
 

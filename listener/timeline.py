@@ -79,6 +79,11 @@ class JobClock:
             # GitHub's clock is taken as the listener's.
             skew = timedelta(0)
         moments: JSONDict = {tl.JOB_ID: job.job_id, tl.SKEW: f"{skew.total_seconds():.3f}"}
+        # What a user sees of the job in GitHub, to find it by (`gha-controller explain`).
+        if job.workflow_run_id:
+            moments[tl.WORKFLOW_RUN_ID] = str(job.workflow_run_id)
+        if job.job_display_name:
+            moments[tl.JOB_NAME] = job.job_display_name
         if offer is None or offer.skew is None:
             moments[tl.SKEW] = "unmeasured"
         existing = (runner.get("status") or {}).get(tl.TIMELINE_FIELD) or {}

@@ -64,6 +64,10 @@ SKEW = "githubSkewSeconds"
 QUEUED = "queued"
 """GitHub's queueTime, shifted to the listener's clock (informational: not a stage boundary)."""
 JOB_ID = "jobId"
+WORKFLOW_RUN_ID = "workflowRunId"
+"""The workflow run's id, the number in the run's URL on GitHub (as the runner's status field)."""
+JOB_NAME = "jobDisplayName"
+"""The job's name as GitHub shows it in the run (as the runner's status field)."""
 RUNNER = "runner"
 
 # Stage names (the `stage` label of gha_job_stage_duration_seconds).

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 from controller import app
-from controller.explain import find_timeline, render
+from controller.explain import find_timeline, find_timelines, render
 from listener.app import credentials_of, serve
 from listener.config import ListenerSettings
 from shared.api import timeline as tl
@@ -149,9 +149,24 @@ async def test_a_slow_pod_start_is_the_stage_that_dominates(
         )
         assert by_job == by_runner == timeline
         report = render(timeline)
-        assert f"job {job_id} on runner {runner}" in report
-        assert "dominated by: " in report
+        # Sentences (issue 41): before, "job <id> on runner <r>" and "dominated by: ...".
+        run_id = str(timeline.moments[tl.WORKFLOW_RUN_ID])
+        name = str(timeline.moments[tl.JOB_NAME])
+        assert report.splitlines()[0] == (
+            f'Job {job_id} ("{name}" of workflow run {run_id}) ran on runner {runner}.'
+        )
+        assert all(line.endswith(".") for line in report.splitlines())
+        assert "Most of the wait: " in report
         assert "in container_start" in report
+        # Found by what a user sees of the job in GitHub: the run's id, and the job's name.
+        by_run = await find_timelines(rig.objects, what="job", ident=run_id, namespace=None)
+        named = await find_timelines(
+            rig.objects, what="job", ident=run_id, namespace=None, name=name
+        )
+        assert by_run == named == [timeline]
+        assert not await find_timelines(
+            rig.objects, what="job", ident=run_id, namespace=None, name="another job"
+        )
 
         # The listener wrote the same moments into the runner's status, with no request of
         # its own, and counted each stage.
@@ -194,6 +209,9 @@ async def test_a_slow_pod_start_is_the_stage_that_dominates(
     argv = ["explain", "runner", runner, "-n", rig.namespace, "--kubeconfig", str(kubeconfig)]
     assert await asyncio.to_thread(app.main, argv) == 0
     assert capsys.readouterr().out == render(timeline) + "\n"
+    argv = ["explain", "job", run_id, name, "--kubeconfig", str(kubeconfig)]
+    assert await asyncio.to_thread(app.main, argv) == 0
+    assert capsys.readouterr().out == render(timeline) + "\n"
     argv = ["explain", "job", "no-such-job", "--kubeconfig", str(kubeconfig)]
     assert await asyncio.to_thread(app.main, argv) == 1
     assert "no timeline recorded for job no-such-job" in capsys.readouterr().err
@@ -225,7 +243,7 @@ async def test_a_job_held_at_max_runners_waits_for_capacity(
             "raise maxRunners or see minIdle"
         )
         report = render(held)
-        assert "dominated by: " in report
+        assert "Most of the wait: " in report
         assert "raise maxRunners" in report
 
         text = await listener_metrics(port)
