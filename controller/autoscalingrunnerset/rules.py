@@ -476,7 +476,7 @@ def plan(observed: Observed) -> Plan:
     scale_set = _scale_set(p)
     if isinstance(scale_set, Ask):
         # The pass asks GitHub and plans again with the answer (`Observed.github`).
-        return p.plan(ask=scale_set)
+        return Plan(ask=scale_set)
     if scale_set is None:
         answer = observed.github
         return p.plan(error=answer.error if isinstance(answer, Failed) else None)
