@@ -31,6 +31,8 @@ NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 SETTINGS = AutoscalingSettings(controller_namespace="gha-system", listener_image="listener:1")
 FINALIZER = "autoscalingrunnerset.actions.github.com/finalizer"
 SCALE_SET_ID = "7"
+CHECKED = Checked()
+DOCKER_RUN = {"gha-runner-scaler/listener": "docker-run"}
 
 
 def ars(**changes: object) -> JSONDict:
@@ -98,7 +100,7 @@ def observed(
     *,
     runner_sets: tuple[JSONDict, ...] = (),
     listeners: tuple[JSONDict, ...] = (),
-    github: rules.Answer | None = Checked(),
+    github: rules.Answer | None = CHECKED,
     conditions: dict[str, JSONDict] | None = None,
 ) -> Observed:
     named = next(
@@ -356,7 +358,6 @@ PASSES: list[tuple[str, Callable[[], Observed], list[str]]] = [
         ],
     ),
 ]
-DOCKER_RUN = {"gha-runner-scaler/listener": "docker-run"}
 
 
 @pytest.mark.parametrize(
