@@ -121,7 +121,7 @@ class AutoscalingRunnerSetReconciler:
         return await self._apply(p, plan)
 
     def _observe(self, p: Pass) -> Observed:
-        ars = p.object
+        ars, remembered = p.object, p.recalled(SetMemory)
         return Observed(
             set=ars,
             runner_sets=tuple(self._runner_sets.owned_by(p.uid)),
@@ -131,7 +131,7 @@ class AutoscalingRunnerSetReconciler:
             named_listener=self._listeners.get(
                 self._settings.controller_namespace, listener_name(ars)
             ),
-            conditions=dict(p.memory(SetMemory).conditions),
+            conditions=dict(remembered.conditions) if remembered is not None else {},
             settings=self._settings,
             now=datetime.now(UTC),
         )

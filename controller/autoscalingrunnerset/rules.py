@@ -278,7 +278,8 @@ Step = (
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """What a pass does, in order (`steps`), and why (`why`, one entry per decision).
+    """What a pass does, in order (`steps`), and why (`why`, one entry per decision: a pass
+    that only waits or writes its status says nothing).
 
     `edits` is a merge into the set (annotations, labels, spec, `status.conditions`) that rides
     on the plan's first `WriteSet` or `WriteStatus`; `memory` is what `SetMemory.conditions` holds
@@ -551,7 +552,6 @@ def _runner_set(p: _Planner, scale_set_id: int) -> Plan:
         if owned:
             # The last one is being deleted (busy runners finish under its finalizer): never two
             # sets holding replicas for one scale set.
-            p.say("waiting for the EphemeralRunnerSet being deleted to go")
             return p.plan(requeue_after=WAIT)
         p.say(f"creating the EphemeralRunnerSet for scale set {scale_set_id}")
         desired = new_runner_set(
@@ -800,7 +800,6 @@ def _finalize(p: _Planner) -> Plan:
     if FINALIZER_AUTOSCALING_RUNNER_SET not in (p.meta.get("finalizers") or []):
         return p.plan()
     if _delete_listeners(p, keep=None):
-        p.say("deleting: waiting for the listener to go")
         return p.plan(requeue_after=WAIT)
     owned = p.observed.runner_sets
     if owned:
@@ -808,8 +807,9 @@ def _finalize(p: _Planner) -> Plan:
         # GitHub goes only once no runner of it is left.
         for runner_set in owned:
             if not is_deleting(runner_set):
+                name = metadata_of(runner_set)["name"]
+                p.say(f"deleting EphemeralRunnerSet {name} (busy runners finish first)")
                 p.do(Delete(EPHEMERAL_RUNNER_SET, runner_set))
-        p.say("deleting: waiting for its EphemeralRunnerSets to go (busy runners finish first)")
         return p.plan(requeue_after=WAIT)
     scale_set_id = annotation_int(p.observed.set, ANNOTATION_RUNNER_SCALE_SET_ID)
     if scale_set_id and scale_set_id > 0:
@@ -823,10 +823,10 @@ def _finalize(p: _Planner) -> Plan:
         # set still goes.
         p.do(Warn(REASON_INVALID_NAME, "; ".join(refused) + ": left alone", CLEANUP))
     for annotation, kind in CLEANUP_TARGETS:
-        name = annotations.get(annotation)
-        if name and not cleanup_annotation_problems({annotation: name}):
+        named = annotations.get(annotation)
+        if named and not cleanup_annotation_problems({annotation: named}):
             # Always the set's own namespace (ARC's rule).
-            p.do(StripCleanupProtection(kind, p.meta["namespace"], name))
+            p.do(StripCleanupProtection(kind, p.meta["namespace"], named))
     p.say("removing the finalizer")
     p.do(RemoveFinalizer())
     return p.plan()
