@@ -137,7 +137,7 @@ class AutoscalingRunnerSetReconciler:
         )
 
     async def _ask(self, p: Pass, ask: Ask) -> Answer:
-        """GitHub's answer to the plan's question (docs/autoscaling.md#the-scale-set)."""
+        """GitHub's answer to the plan's question (docs/autoscaling.md#plan-then-apply)."""
         obj = p.object
         scale_set_id = annotation_int(obj, ANNOTATION_RUNNER_SCALE_SET_ID) or 0
         spec = obj.get("spec") or {}

@@ -1,5 +1,5 @@
 """Pure decisions of the AutoscalingRunnerSet reconciler: `plan(observed) -> Plan`, what a pass
-does, in order, and why (docs/autoscaling.md#a-pass).
+does, in order, and why (docs/autoscaling.md#plan-then-apply).
 
 Order of the decision (ARC's, with the choices of docs/autoscaling.md#where-this-differs-from-arc):
 
