@@ -540,7 +540,8 @@ def _scale_set(p: _Planner) -> int | Ask | None:
                 p.say(f"scale set not registered: {text}")
                 p.do(Warn(WARN_REGISTRATION, text), WriteSet())
             return None
-    p.clear_condition(CONDITION_SCALE_SET, "Registered", WARN_VAULT, WARN_REGISTRATION)
+    p.do(Settle(WARN_VAULT), Settle(WARN_REGISTRATION))
+    p.condition(CONDITION_SCALE_SET, "True", "Registered", "")
     return scale_set_id
 
 

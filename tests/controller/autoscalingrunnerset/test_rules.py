@@ -459,6 +459,7 @@ def test_a_fixed_name_turns_its_condition_true() -> None:
     plan = rules.plan(converged(obj))
     assert conditions(plan) == {
         "NamesValid": ("True", "Valid"),
+        "ScaleSetRegistered": ("True", "Registered"),
         "RunnersUpToDate": ("True", "UpToDate"),
     }
     written = plan.edits["status"]["conditions"][0]
@@ -466,6 +467,18 @@ def test_a_fixed_name_turns_its_condition_true() -> None:
         "2026-01-02T03:04:05Z",
         3,
     )
+
+
+def test_a_set_running_says_its_scale_set_is_registered_and_its_runners_up_to_date() -> None:
+    first = rules.plan(converged())
+    assert conditions(first) == {
+        "ScaleSetRegistered": ("True", "Registered"),
+        "RunnersUpToDate": ("True", "UpToDate"),
+    }
+    assert first.memory is not None
+    shown = ars(status={"conditions": list(first.memory.values())})
+    again = rules.plan(replace(converged(), set=shown))
+    assert (again.edits, again.memory) == ({}, None)
 
 
 def test_the_status_counts_every_runner_set() -> None:
