@@ -13,6 +13,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import assert_never
 
 from controller.autoscalingrunnerset import rules
 from controller.autoscalingrunnerset.objects import listener_name
@@ -203,6 +204,8 @@ class AutoscalingRunnerSetReconciler:
                     await self._delete_scale_set(p, scale_set_id)
                 case rules.StripCleanupProtection(kind, namespace, name):
                     await self._strip_cleanup_protection(p, kind, namespace, name)
+                case _:
+                    assert_never(step)
         if plan.error is not None:
             raise plan.error
         return Result(requeue_after=plan.requeue_after)
