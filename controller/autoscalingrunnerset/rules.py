@@ -22,6 +22,10 @@ Order of the decision (ARC's, with the choices of docs/autoscaling.md#where-this
 8. Status: the counts of every runner set it controls, phase and conditions.
 
 No function here reads a clock or the network: `Observed` carries the time and GitHub's answer.
+A pass plans twice when it asks GitHub: the first plan stops at the question, the second decides
+with the answer. A plan that writes the set (finalizer, defaulted name, recorded scale set) or
+gives the runner set a new revision stops after that write: its echo brings the next pass, which
+plans again on what was written (the controller drops the echo of its status writes only).
 """
 
 from __future__ import annotations
