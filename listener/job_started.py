@@ -27,7 +27,7 @@ from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from shared.api.views import is_terminal
 from shared.kube.errors import Conflict, KubeError, NotFound
 from shared.kube.names import name_problems
-from shared.kube.views import is_deleting, metadata_of, status_of
+from shared.kube.views import controller_owner, is_deleting, metadata_of, status_of
 from shared.typedefs import JSONDict
 
 RUNNING = EphemeralRunnerPhase.RUNNING.value
@@ -54,15 +54,14 @@ def status_patch(runner: JSONDict, job_fields: JSONDict) -> JSONDict | None:
 def owned_by(runner: JSONDict, *, runner_set: str, uid: str | None) -> bool:
     """Whether the runner's controller is the EphemeralRunnerSet `runner_set` (of `uid` when
     known: a set deleted and made again under the same name is another set)."""
-    for ref in metadata_of(runner).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return (
-                ref.get("apiVersion") == EPHEMERAL_RUNNER_SET.api_version
-                and ref.get("kind") == EPHEMERAL_RUNNER_SET.kind
-                and ref.get("name") == runner_set
-                and (uid is None or ref.get("uid") == uid)
-            )
-    return False
+    ref = controller_owner(runner)
+    return (
+        ref is not None
+        and ref.get("apiVersion") == EPHEMERAL_RUNNER_SET.api_version
+        and ref.get("kind") == EPHEMERAL_RUNNER_SET.kind
+        and ref.get("name") == runner_set
+        and (uid is None or ref.get("uid") == uid)
+    )
 
 
 def job_fields(job: JobStarted) -> JSONDict:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from opentelemetry.metrics import Meter
 
-from controller.runtime.cache import controller_owner
 from shared.actions.config import parse_config_url
 from shared.actions.errors import InvalidConfigURL
 from shared.api.names import LABEL_SCALE_SET_NAME, LABEL_SCALE_SET_NAMESPACE
-from shared.kube.views import metadata_of
+from shared.kube.views import controller_owner, metadata_of
 from shared.typedefs import JSONDict
 
 LEFT_BEHIND = "gha_controller_runner_registrations_left_behind_total"

@@ -42,14 +42,15 @@ from controller.ephemeralrunner.rules import (
     REASON_REGISTRATION_FAILED,
     REASON_REGISTRATION_TIMED_OUT,
     REASON_TOO_MANY_POD_FAILURES,
+    ObservedRunner,
     PodOutcome,
     RegistrationFailure,
+    Route,
+    RunnerPlan,
     busy_pod_annotations,
-    decide_from_pod,
+    plan_runner,
     registration_failure,
     registration_timed_out,
-    retry_delay,
-    too_many_failures,
 )
 from controller.ephemeralrunner.steps import Step
 from controller.ephemeralrunner.timeline import pass_span, record_timeline, with_cluster_moments
@@ -62,6 +63,7 @@ from controller.runtime import (
     OwnWrite,
     Pass,
     Passes,
+    Recall,
     Request,
     Result,
     Store,
@@ -69,7 +71,6 @@ from controller.runtime import (
     has_any_finalizer,
     remove_finalizers,
 )
-from controller.runtime.cache import controller_owner, controller_owner_uid
 from controller.runtime.controller import PassSpan
 from shared.actions.errors import ActionsError, RunnerExists
 from shared.api import EphemeralRunnerPhase, is_terminal_phase
@@ -84,8 +85,6 @@ from shared.api.names import (
 )
 from shared.api.views import (
     has_container_hooks,
-    has_job,
-    is_terminal,
     runner_id,
     runner_work_folder,
     secret_runner_id,
@@ -93,12 +92,14 @@ from shared.api.views import (
 from shared.kube.errors import AlreadyExists, Conflict, Forbidden, Invalid, KubeError, NotFound
 from shared.kube.objects import POD, SECRET, Objects
 from shared.kube.views import (
+    controller_owner,
+    controller_owner_uid,
     is_deleting,
     metadata_of,
     parse_time,
-    pod_ready,
     secret_value,
     status_of,
+    uid_of,
 )
 from shared.typedefs import JSONDict
 
@@ -106,7 +107,6 @@ log = logging.getLogger(__name__)
 
 REGISTRATION_RETRY_SECONDS = 1.0
 ALREADY_EXISTS_RETRY_SECONDS = 5.0
-POD_EXPECTATION_SECONDS = 5.0
 QUOTA_MESSAGE = "exceeded quota:"
 PENDING = EphemeralRunnerPhase.PENDING.value
 REASON_REGISTRATION_LEFT_BEHIND = "RegistrationLeftBehind"
@@ -142,6 +142,7 @@ class EphemeralRunnerReconciler:
             expectations=deps.expectations,
             objects=objects,
             logger=log,
+            events=deps.events,
         )
         self._metrics = metrics
         self._now = now
@@ -152,17 +153,35 @@ class EphemeralRunnerReconciler:
         self._passes.forget(request)
 
     def pod_gone_matters(self, pod: JSONDict) -> bool:
-        """Whether a pod's deletion wakes its runner (the pod's controller owner): not once the
-        runner is finished or being deleted, whose passes never wait for a pod to go."""
+        """Whether a pod's deletion wakes its runner (the pod's controller owner): whether the
+        plan of a pass over the runner looks at its pod (not once the runner is being deleted or
+        finished, made so by this process behind the cache included)."""
         owner = controller_owner(pod) or {}
         runner = self._runners.get(str(metadata_of(pod).get("namespace")), str(owner.get("name")))
-        return runner is not None and not is_deleting(runner) and not self._finished(runner)
+        if runner is None:
+            return False
+        return plan_runner(self._observe(runner, None, self._passes.recall(runner))).waits_for_pod
 
-    def _finished(self, runner: JSONDict) -> bool:
-        """Terminal, or made so by this process behind a cache that has not shown it yet."""
-        return is_terminal(runner) or is_terminal_phase(
-            self._passes.recall(runner).written_status().get("phase")
+    def _observe(self, runner: JSONDict, pod: JSONDict | None, memory: Recall) -> ObservedRunner:
+        created = memory.noted(Step.POD_CREATED)
+        written = memory.written_status()
+        return ObservedRunner(
+            runner=runner,
+            pod=pod,
+            now=self._now(),
+            policy=self._policy,
+            written_phase=written.get("phase"),
+            registered=bool(written.get("runnerId")),
+            pod_created_ago=memory.age(created) if created is not None else None,
         )
+
+    def _plan(self, p: Pass) -> tuple[JSONDict | None, RunnerPlan]:
+        """The runner's pod as cached, and the plan of this pass over the runner."""
+        pod = self._pods.get(p.key.namespace, p.key.name)
+        decided = plan_runner(self._observe(p.object, pod, p))
+        if line := decided.describe():
+            p.log.info("plan: %s", line)
+        return pod, decided
 
     def pass_span(self, request: Request) -> PassSpan:
         return pass_span(
@@ -188,47 +207,37 @@ class EphemeralRunnerReconciler:
             return await self._pass(self._passes.on(live))
 
     async def _pass(self, runner: Pass) -> Result:
-        cached = runner.object
-        request = runner.key
-        if is_deleting(cached):
+        pod, decided = self._plan(runner)
+        if decided.route is Route.FINALIZE:
             return await self._finalize(runner)
-        pod = self._pods.get(request.namespace, request.name)
         await record_timeline(
-            cached, pod, memory=runner, events=self._events, tracer=self._deps.tracer
+            runner.object, pod, memory=runner, events=self._events, tracer=self._deps.tracer
         )
-        if self._finished(cached):
-            # A pass on the older runner would register it again, or report its failure twice.
+        if decided.route is Route.FINISHED:
             await self._delete_resources(runner)
             return Result()
         await add_finalizers(runner.lazy, self._objects, EPHEMERAL_RUNNER_FINALIZERS)
-        if runner_id(runner.object) == 0 and not runner.written_status().get("runnerId"):
+        if decided.route is Route.REGISTER:
             retry = await self._register(runner)
             if retry is not None:
                 return retry
-        if too_many_failures(runner.object, self._policy):
+            # Planned again after its own writes: the runner id is recorded now.
+            pod, decided = self._plan(runner)
+        if decided.route is Route.TOO_MANY_FAILURES:
             await self._mark_failed(
-                runner,
-                reason=REASON_TOO_MANY_POD_FAILURES,
-                message=f"The runner pod failed {len(status_of(runner.object)['failures'])} times",
+                runner, reason=REASON_TOO_MANY_POD_FAILURES, message=decided.why.capitalize()
             )
             return Result()
-        pod = self._pods.get(request.namespace, request.name)
-        if pod is not None:
-            runner.clear(Step.POD_CREATED)
-        else:
-            created = runner.noted(Step.POD_CREATED)
-            if created is not None and runner.age(created) < POD_EXPECTATION_SECONDS:
-                return Result(requeue_after=POD_EXPECTATION_SECONDS)
-            return await self._without_pod(runner)
-        outcome = decide_from_pod(
-            runner.object, pod, ready=pod_ready(pod), now=self._now(), policy=self._policy
-        )
-        if outcome.delete_runner:
+        if decided.retry_after is not None:
+            return Result(requeue_after=max(decided.retry_after.total_seconds(), 0.001))
+        if decided.delete_self:
             return await self._delete_self(runner)
-        if outcome.status.get("phase") == EphemeralRunnerPhase.SUCCEEDED:
-            # Its job is done: it goes at once, as in upstream ARC's newer source
-            # (docs/reconcilers.md#a-runner-that-succeeded).
-            return await self._delete_self(runner)
+        if decided.create_pod:
+            return await self._create_pod(runner)
+        outcome = decided.outcome
+        assert pod is not None
+        assert outcome is not None
+        runner.clear(Step.POD_CREATED)
         await self._apply(runner, pod, outcome)
         if not (outcome.delete_pod or is_deleting(pod)):
             await self._protect_busy_pod(runner, pod)
@@ -245,7 +254,7 @@ class EphemeralRunnerReconciler:
             return
         changes = busy_pod_annotations(runner.object, pod)
         pod_meta = metadata_of(pod)
-        step = (Step.BUSY_POD_ANNOTATIONS, pod_meta.get("uid"))
+        step = (Step.BUSY_POD_ANNOTATIONS, uid_of(pod))
         noted = runner.noted(step)
         if not changes or (noted is not None and noted.value == changes):
             return
@@ -329,12 +338,9 @@ class EphemeralRunnerReconciler:
         """Report, once per runner, that it goes without being unregistered."""
         if not runner.do_once(Step.LEFT_BEHIND):
             return
-        runner.log.warning("left registered: %s", message)
         if self._metrics is not None:
             self._metrics.left_behind(runner.object)
-        await self._events.warning(
-            runner.object, reason=REASON_REGISTRATION_LEFT_BEHIND, message=message
-        )
+        await runner.warn(REASON_REGISTRATION_LEFT_BEHIND, message)
 
     async def _remove_registration(self, p: Pass) -> Removal:
         """Unregister the runner (a runner never registered counts as removed)."""
@@ -380,7 +386,7 @@ class EphemeralRunnerReconciler:
         if self._collected(runner, pod):
             return
         if pod is not None and not is_deleting(pod):
-            deleted = (Step.POD_DELETED, pod["metadata"].get("uid"))
+            deleted = (Step.POD_DELETED, uid_of(pod))
             if not runner.done(deleted):
                 await runner.delete(POD, pod)
                 runner.note(deleted)
@@ -483,7 +489,7 @@ class EphemeralRunnerReconciler:
         if status_of(obj).get("reason") != failure.reason and await runner.write_status(
             desired, compare=("reason",)
         ):
-            await self._events.warning(obj, reason=failure.reason, message=failure.message)
+            await runner.warn(failure.reason, failure.message)
         return False
 
     async def _resolve_name_clash(self, p: Pass, scale_set_id: int) -> Result:
@@ -493,23 +499,10 @@ class EphemeralRunnerReconciler:
         meta = runner["metadata"]
         if await self._github.free_name(runner, scale_set_id) is NameClash.FREED:
             return Result(requeue_after=REGISTRATION_RETRY_SECONDS)
-        await self._events.warning(
-            runner,
-            reason="RunnerNameTaken",
-            message=f"A runner named {meta['name']} exists in another scale set",
+        await p.warn(
+            "RunnerNameTaken", f"A runner named {meta['name']} exists in another scale set"
         )
         return await self._delete_self(p)
-
-    async def _without_pod(self, runner: Pass) -> Result:
-        obj = runner.object
-        if has_job(obj):
-            # Its pod vanished (node drained or deleted) with the job: a new pod would re-use a
-            # consumed JIT config, and the runner would hold a slot forever.
-            return await self._delete_self(runner)
-        delay = retry_delay(obj, now=self._now(), policy=self._policy)
-        if delay is not None:
-            return Result(requeue_after=max(delay.total_seconds(), 0.001))
-        return await self._create_pod(runner)
 
     async def _create_pod(self, runner: Pass) -> Result:
         obj = runner.object
@@ -550,8 +543,7 @@ class EphemeralRunnerReconciler:
             "message": message,
         }
         await runner.write_status(desired)
-        runner.log.info("failed: %s: %s", reason, message)
-        await self._events.warning(runner.object, reason=reason, message=message)
+        await runner.warn(reason, message)
         # The pass goes on as one on the terminal runner would (its echo wakes nothing).
         await self._delete_resources(runner)
 
@@ -571,7 +563,7 @@ class EphemeralRunnerReconciler:
             await runner.delete(POD, pod)
         if outcome.warning is not None:
             reason, message = outcome.warning
-            await self._events.warning(runner.object, reason=reason, message=message)
+            await runner.warn(reason, message)
         if terminal:
             # The pass goes on as one on the terminal runner would (its echo wakes nothing).
             await self._delete_resources(runner)

@@ -26,15 +26,29 @@ from shared.actions.errors import (
     NotFound,
     ScaleSetNotFound,
 )
-from shared.api import EphemeralRunnerPhase
+from shared.api import EphemeralRunnerPhase, is_terminal_phase
 from shared.api.names import (
     MESSAGE_OUTDATED,
     REASON_OUTDATED,
     RUNNER_CONTAINER,
     RUNNER_DEPRECATED_EXIT_CODE,
 )
-from shared.api.views import failure_count, has_job, is_busy, is_terminal, last_failure
-from shared.kube.views import format_time, is_deleting, metadata_of, parse_time, status_of
+from shared.api.views import (
+    failure_count,
+    has_job,
+    is_busy,
+    is_terminal,
+    last_failure,
+    runner_id,
+)
+from shared.kube.views import (
+    format_time,
+    is_deleting,
+    metadata_of,
+    parse_time,
+    pod_ready,
+    status_of,
+)
 from shared.typedefs import JSONDict
 
 # ARC declares this reason but never writes it; here it explains a runner that ran out of pods.
@@ -357,3 +371,108 @@ def busy_pod_annotations(runner: JSONDict, pod: JSONDict) -> dict[str, str | Non
         elif not busy and key in current:
             changes[key] = None
     return changes
+
+
+# --- the plan of one pass ----------------------------------------------------------------------
+
+
+class Route(enum.Enum):
+    """Which branch of a pass a runner takes, in the order the pass asks."""
+
+    FINALIZE = "finalize"
+    """Being deleted: unregister, its resources go, then its finalizers."""
+    FINISHED = "finished"
+    """Terminal, or made so by this process behind a cache that has not shown it: its pod and
+    JIT Secret go, nothing else (a pass on the older runner would register it again)."""
+    REGISTER = "register"
+    """No runner id yet: the JIT config and its Secret first; the pass then plans again."""
+    TOO_MANY_FAILURES = "too many pod failures"
+    AWAIT_POD = "await its pod"
+    """The pod this process created is not cached yet."""
+    WITHOUT_POD = "without a pod"
+    POD = "pod"
+    """The pod's state decides (`decide_from_pod`)."""
+
+
+POD_EXPECTATION_SECONDS = 5.0
+"""How long a pod this process created may be missing from the cache before it is made again."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedRunner:
+    """What one pass over a runner decides on: the runner and its pod as cached, and what this
+    process remembers of it."""
+
+    runner: JSONDict
+    pod: JSONDict | None
+    now: datetime
+    policy: FailurePolicy
+    written_phase: str | None = None
+    """The phase this process last wrote (the cache may not show it yet)."""
+    registered: bool = False
+    """This process wrote the runner id (the cache may not show it yet)."""
+    pod_created_ago: float | None = None
+    """Seconds since this process created the runner's pod; None when it did not."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerPlan:
+    route: Route
+    outcome: PodOutcome | None = None
+    """With a pod: what its state means for the runner."""
+    delete_self: bool = False
+    """The runner goes now: its job is done, its pod vanished with the job, or the pod says so."""
+    create_pod: bool = False
+    retry_after: timedelta | None = None
+    why: str = ""
+
+    @property
+    def waits_for_pod(self) -> bool:
+        """Whether the pass would look at the runner's pod: not once the runner is being
+        deleted or finished. A pod's deletion wakes the runner only then."""
+        return self.route not in (Route.FINALIZE, Route.FINISHED)
+
+    def describe(self) -> str:
+        """The decision in one line when it is one the pass's own writes do not log (a runner
+        failed for its pods, or going at once); empty otherwise."""
+        return f"{self.route.value}: {self.why}" if self.why else ""
+
+
+def plan_runner(observed: ObservedRunner) -> RunnerPlan:
+    """The decision of one pass over a runner; the pod's part is `decide_from_pod`."""
+    runner, pod = observed.runner, observed.pod
+    if is_deleting(runner):
+        return RunnerPlan(Route.FINALIZE)
+    if is_terminal(runner) or is_terminal_phase(observed.written_phase):
+        return RunnerPlan(Route.FINISHED)
+    if runner_id(runner) == 0 and not observed.registered:
+        return RunnerPlan(Route.REGISTER)
+    if too_many_failures(runner, observed.policy):
+        return RunnerPlan(
+            Route.TOO_MANY_FAILURES,
+            why=f"the runner pod failed {len(status_of(runner)['failures'])} times",
+        )
+    if pod is None:
+        created = observed.pod_created_ago
+        if created is not None and created < POD_EXPECTATION_SECONDS:
+            return RunnerPlan(
+                Route.AWAIT_POD, retry_after=timedelta(seconds=POD_EXPECTATION_SECONDS)
+            )
+        if has_job(runner):
+            # Its pod vanished (node drained or deleted) with the job: a new pod would re-use a
+            # consumed JIT config, and the runner would hold a slot forever.
+            return RunnerPlan(Route.WITHOUT_POD, delete_self=True, why="its pod went with its job")
+        delay = retry_delay(runner, now=observed.now, policy=observed.policy)
+        if delay is not None:
+            return RunnerPlan(Route.WITHOUT_POD, retry_after=delay)
+        return RunnerPlan(Route.WITHOUT_POD, create_pod=True)
+    outcome = decide_from_pod(
+        runner, pod, ready=pod_ready(pod), now=observed.now, policy=observed.policy
+    )
+    if outcome.delete_runner:
+        return RunnerPlan(Route.POD, outcome, delete_self=True, why="its pod says it goes")
+    if outcome.status.get("phase") == EphemeralRunnerPhase.SUCCEEDED:
+        # Its job is done: it goes at once, as in upstream ARC's newer source
+        # (docs/reconcilers.md#a-runner-that-succeeded).
+        return RunnerPlan(Route.POD, outcome, delete_self=True, why="its job is done")
+    return RunnerPlan(Route.POD, outcome)

@@ -28,8 +28,8 @@ from controller.ephemeralrunnerset.rules import (
     patch_id_of,
 )
 from controller.runtime import Request
-from controller.runtime.cache import controller_owner_uid
 from controller.runtime.expectations import Unseen
+from shared.kube.views import controller_owner_uid
 from shared.typedefs import JSONDict
 
 

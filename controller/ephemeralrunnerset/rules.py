@@ -1,4 +1,5 @@
-"""Pure decisions of the EphemeralRunnerSet reconciler: classification, scaling, victims, status.
+"""Pure decisions of the EphemeralRunnerSet reconciler: classification, scaling, victims, status,
+and `plan`, the whole of one pass's decision, which the pass applies and the wake rules ask.
 
 Implements ARC's classification, scaling and victim rules with the newer upstream ones
 (docs/reconcilers.md#ephemeralrunnerset):
@@ -18,22 +19,26 @@ Implements ARC's classification, scaling and victim rules with the newer upstrea
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from enum import Enum
 
 from controller.runners.backoff import ReplacementPolicy
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
-from controller.runtime.cache import controller_owner
+from controller.runtime.controllerutil import has_any_finalizer
 from controller.runtime.predicates import stable_metadata
 from shared.api import EphemeralRunnerPhase, EphemeralRunnerSetPhase, patchid
 from shared.api.names import (
     ANNOTATION_ACTIONABLE_REVISION,
     ANNOTATION_PATCH_ID,
+    EPHEMERAL_RUNNER_SET_FINALIZERS,
+    FINALIZER_EPHEMERAL_RUNNER_SET,
     KIND_AUTOSCALING_RUNNER_SET,
 )
 from shared.api.views import is_busy, last_failure, runner_id, runner_set_status
 from shared.kube.views import (
     annotation_int,
+    controller_owner,
     created_at,
     is_deleting,
     metadata_of,
@@ -239,28 +244,6 @@ def only_listener_fields_changed(old: JSONDict, new: JSONDict) -> bool:
     return rest(old) == rest(new)
 
 
-def scaling_is_no_op(runner_set: JSONDict, children: Children, *, cleanup_marker: int) -> bool:
-    """Whether a pass over `runner_set` would do nothing but what it did for the set's previous
-    replicas and patch id: no revision to apply, no Outdated phase, no finished, failed or
-    Outdated runner, and a scaling plan that neither creates, removes nor cleans up. Status
-    counts do not depend on the spec (their own changes wake the set)."""
-    if spec_int(runner_set, "actionableRevision") > status_int(
-        runner_set, "appliedActionableRevision"
-    ):
-        return False
-    if runner_set_status(runner_set).get("phase") == EphemeralRunnerSetPhase.OUTDATED:
-        return False
-    if children.finished or children.failed or children.outdated or children.stale_outdated:
-        return False
-    plan = plan_scaling(
-        replicas=spec_int(runner_set, "replicas"),
-        patch_id=spec_int(runner_set, patchid.SPEC_FIELD),
-        children=children,
-        cleanup_marker=cleanup_marker,
-    )
-    return plan is None or not (plan.create or plan.scale_down or plan.cleanup_finished)
-
-
 def _oldest_first(runners: Iterable[JSONDict]) -> list[JSONDict]:
     return sorted(runners, key=created_at)
 
@@ -344,3 +327,200 @@ def counts_status(children: Children) -> JSONDict:
         "runningEphemeralRunners": len(children.running),
         "failedEphemeralRunners": len(children.failed),
     }
+
+
+# --- the plan of one pass ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What one pass over a set decides on: read by the reconciler from its caches and from what
+    the process remembers of the set, nothing else."""
+
+    runner_set: JSONDict
+    children: Children
+    """The set's runners at its applied revision, with what this process created and deleted
+    that the cache does not show yet laid over them."""
+    cleanup_marker: int
+    """`finishedRunnerCleanupPatchID` as this process last wrote it, else as cached."""
+    max_runners: int | None
+    """The owning AutoscalingRunnerSet's `maxRunners` (None: no owner, no bound)."""
+    now: datetime
+    replacement: ReplacementPolicy
+    advancing: Children | None = None
+    """With a revision to apply, the runners classified at that revision."""
+
+
+class Finalizing(Enum):
+    """What a pass over a set being deleted does."""
+
+    NOTHING = "nothing"
+    """Its finalizer is gone already."""
+    CLEAN_UP = "clean up"
+    """Runners are left: the terminated and idle ones go, busy ones finish."""
+    RELEASE = "release"
+    """No runner is left: the finalizer goes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one pass over a set does, in this order (docs/reconcilers.md#ephemeralrunnerset).
+
+    A plan with `apply_revision` ends there: the pass applies the revision, then plans again on
+    the set as it wrote it. One whose scaling cleans up finished runners is planned again after
+    the cleanup too. Everything else is one plan, applied in order."""
+
+    finalizing: Finalizing | None = None
+    """Set only when the set is being deleted; nothing else is planned then."""
+    spec_revision: SpecRevision | None = None
+    add_finalizer: bool = False
+    apply_revision: int | None = None
+    revision_phase: str = ""
+    """The phase written with the revision applied."""
+    outdated: bool = False
+    """Outdated: clean up only, no scaling."""
+    stale: tuple[JSONDict, ...] = ()
+    written_replicas: int = 0
+    replicas: int = 0
+    """What the listener wrote, at most `max_runners`."""
+    max_runners: int | None = None
+    patch_id: int = 0
+    replace: tuple[JSONDict, ...] = ()
+    """Failed runners whose backoff ran out: each goes, the first `replacements` replaced."""
+    replacements: int = 0
+    wait: timedelta | None = None
+    """Until the next failed runner is due for replacement."""
+    scaling: ScalePlan | None = None
+    """None: this patch id was served already."""
+    phase: str = ""
+
+    @property
+    def above_max(self) -> bool:
+        return self.replicas != self.written_replicas
+
+    @property
+    def acts(self) -> bool:
+        """Whether the pass would write anything but the counts of its status: what a wake
+        rule asks of the set after an event."""
+        scaling = self.scaling
+        return bool(
+            self.finalizing is not None
+            or self.spec_revision is not None
+            or self.add_finalizer
+            or self.apply_revision is not None
+            or self.outdated
+            or self.stale
+            or self.replace
+            or (
+                scaling is not None
+                and (scaling.cleanup_finished or scaling.create or scaling.scale_down)
+            )
+        )
+
+    def describe(self, children: Children) -> str:
+        """The plan in one line (empty when it does nothing but its status)."""
+        parts: list[str] = []
+        if self.finalizing is Finalizing.CLEAN_UP:
+            busy = len([r for r in children.pending + children.running if is_busy(r)])
+            parts.append(f"being deleted: cleaning up its runners ({busy} busy finish their jobs)")
+        elif self.finalizing is Finalizing.RELEASE:
+            parts.append("being deleted, no runner left: removing the finalizer")
+        if self.spec_revision is not None:
+            parts.append(
+                "runner spec changed: hash recorded"
+                if self.spec_revision.revision is None
+                else f"runner spec changed: actionableRevision {self.spec_revision.revision}"
+            )
+        if self.add_finalizer:
+            parts.append("adding the finalizer")
+        if self.apply_revision is not None:
+            parts.append(
+                f"applying actionableRevision {self.apply_revision}: idle and terminated "
+                "runners go, busy ones finish"
+            )
+        if self.outdated:
+            parts.append("Outdated: cleaning up, no scaling")
+        if self.stale:
+            parts.append(f"deleting {len(self.stale)} stale Outdated runner(s)")
+        if self.replace:
+            parts.append(
+                f"retiring {len(self.replace)} failed runner(s), {self.replacements} replaced"
+            )
+        scaling = self.scaling
+        if scaling is not None:
+            if scaling.cleanup_finished:
+                parts.append(
+                    f"cleaning up {len(children.finished)} finished runner(s) under patch id "
+                    f"{self.patch_id}"
+                )
+            if scaling.suppressed_by_cleanup:
+                parts.append(
+                    f"no scale-up to {self.replicas} under patch id {self.patch_id}: the gap was "
+                    "made by cleaning up finished runners, not by new demand"
+                )
+            if scaling.create:
+                parts.append(
+                    f"creating {scaling.create} runner(s) for replicas={self.replicas} "
+                    f"patchID={self.patch_id}"
+                )
+            if scaling.scale_down:
+                parts.append(
+                    f"scaling down by {scaling.scale_down} idle runner(s) to "
+                    f"replicas={self.replicas}"
+                )
+        return "; ".join(parts)
+
+
+def plan(observed: Observed) -> Plan:
+    """The decision of one pass over a set, in the order of the pass (the module docstring of
+    reconciler.py); also what the wake rules ask (`Plan.acts`)."""
+    obj, children = observed.runner_set, observed.children
+    if is_deleting(obj):
+        if not has_any_finalizer(obj, EPHEMERAL_RUNNER_SET_FINALIZERS):
+            return Plan(finalizing=Finalizing.NOTHING)
+        live = children.pending + children.running + children.terminated + children.deleting
+        return Plan(finalizing=Finalizing.CLEAN_UP if live else Finalizing.RELEASE)
+    first = Plan(
+        spec_revision=track_runner_spec(obj, children),
+        add_finalizer=not has_any_finalizer(obj, [FINALIZER_EPHEMERAL_RUNNER_SET]),
+    )
+    revision = spec_int(obj, "actionableRevision")
+    current_phase = str(runner_set_status(obj).get("phase") or "")
+    if revision > status_int(obj, "appliedActionableRevision"):
+        return replace(
+            first,
+            apply_revision=revision,
+            revision_phase=desired_phase(
+                current=current_phase,
+                children=observed.advancing or children,
+                revision_advanced=True,
+            ),
+        )
+    phase = desired_phase(current=current_phase, children=children, revision_advanced=False)
+    if phase == EphemeralRunnerSetPhase.OUTDATED:
+        return replace(first, outdated=True, phase=phase)
+    written = spec_int(obj, "replicas")
+    replicas = bounded_replicas(written, observed.max_runners)
+    patch_id = spec_int(obj, patchid.SPEC_FIELD)
+    due, wait = replacement_due(children.failed, now=observed.now, policy=observed.replacement)
+    replacements = plan_replacements(replicas=replicas, children=children, due=len(due))
+    return replace(
+        first,
+        stale=tuple(children.stale_outdated),
+        written_replicas=written,
+        replicas=replicas,
+        max_runners=observed.max_runners,
+        patch_id=patch_id,
+        replace=tuple(due),
+        replacements=replacements,
+        wait=wait,
+        scaling=plan_scaling(
+            replicas=replicas,
+            patch_id=patch_id,
+            children=children,
+            cleanup_marker=observed.cleanup_marker,
+            retired_failed=len(due),
+            replacements=replacements,
+        ),
+        phase=phase,
+    )

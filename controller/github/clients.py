@@ -15,10 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from controller.github.credentials import (
+    REASON_VAULT_NOT_SUPPORTED,
+    secret_credentials,
+    vault_refusal,
+)
 from controller.github.network import proxy_data, root_ca
 from shared.actions.client import ActionsClient
 from shared.actions.config import insecure_url_refusal
-from shared.actions.credentials import Credentials, GitHubApp, PersonalAccessToken
+from shared.actions.credentials import Credentials
 from shared.actions.errors import (
     ActionsError,
     AuthenticationFailed,
@@ -31,16 +36,11 @@ from shared.api.names import (
     ENV_HTTP_PROXY,
     ENV_HTTPS_PROXY,
     ENV_NO_PROXY,
-    SECRET_GITHUB_APP_ID,
-    SECRET_GITHUB_APP_INSTALLATION_ID,
-    SECRET_GITHUB_APP_PRIVATE_KEY,
-    SECRET_GITHUB_TOKEN,
 )
 from shared.api.references import runner_spec_name_problems
 from shared.kube.errors import Forbidden, NotFound
 from shared.kube.objects import SECRET, Objects
-from shared.kube.views import secret_value
-from shared.telemetry.logs import mask, redact
+from shared.telemetry.logs import redact
 from shared.typedefs import JSONDict
 
 REASON_CONFIG_SECRET_NOT_FOUND = "GitHubConfigSecretNotFound"
@@ -96,32 +96,9 @@ def default_factory(
 
 
 def credentials_from_secret(secret: JSONDict) -> Credentials:
-    """A PAT (`github_token`) or a GitHub App (`github_app_id`, `github_app_installation_id`,
-    `github_app_private_key`); exactly one of them must be complete.
-
-    The PAT and the private key are registered for redaction as soon as they are read, whatever
-    their shape (a legacy PAT is 40 hex digits, which no pattern can tell from a commit SHA);
-    the App and installation ids are not secret."""
-    token = secret_value(secret, SECRET_GITHUB_TOKEN) or ""
-    app_id = secret_value(secret, SECRET_GITHUB_APP_ID) or ""
-    installation = secret_value(secret, SECRET_GITHUB_APP_INSTALLATION_ID) or ""
-    key = secret_value(secret, SECRET_GITHUB_APP_PRIVATE_KEY) or ""
-    mask(token.strip(), key.strip())
-    app = bool(app_id and installation and key)
-    if token and app:
-        raise InvalidCredentials("both PAT and GitHub App credentials provided")
-    if token:
-        return PersonalAccessToken(token)
-    if not app:
-        raise InvalidCredentials(
-            "the secret needs github_token, or github_app_id, github_app_installation_id and "
-            "github_app_private_key"
-        )
-    try:
-        installation_id = int(installation)
-    except ValueError:
-        raise InvalidCredentials("github_app_installation_id is not an integer") from None
-    return GitHubApp(client_id=app_id, installation_id=installation_id, private_key=key)
+    """The client's credentials from a GitHub config Secret (`credentials.secret_credentials`);
+    InvalidCredentials unless exactly one of a PAT and a GitHub App is complete."""
+    return secret_credentials(secret).credentials()
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,11 +153,13 @@ class ActionsClients:
 
     async def for_spec(self, namespace: str, spec: JSONDict) -> ActionsClient:
         """The client of this spec's GitHub configuration; GitHubConfigError, before any
-        Secret is read, when its `githubConfigUrl` is plain http and that is not allowed, or
-        when a name it gives is not one."""
+        Secret is read, when its `githubConfigUrl` is plain http and that is not allowed, when
+        a name it gives is not one, or when it names a Key Vault (`vault_refusal`)."""
         # Before any read: a name that is not one would address another namespace's Secret.
         if problems := runner_spec_name_problems(spec):
             raise GitHubConfigError(REASON_INVALID_NAME, "; ".join(problems))
+        if refusal := vault_refusal(spec):
+            raise GitHubConfigError(REASON_VAULT_NOT_SUPPORTED, refusal)
         key = _key(namespace, spec)
         refusal = insecure_url_refusal(
             key.url,

@@ -35,23 +35,10 @@ from shared.backoff import doubling
 from shared.clock import Clock, MonotonicClock
 from shared.kube.errors import Gone, KubeError
 from shared.kube.objects import Kind, Objects
+from shared.kube.views import controller_owner_uid
 from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
-
-
-def controller_owner(obj: JSONDict) -> JSONDict | None:
-    """The ownerReference marked `controller: true` (the API server allows at most one)."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(ref, dict) and ref.get("controller") is True:
-            return ref
-    return None
-
-
-def controller_owner_uid(obj: JSONDict) -> str | None:
-    """The uid of the controller ownerReference, if any."""
-    ref = controller_owner(obj)
-    return str(ref["uid"]) if ref is not None and ref.get("uid") else None
 
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"

@@ -17,10 +17,11 @@
 - `watches`: any kind with a function mapping an object to the keys to enqueue (for example an
   AutoscalingListener to its AutoscalingRunnerSet, named in its spec).
 
-Wake rules (`predicate`, `Owns.wake_on_delete`, `Watches.wakes`) judge the cache after the event.
-A pass running on the key decided on what it read before the event, so an event for a key in a
-pass always wakes it (it runs again after this pass: docs/controller-runtime.md#wake-rules); no
-reconciler keeps its own "in a pass" set.
+Wake rules (a `RulePredicate`, `Owns.wake_on_delete`, `Watches.wakes`) judge the cache after the
+event. A pass running on the key decided on what it read before the event, so an event for a key
+in a pass always wakes it (it runs again after this pass: docs/controller-runtime.md#wake-rules);
+no reconciler keeps its own "in a pass" set. A projection predicate compares the event's two
+objects only: what it drops is dropped during a pass too.
 
 `for_=None` makes a controller of keys that are not objects it watches (a namespace's runner
 objects mapped to one key per namespace): its keys come from `watches` only, and it owns nothing.
@@ -43,7 +44,6 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
-from controller.runtime.cache import controller_owner
 from controller.runtime.echoes import Echoes, OwnWrite, current_echoes
 from controller.runtime.lazy import copy_observer
 from controller.runtime.metrics import RuntimeMetrics
@@ -52,16 +52,22 @@ from controller.runtime.queue import Backoff, WorkQueue
 from controller.runtime.reconcile import Reconciler, Request, Result, TerminalError
 from shared.kube.errors import NamespaceTerminating
 from shared.kube.objects import Kind
+from shared.kube.views import controller_owner
 from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
 
 
 class UpdatePredicate(Protocol):
-    """Whether an update event should enqueue; `name` labels the dropped-updates metric."""
+    """Whether an update event should enqueue; `name` labels the dropped-updates metric;
+    `judges_cache`: whether it reads the caches (a rule), not only the event's two objects (a
+    projection), so that a pass running on the key is woken whatever it says."""
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def judges_cache(self) -> bool: ...
 
     def update(self, old: object, new: object) -> bool: ...
 
@@ -216,7 +222,7 @@ class _Enqueue:
         if (
             self._predicate is not None
             and not self._predicate.update(old, new)
-            and not self._in_pass(new)
+            and not (self._predicate.judges_cache and self._in_pass(new))
         ):
             self._metrics.dropped.add(1, {"watch": self._predicate.name})
             return

@@ -35,7 +35,7 @@ from typing import Any, TypeAlias, TypeVar, cast
 
 from controller.runtime.reconcile import Request
 from shared.kube.objects import Kind
-from shared.kube.views import is_deleting, metadata_of
+from shared.kube.views import is_deleting, metadata_of, uid_of
 from shared.typedefs import JSONDict
 
 Step: TypeAlias = Enum | tuple[Enum, builtins.object]
@@ -199,7 +199,7 @@ class Expectations:
             child = cached(name)
             if child is None or is_deleting(child) or now - at >= self._ttl:
                 continue
-            if str(metadata_of(child).get("uid")) != uid:
+            if uid_of(child) != uid:
                 continue
             kept[uid] = (name, at)
             deleting.append(

@@ -35,14 +35,14 @@ from collections.abc import Callable, Collection, MutableMapping, Sequence
 from enum import Enum
 from typing import Any
 
-from controller.runtime.cache import Store, controller_owner_uid
+from controller.runtime.cache import Store
 from controller.runtime.events import EventRecorder
 from controller.runtime.expectations import Expectations, M, Note, Step, Unseen
 from controller.runtime.lazy import LazyObject
 from controller.runtime.reconcile import Request
 from shared.kube.errors import AlreadyExists, NotFound
 from shared.kube.objects import Kind, Objects
-from shared.kube.views import metadata_of, status_of, uid_of
+from shared.kube.views import controller_owner_uid, metadata_of, status_of, uid_of
 from shared.typedefs import JSONDict
 
 __all__ = ["Ensured", "Pass", "Passes", "Recall", "Step", "deep_merge", "field_drift"]

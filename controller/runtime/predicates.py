@@ -39,6 +39,8 @@ class ProjectionPredicate:
     name: str
     kind: Kind
     project: Callable[[JSONDict], object]
+    judges_cache = False
+    """It compares the event's two objects only: what it drops is dropped in a pass too."""
 
     def _expected(self, obj: object) -> TypeGuard[JSONDict]:
         return (
@@ -60,6 +62,9 @@ class RulePredicate:
 
     name: str
     wakes: Callable[[JSONDict, JSONDict], bool]
+    judges_cache = True
+    """The rule reads the caches after the event: a pass running on the key decided on what
+    it read before, so the runtime lets the update through then (the in-pass guard)."""
 
     def update(self, old: object, new: object) -> bool:
         if isinstance(old, dict) and isinstance(new, dict):

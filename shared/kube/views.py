@@ -24,6 +24,21 @@ def uid_of(obj: JSONDict) -> str:
     return str(metadata_of(obj).get("uid") or "")
 
 
+def controller_owner(obj: JSONDict) -> JSONDict | None:
+    """The ownerReference marked `controller: true` (the API server allows at most one); the
+    one reader of owners in both processes."""
+    for ref in metadata_of(obj).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            return cast(JSONDict, ref)
+    return None
+
+
+def controller_owner_uid(obj: JSONDict) -> str | None:
+    """The uid of the controller ownerReference, if any."""
+    ref = controller_owner(obj)
+    return str(ref["uid"]) if ref is not None and ref.get("uid") else None
+
+
 def status_of(obj: JSONDict) -> JSONDict:
     status = obj.get("status")
     return status if isinstance(status, dict) else {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from controller.autoscalinglistener.objects import listener_config
-from controller.autoscalinglistener.reconciler import config_problem
+from controller.autoscalinglistener.rules import config_problem
 from controller.github.clients import REASON_INSECURE_URL, ActionsClients, GitHubConfigError
 from controller.settings import InClusterSettings, RunnerSettings
 from shared.typedefs import JSONDict

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import logging
 from typing import Any
 
 import pytest
 
+from controller.github.credentials import VAULT_NOT_SUPPORTED
 from sandbox.tls import generate
 from shared.api.kinds import AUTOSCALING_LISTENER
 from shared.kube.objects import (
@@ -379,3 +381,48 @@ async def test_a_listener_in_another_namespace_is_left_alone(rig: Rig) -> None:
         and r.verb not in ("list", "watch")
     ]
     assert touched == []
+
+
+async def test_a_listener_in_another_namespace_is_said_once_and_forgotten_with_it(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Said once per object, whatever wakes it; a listener made again under the same name is
+    another object, said again (the memory went with the first one)."""
+    caplog.set_level(logging.INFO, logger="controller.autoscalinglistener")
+    await create_ars(rig)
+    body = listener_body(rig)
+    body["metadata"]["namespace"] = rig.namespace
+
+    def said() -> int:
+        return sum("not reconciled: listeners live in" in r.getMessage() for r in caplog.records)
+
+    async def said_times(times: int) -> bool:
+        return said() == times
+
+    await rig.objects.create(AUTOSCALING_LISTENER, rig.namespace, body)
+    await rig.until(lambda: said_times(1), what="the foreign listener said")
+    await rig.objects.patch(
+        AUTOSCALING_LISTENER, rig.namespace, NAME, {"metadata": {"labels": {"woken": "1"}}}
+    )
+    await rig.settle()
+    assert said() == 1
+    await rig.objects.delete(AUTOSCALING_LISTENER, rig.namespace, NAME)
+    await rig.settle()
+    await rig.objects.create(AUTOSCALING_LISTENER, rig.namespace, body)
+    await rig.until(lambda: said_times(2), what="the new foreign listener said")
+
+
+async def test_key_vault_credentials_are_refused_with_the_sets_message(rig: Rig) -> None:
+    """The same refusal as on the AutoscalingRunnerSet (controller/github/credentials.py), said
+    once; nothing is made for the listener."""
+    vault = {"url": "https://v", "tenantId": "t", "clientId": "c", "certificatePath": "/c.pem"}
+    await create_listener(rig, vaultConfig={"type": "azure_key_vault", "azureKeyVault": vault})
+    said = await event(rig, "VaultNotSupported")
+    assert said["message"] == VAULT_NOT_SUPPORTED
+    await rig.objects.patch(
+        AUTOSCALING_LISTENER, rig.system_namespace, NAME, {"metadata": {"labels": {"w": "1"}}}
+    )
+    await rig.settle()
+    assert len(await events(rig, "VaultNotSupported")) == 1
+    assert await get(rig, SERVICE_ACCOUNT, NAME) is None
+    assert await get(rig, POD, NAME) is None

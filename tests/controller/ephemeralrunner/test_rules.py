@@ -10,8 +10,11 @@ from typing import Any
 import pytest
 
 from controller.ephemeralrunner.rules import (
+    ObservedRunner,
     PodState,
+    Route,
     decide_from_pod,
+    plan_runner,
     read_pod,
     registration_failure,
     registration_timed_out,
@@ -323,3 +326,99 @@ def test_registration_timed_out_from_creation(
 ) -> None:
     runner = {"metadata": {"creationTimestamp": format_time(NOW - age)}}
     assert registration_timed_out(runner, now=NOW, timeout=timeout) is timed_out
+
+
+def registered(**status: Any) -> JSONDict:
+    """A runner with a runner id, as a pass finds it once registered."""
+    return runner(runnerId=7, **status)
+
+
+def observed(
+    the_runner: JSONDict,
+    the_pod: JSONDict | None = None,
+    *,
+    written_phase: str | None = None,
+    registered_here: bool = False,
+    pod_created_ago: float | None = None,
+) -> ObservedRunner:
+    return ObservedRunner(
+        runner=the_runner,
+        pod=the_pod,
+        now=NOW,
+        policy=POLICY,
+        written_phase=written_phase,
+        registered=registered_here,
+        pod_created_ago=pod_created_ago,
+    )
+
+
+DELETING = {"metadata": {"name": "r", "deletionTimestamp": "2026-12-02T11:00:00Z"}}
+FIVE_FAILURES = {f"uid-{i}": "2026-12-02T10:00:00Z" for i in range(6)}
+JUST_FAILED = {"uid-0": format_time(NOW)}
+
+
+@pytest.mark.parametrize(
+    ("case", "seen", "route", "looks_at_pod"),
+    [
+        ("being deleted", observed(DELETING), Route.FINALIZE, False),
+        ("failed", observed(registered(phase="Failed")), Route.FINISHED, False),
+        # This process wrote `Failed`; the cache still shows `Pending`.
+        (
+            "failed here",
+            observed(registered(phase="Pending"), written_phase="Failed"),
+            Route.FINISHED,
+            False,
+        ),
+        ("not registered", observed(runner()), Route.REGISTER, True),
+        ("registered here", observed(runner(), registered_here=True), Route.WITHOUT_POD, True),
+        (
+            "pods failed too often",
+            observed(registered(failures=FIVE_FAILURES)),
+            Route.TOO_MANY_FAILURES,
+            True,
+        ),
+        (
+            "its pod not cached yet",
+            observed(registered(), pod_created_ago=1.0),
+            Route.AWAIT_POD,
+            True,
+        ),
+        (
+            "its pod long gone",
+            observed(registered(), pod_created_ago=60.0),
+            Route.WITHOUT_POD,
+            True,
+        ),
+        ("with a pod", observed(registered(), pod(runner=RUNNING)), Route.POD, True),
+    ],
+)
+def test_the_route_of_a_pass_and_whether_a_pod_gone_wakes_it(
+    case: str, seen: ObservedRunner, route: Route, looks_at_pod: bool
+) -> None:
+    decided = plan_runner(seen)
+    assert (decided.route, decided.waits_for_pod) == (route, looks_at_pod), case
+
+
+def test_without_a_pod_the_runner_goes_waits_or_gets_one() -> None:
+    busy = plan_runner(observed(registered(jobId="j")))
+    assert (busy.delete_self, busy.describe()) == (True, "without a pod: its pod went with its job")
+    waiting = plan_runner(observed(registered(failures=JUST_FAILED)))
+    assert (waiting.create_pod, waiting.retry_after) == (False, timedelta(seconds=5))
+    assert plan_runner(observed(registered())).create_pod
+
+
+def test_a_pod_decides_and_a_finished_job_deletes_the_runner_at_once() -> None:
+    done = plan_runner(observed(registered(), pod(runner=exited(0))))
+    assert (done.route, done.delete_self, done.describe()) == (
+        Route.POD,
+        True,
+        "pod: its job is done",
+    )
+    running = plan_runner(observed(registered(), pod(runner=RUNNING)))
+    assert (running.delete_self, running.describe()) == (False, "")
+    assert running.outcome is not None
+
+
+def test_too_many_failures_says_how_many() -> None:
+    decided = plan_runner(observed(registered(failures=FIVE_FAILURES)))
+    assert decided.describe() == "too many pod failures: the runner pod failed 6 times"

@@ -9,21 +9,25 @@ import pytest
 
 from controller.ephemeralrunnerset.rules import (
     Children,
+    Finalizing,
+    Observed,
     ScalePlan,
     SpecRevision,
     classify,
     counts_status,
     desired_phase,
     only_listener_fields_changed,
+    plan,
     plan_replacements,
     plan_scaling,
     replacement_due,
     runner_spec_hash,
     scale_down_candidates,
-    scaling_is_no_op,
     track_runner_spec,
 )
 from controller.runners.backoff import ReplacementPolicy
+from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH
+from shared.api.names import FINALIZER_EPHEMERAL_RUNNER_SET
 from shared.typedefs import JSONDict
 
 NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
@@ -387,41 +391,138 @@ def test_only_listener_fields_changed(new: JSONDict, expected: bool) -> None:
     assert only_listener_fields_changed(listener_patched(2, 4), new) is expected
 
 
+def settled(replicas: int, patch: int, **status: object) -> JSONDict:
+    """A set as a pass leaves it (its finalizer on, its runner spec's hash recorded), after the
+    listener's patch."""
+    obj = listener_patched(replicas, patch, **status)
+    obj["metadata"]["finalizers"] = [FINALIZER_EPHEMERAL_RUNNER_SET]
+    obj["metadata"]["annotations"] = {ANNOTATION_RUNNER_SPEC_HASH: runner_spec_hash(obj)}
+    return obj
+
+
+def failed_runners(minutes: int) -> Children:
+    return classify([failed_since(minutes)], applied_revision=0)
+
+
+def observe(
+    runner_set: JSONDict, children: Children, *, marker: int = 0, max_runners: int | None = None
+) -> Observed:
+    return Observed(
+        runner_set=runner_set,
+        children=children,
+        cleanup_marker=marker,
+        max_runners=max_runners,
+        now=NOW,
+        replacement=ReplacementPolicy(),
+    )
+
+
+def failed_since(minutes: int) -> JSONDict:
+    runner = er("f", "Failed")
+    runner["metadata"]["creationTimestamp"] = (NOW - timedelta(minutes=minutes)).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+    return runner
+
+
 @pytest.mark.parametrize(
-    ("case", "runner_set", "children", "marker", "no_op"),
+    ("case", "observed", "acts"),
     [
-        ("at maxRunners, a new id", listener_patched(2, 4), kids(running=2, latest=3), 0, True),
-        ("fewer wanted, non-zero id", listener_patched(1, 4), kids(running=2, latest=3), 0, True),
-        ("already served", listener_patched(5, 3), kids(running=2, latest=3), 0, True),
-        ("a runner missing", listener_patched(3, 4), kids(running=2, latest=3), 0, False),
-        ("settled, idle to remove", listener_patched(1, 0), kids(pending=2), 0, False),
-        ("settled, nothing to do", listener_patched(2, 0), kids(pending=2), 0, True),
+        ("at maxRunners, a new id", observe(settled(2, 4), kids(running=2, latest=3)), False),
+        ("fewer wanted, non-zero id", observe(settled(1, 4), kids(running=2, latest=3)), False),
+        ("already served", observe(settled(5, 3), kids(running=2, latest=3)), False),
+        ("a runner missing", observe(settled(3, 4), kids(running=2, latest=3)), True),
+        ("settled, idle to remove", observe(settled(1, 0), kids(pending=2)), True),
+        ("settled, nothing to do", observe(settled(2, 0), kids(pending=2)), False),
+        ("the cleanup's gap", observe(settled(3, 4), kids(running=2, latest=3), marker=4), False),
+        ("finished runners", observe(settled(2, 4), kids(running=1, finished=1)), True),
+        # Before plan, any finished runner woke the set; under a patch id served already the
+        # pass does nothing with it until the next id, so neither does the wake rule now.
         (
-            "the cleanup's gap",
-            listener_patched(3, 4),
-            kids(running=2, latest=3),
-            4,
-            True,
-        ),
-        ("finished runners", listener_patched(2, 4), kids(running=1, finished=1), 0, False),
-        ("failed runners", listener_patched(2, 4), kids(running=1, failed=1), 0, False),
-        (
-            "a revision to apply",
-            {**listener_patched(2, 4), "spec": {"replicas": 2, "actionableRevision": 2}},
-            kids(running=2, latest=3),
-            0,
+            "finished runners, patch id served",
+            observe(settled(2, 3), kids(running=1, finished=1, latest=3)),
             False,
         ),
         (
-            "Outdated",
-            listener_patched(2, 4, phase="Outdated"),
-            kids(running=2, latest=3),
-            0,
+            "a failed runner due",
+            observe(settled(2, 4), classify([failed_since(5)], applied_revision=0)),
+            True,
+        ),
+        # Before plan, any failed runner woke the set; one still in its backoff is the pass's
+        # requeue, which the pass that saw it fail scheduled.
+        (
+            "a failed runner in its backoff",
+            observe(settled(1, 4), failed_runners(0)),
+            False,
+        ),
+        (
+            "a revision to apply",
+            observe(
+                {**settled(2, 4), "spec": {"replicas": 2, "actionableRevision": 2}},
+                kids(running=2, latest=3),
+            ),
+            True,
+        ),
+        ("Outdated", observe(settled(2, 4, phase="Outdated"), kids(running=2, latest=3)), True),
+        ("no finalizer yet", observe(listener_patched(2, 4), kids(running=2, latest=3)), True),
+        # The listener's token may write any number; the set runs at most its owner's bound.
+        (
+            "above maxRunners, at the bound",
+            observe(settled(1000, 4), kids(running=3, latest=3), max_runners=3),
             False,
         ),
     ],
 )
-def test_scaling_is_no_op(
-    case: str, runner_set: JSONDict, children: Children, marker: int, no_op: bool
-) -> None:
-    assert scaling_is_no_op(runner_set, children, cleanup_marker=marker) is no_op, case
+def test_what_a_plan_does_is_what_wakes_the_set(case: str, observed: Observed, acts: bool) -> None:
+    assert plan(observed).acts is acts, case
+
+
+def test_a_plan_in_the_order_of_the_pass() -> None:
+    runner_set = settled(4, 5)
+    runner_set["metadata"]["deletionTimestamp"] = "2026-12-02T11:00:00Z"
+    assert plan(observe(runner_set, kids(running=1))).finalizing is Finalizing.CLEAN_UP
+    assert plan(observe(runner_set, kids())).finalizing is Finalizing.RELEASE
+    runner_set["metadata"]["finalizers"] = []
+    assert plan(observe(runner_set, kids(running=1))).finalizing is Finalizing.NOTHING
+
+    revision = {**settled(2, 4), "spec": {"replicas": 2, "actionableRevision": 3}}
+    applying = plan(observe(revision, kids(running=2, latest=3)))
+    assert (applying.apply_revision, applying.revision_phase, applying.scaling) == (
+        3,
+        "Running",
+        None,
+    )
+
+    outdated = plan(observe(settled(2, 4), classify([er("o", "Outdated")], applied_revision=0)))
+    assert (outdated.outdated, outdated.phase, outdated.scaling) == (True, "Outdated", None)
+
+    bounded = plan(observe(settled(1000, 4), kids(running=1, latest=3), max_runners=3))
+    assert (bounded.written_replicas, bounded.replicas, bounded.above_max) == (1000, 3, True)
+    assert bounded.scaling == ScalePlan(create=2)
+
+    retiring = plan(observe(settled(1, 4), failed_runners(5)))
+    assert (len(retiring.replace), retiring.replacements) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("observed", "line"),
+    [
+        (
+            observe(settled(3, 2), kids(running=2, latest=1), marker=2),
+            "no scale-up to 3 under patch id 2: the gap was made by cleaning up finished "
+            "runners, not by new demand",
+        ),
+        (
+            observe(settled(3, 2), kids(running=1, finished=1, latest=1)),
+            "cleaning up 1 finished runner(s) under patch id 2",
+        ),
+        (
+            observe(settled(3, 2), kids(running=1, latest=1)),
+            "creating 2 runner(s) for replicas=3 patchID=2",
+        ),
+        (observe(settled(1, 0), kids(pending=3)), "scaling down by 2 idle runner(s) to replicas=1"),
+        (observe(settled(2, 0), kids(pending=2)), ""),
+    ],
+)
+def test_the_plan_says_what_it_does_in_one_line(observed: Observed, line: str) -> None:
+    assert plan(observed).describe(observed.children) == line

@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.runtime import Request, Store
-from controller.runtime.cache import controller_owner_uid
 from shared.api.kinds import EPHEMERAL_RUNNER
+from shared.kube.views import controller_owner_uid
 from shared.typedefs import JSONDict
 
 

@@ -1,0 +1,686 @@
+"""Pure decisions of the AutoscalingListener reconciler (docs/autoscaling.md#autoscalinglistener):
+`plan(observed)` says what a pass does, in order, and why; the reconciler observes, plans and
+applies the plan through its pass.
+
+The branches of `plan`, in their order:
+
+1. A listener outside the controller's namespace: said once, never acted on (its children
+   would go to a namespace the controller may not write to: a loop of 403s).
+2. Deletion: the pods first, and nothing else until they are gone (a listener stopping on
+   SIGTERM still needs its Role); then the config and proxy (with a proxy) Secrets, the
+   standby Lease (when standby replicas ran), the RoleBinding, the Role and the ServiceAccount,
+   each asked for once; once all are gone, the finalizer.
+3. The finalizer added; a listener whose AutoscalingRunnerSet is gone deletes itself; Key Vault
+   credentials refused.
+4. The children: what the API holds of them is needed from here on, read only for a listener
+   that gets this far (`Plan.read`). The ServiceAccount, the Role (with standby turned off, the
+   extra pods and the Lease go before the rule that lets them renew it), the RoleBinding (made
+   again when its roleRef was edited), the proxy Secret. A config the listener would refuse, a
+   template beyond the allow-list (its old pods go) or one the listener cannot run stops here
+   with a warning; then the standby Lease (created only), the config Secret.
+5. The pods, one per replica, each on its own: created (after the restart backoff), made again
+   when its integrity hash changed, restarted with a doubling backoff when it stopped; the
+   replicas beyond `listenerReplicas` deleted; a container that cannot start, and a crash loop,
+   said on the listener.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+from pydantic import ValidationError
+
+from controller.autoscalinglistener.objects import (
+    config_secret,
+    grants_lease,
+    lease,
+    lease_name,
+    listener_config,
+    listener_pod,
+    listener_replicas,
+    pod_name,
+    proxy_secret,
+    role,
+    role_binding,
+    service_account,
+    standby_lease_name,
+    template_problem,
+    template_refusals,
+)
+from controller.github.credentials import REASON_VAULT_NOT_SUPPORTED, vault_refusal
+from controller.settings import ListenerSettings
+from shared.api.names import (
+    ANNOTATION_INTEGRITY_HASH,
+    FINALIZER_AUTOSCALING_LISTENER,
+    LISTENER_CONTAINER,
+    MAX_LISTENER_REPLICAS,
+)
+from shared.backoff import doubling
+from shared.kube.objects import (
+    LEASE,
+    POD,
+    ROLE,
+    ROLE_BINDING,
+    SECRET,
+    SERVICE_ACCOUNT,
+    Kind,
+)
+from shared.kube.views import is_deleting, metadata_of, pod_ready
+from shared.listenerconfig import ListenerSettings as ListenerConfig
+from shared.typedefs import JSONDict
+
+WAIT = 1.0
+"""Seconds between looks at a listener being deleted, while a child is left."""
+CRASH_LOOP_EVENT_AFTER = 3
+
+REASON_CONFIG_INVALID = "ListenerConfigInvalid"
+REASON_TEMPLATE_REFUSED = "ListenerTemplateRefused"
+REASON_TEMPLATE_INVALID = "ListenerTemplateInvalid"
+REASON_POD_REFUSED = "ListenerPodRefused"
+REASON_CONTAINER_WAITING = "ListenerContainerWaiting"
+REASON_CRASH_LOOPING = "ListenerCrashLooping"
+REASON_CANNOT_DELETE = "CannotDelete"
+REFUSALS = (
+    REASON_VAULT_NOT_SUPPORTED,
+    REASON_CONFIG_INVALID,
+    REASON_TEMPLATE_REFUSED,
+    REASON_TEMPLATE_INVALID,
+)
+"""Why a listener gets no config and no pod; one holds at a time."""
+
+Child = tuple[Kind, str, str]
+"""A child by kind, namespace and name."""
+
+
+class ListenerStep(Enum):
+    """One-off steps the reconciler notes about a listener."""
+
+    FOREIGN_SAID = "foreign said"
+    """That the listener lives outside the controller's namespace was logged."""
+
+
+@dataclass(frozen=True, slots=True)
+class Restarts:
+    """One replica's restart backoff."""
+
+    count: int = 0
+    """Stops in a row, since the pod was last ready for `stable_seconds`."""
+    not_before: float = 0.0
+    """The monotonic time before which the pod is not made again."""
+    ready_since: float | None = None
+
+
+@dataclass(slots=True)
+class ListenerMemory:
+    """What the reconciler remembers of one listener (`Pass.memory`, forgotten with it)."""
+
+    restarts: dict[int, Restarts] = field(default_factory=dict)
+    """By replica."""
+    lease_owed: bool = False
+    """Being deleted, it ran standby replicas: their Lease goes after their pods, although the
+    spec may say one replica by then."""
+    gone: frozenset[Child] = frozenset()
+    """Being deleted, the children found gone: not asked for again."""
+
+
+# --- what a pass observes ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """What the API holds for a listener that gets as far as its children: the GitHub Secret's
+    keys and the CA (through `controller.github`), the proxy data, and the Role and RoleBinding
+    as stored (None: there is none)."""
+
+    credentials: Mapping[str, str] = field(repr=False)
+    root_ca: str = ""
+    proxy: Mapping[str, str] | None = field(default=None, repr=False)
+    role: JSONDict | None = None
+    role_binding: JSONDict | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    listener: JSONDict
+    settings: ListenerSettings
+    now: float
+    """Monotonic seconds."""
+    runner_set: JSONDict | None = None
+    """Its AutoscalingRunnerSet as the cache shows it; None when it is gone."""
+    pods: Mapping[int, JSONDict] = field(default_factory=dict)
+    """Its pods as the cache shows them, by replica (any of 0..MAX_LISTENER_REPLICAS-1)."""
+    restarts: Mapping[int, Restarts] = field(default_factory=dict)
+    lease_owed: bool = False
+    gone: frozenset[Child] = frozenset()
+    foreign_said: bool = False
+    inputs: Inputs | None = None
+    """None until the plan asks for them (`Plan.read`)."""
+
+
+# --- what a pass does ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AddFinalizer:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveFinalizer:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteSelf:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class NoteForeign:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Ensure:
+    """Bring a child to `desired` (`Pass.ensure`): created when absent, else patched when its
+    integrity hash or labels differ or one of `fields` was edited; with `create_only` never
+    updated. `current` is what was read (`read`: read it now)."""
+
+    kind: Kind
+    desired: JSONDict = field(repr=False)
+    current: JSONDict | None = field(default=None, repr=False)
+    read: bool = True
+    fields: tuple[str, ...] = ()
+    create_only: bool = False
+
+    def drift(self, current: JSONDict, desired: JSONDict) -> list[str]:
+        if self.create_only:
+            return []
+        want = desired["metadata"]
+        have = metadata_of(current)
+        drifted = [f for f in self.fields if normalized(current.get(f)) != desired[f]]
+        hash_key = ANNOTATION_INTEGRITY_HASH
+        if (have.get("annotations") or {}).get(hash_key) != want["annotations"][hash_key]:
+            drifted.append("content")
+        labels = have.get("labels") or {}
+        if any(labels.get(k) != v for k, v in want["labels"].items()):
+            drifted.append("metadata.labels")
+        return drifted
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """Delete an object by key (gone already counts as done)."""
+
+    kind: Kind
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteChild:
+    """Finalizing: delete a child once; an answer holding it with finalizers leaves it."""
+
+    child: Child
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePod:
+    """Create a replica's pod; the API server may refuse it (Pod Security): said on the
+    listener as `ListenerPodRefused`, tried again in a resync."""
+
+    replica: int
+    desired: JSONDict = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Warn:
+    reason: str
+    message: str
+    subject: object = None
+    also_on: tuple[JSONDict, ...] = field(default=(), repr=False)
+    """Also an Event on each (its AutoscalingRunnerSet, where its writer looks)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    reason: str
+    subject: object = None
+
+
+Action = (
+    AddFinalizer
+    | RemoveFinalizer
+    | DeleteSelf
+    | NoteForeign
+    | Ensure
+    | Delete
+    | DeleteChild
+    | CreatePod
+    | Warn
+    | Settle
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a pass does, in order, and why."""
+
+    steps: tuple[Action, ...] = ()
+    why: tuple[str, ...] = ()
+    """The decisions, one phrase each ("" when the pass only checks its children)."""
+    requeue_after: float | None = None
+    read: bool = False
+    """The plan reached the children: plan again with `Observed.inputs` read."""
+    running: bool | None = None
+    """The running-listeners gauge's value (None: left as it is)."""
+    restarts: Mapping[int, Restarts] | None = None
+    """The restart backoffs to remember (None: unchanged)."""
+    lease_owed: bool = False
+    finalizing: bool = False
+    """Deleting the children of a listener being deleted: once all are gone, plan again."""
+
+    def describe(self) -> str:
+        """The plan in one line (logged once per pass that decides something)."""
+        return "; ".join(self.why)
+
+
+# --- the decisions -------------------------------------------------------------------------------
+
+
+def plan(observed: Observed) -> Plan:
+    """What the pass over `observed` does (module docstring)."""
+    listener = observed.listener
+    meta = metadata_of(listener)
+    home = observed.settings.controller_namespace
+    if home and meta["namespace"] != home:
+        if observed.foreign_said:
+            return Plan()
+        return Plan(steps=(NoteForeign(),), why=(f"not reconciled: listeners live in {home}",))
+    if is_deleting(listener):
+        return _finalize(observed)
+    if FINALIZER_AUTOSCALING_LISTENER not in (meta.get("finalizers") or []):
+        return Plan(steps=(AddFinalizer(),), why=("finalizer added",))
+    runner_set = observed.runner_set
+    if runner_set is None:
+        return Plan(
+            steps=(DeleteSelf(),),
+            why=("its AutoscalingRunnerSet is gone: deleting the listener",),
+        )
+    spec = listener.get("spec") or {}
+    if refusal := vault_refusal(spec):
+        return Plan(
+            steps=(
+                *_settle_but(REASON_VAULT_NOT_SUPPORTED),
+                Warn(REASON_VAULT_NOT_SUPPORTED, refusal),
+            ),
+            why=(f"no listener pod: {REASON_VAULT_NOT_SUPPORTED}",),
+        )
+    if observed.inputs is None:
+        return Plan(read=True)
+    return _children(observed, observed.inputs, runner_set)
+
+
+def _children(observed: Observed, inputs: Inputs, runner_set: JSONDict) -> Plan:
+    listener, settings = observed.listener, observed.settings
+    spec = listener.get("spec") or {}
+    namespace = metadata_of(listener)["namespace"]
+    steps: list[Action] = [Ensure(SERVICE_ACCOUNT, service_account(listener))]
+    why: list[str] = []
+    deleted: set[int] = set()
+
+    def delete_pods(keep: int) -> int:
+        """Delete the pods of replicas `keep` and above (once each); how many."""
+        doomed = [
+            replica
+            for replica, pod in sorted(observed.pods.items())
+            if replica >= keep and replica not in deleted and not is_deleting(pod)
+        ]
+        deleted.update(doomed)
+        steps.extend(Delete(POD, namespace, pod_name(listener, r)) for r in doomed)
+        return len(doomed)
+
+    standby = standby_lease_name(listener)
+    if inputs.role is not None and not standby and grants_lease(inputs.role):
+        # The Role still granting the Lease is what tells a later pass (or a restarted
+        # controller) that the extra pods and the Lease may be left: they go before the rule.
+        why.append("standby turned off: the extra pods and the Lease go")
+        delete_pods(keep=1)
+        steps.append(
+            Delete(LEASE, str(spec.get("autoscalingRunnerSetNamespace")), lease_name(listener))
+        )
+    steps.append(Ensure(ROLE, role(listener), inputs.role, read=False, fields=("rules",)))
+    binding = role_binding(listener)
+    current = inputs.role_binding
+    if current is not None and normalized(current.get("roleRef")) != binding["roleRef"]:
+        # A roleRef cannot be changed in place.
+        why.append("RoleBinding's roleRef edited: made again")
+        steps.append(
+            Delete(ROLE_BINDING, binding["metadata"]["namespace"], binding["metadata"]["name"])
+        )
+        current = None
+    steps.append(Ensure(ROLE_BINDING, binding, current, read=False, fields=("subjects",)))
+    if spec.get("proxy"):
+        steps.append(Ensure(SECRET, proxy_secret(listener, inputs.proxy or {})))
+
+    config = listener_config(
+        listener,
+        credentials=inputs.credentials,
+        root_ca=inputs.root_ca,
+        log_level=settings.log_level,
+        log_format=settings.log_format,
+        metrics_addr=settings.metrics_addr,
+        metrics_endpoint=settings.metrics_endpoint if settings.metrics_addr else "",
+        standby=settings.standby,
+        allow_insecure_github=settings.allow_insecure_github,
+        metrics_auth=settings.metrics_auth,
+    )
+    refused = _refusal(observed, config)
+    if refused is not None:
+        reason, message = refused
+        steps += _settle_but(reason)
+        also_on = (runner_set,) if reason == REASON_TEMPLATE_REFUSED else ()
+        steps.append(Warn(reason, message, also_on=also_on))
+        why.append(f"no listener pod: {reason}")
+        if reason == REASON_TEMPLATE_REFUSED:
+            # Not from a tenant's namespace into ours (docs/security.md#listener-pod); a pod
+            # made from it before (templates were trusted then) goes. Its edit brings it back.
+            delete_pods(keep=0)
+            return Plan(steps=tuple(steps), why=tuple(why))
+        if reason == REASON_CONFIG_INVALID:
+            # Never written: the listener would crash-loop. The Secret and ConfigMap it came
+            # from are not watched: looked at again in a resync.
+            return Plan(steps=tuple(steps), why=tuple(why), requeue_after=settings.resync_seconds)
+        # The template is the listener's spec: its edit brings the listener back.
+        return Plan(steps=tuple(steps), why=tuple(why))
+    steps += [Settle(reason) for reason in REFUSALS]
+    if standby:
+        # Made before the pods, so that none of them needs `create` on Leases; never updated:
+        # its holder, renewals and annotations belong to the pods.
+        steps.append(Ensure(LEASE, lease(listener), create_only=True))
+    secret = config_secret(listener, config)
+    steps.append(Ensure(SECRET, secret))
+
+    replicas = listener_replicas(listener)
+    if extra := delete_pods(keep=replicas):
+        why.append(f"{extra} pod(s) beyond listenerReplicas {replicas} deleted")
+    digest = str(secret["metadata"]["annotations"][ANNOTATION_INTEGRITY_HASH])
+    restarts = dict(observed.restarts)
+    delays: list[float] = []
+    states: list[bool] = []
+    for replica in range(replicas):
+        pod = _pod(observed, replica, digest)
+        steps += pod.steps
+        why += pod.why
+        restarts[replica] = pod.restarts
+        if pod.requeue_after is not None:
+            delays.append(pod.requeue_after)
+        if pod.running is not None:
+            states.append(pod.running)
+    return Plan(
+        steps=tuple(steps),
+        why=tuple(why),
+        requeue_after=min(delays) if delays else None,
+        running=any(states) if states else None,
+        restarts=restarts,
+    )
+
+
+def _settle_but(reason: str) -> list[Action]:
+    """One refusal holds at a time: the others ended (so a return to one is said again)."""
+    return [Settle(other) for other in REFUSALS if other != reason]
+
+
+def _refusal(observed: Observed, config: JSONDict) -> tuple[str, str] | None:
+    """Why the listener gets no config and no pod, as a reason and a message; None when it
+    runs."""
+    problem = config_problem(config)
+    if problem is not None:
+        return REASON_CONFIG_INVALID, problem
+    listener = observed.listener
+    template = (listener.get("spec") or {}).get("template")
+    refusals = [] if observed.settings.trust_templates else template_refusals(template)
+    if refusals:
+        return REASON_TEMPLATE_REFUSED, (
+            "listenerTemplate sets what only the operator may set on a listener pod: "
+            + ", ".join(f"listenerTemplate.{path}" for path in refusals)
+            + "; a template may set labels, annotations, scheduling and the listener "
+            "container's resources and env (docs/security.md#listener-pod)"
+        )
+    problem = template_problem(listener)
+    if problem is not None:
+        return REASON_TEMPLATE_INVALID, problem
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _PodPlan:
+    steps: tuple[Action, ...]
+    why: tuple[str, ...]
+    restarts: Restarts
+    requeue_after: float | None
+    running: bool | None
+    """Whether its listener runs (None: unknown, being replaced)."""
+
+
+def _pod(observed: Observed, replica: int, digest: str) -> _PodPlan:
+    """One replica's decision."""
+    listener, settings, now = observed.listener, observed.settings, observed.now
+    desired = listener_pod(
+        listener,
+        config_digest=digest,
+        metrics_addr=settings.metrics_addr,
+        replica=replica,
+        entrypoint=settings.entrypoint,
+        resources=settings.resources,
+    )
+    name = desired["metadata"]["name"]
+    namespace = desired["metadata"]["namespace"]
+    restarts = observed.restarts.get(replica) or Restarts()
+    pod = observed.pods.get(replica)
+    if pod is None:
+        if now < restarts.not_before:
+            return _PodPlan((), (), restarts, restarts.not_before - now, False)
+        return _PodPlan(
+            (CreatePod(replica, desired),), (f"pod {name} created",), restarts, None, False
+        )
+    if is_deleting(pod):
+        return _PodPlan((), (), restarts, None, None)
+    want = desired["metadata"]["annotations"][ANNOTATION_INTEGRITY_HASH]
+    have = (metadata_of(pod).get("annotations") or {}).get(ANNOTATION_INTEGRITY_HASH)
+    if have != want:
+        return _PodPlan(
+            (Delete(POD, namespace, name),),
+            (f"re-creating listener pod {name}: its config changed",),
+            restarts,
+            None,
+            None,
+        )
+    why_stopped = stopped(pod)
+    if why_stopped is not None:
+        count = restarts.count + 1
+        delay = doubling(
+            settings.restart_backoff_seconds, count - 1, settings.restart_backoff_max_seconds
+        )
+        steps: list[Action] = []
+        if count >= CRASH_LOOP_EVENT_AFTER:
+            who = "listener" if listener_replicas(listener) == 1 else f"listener pod {name}"
+            message = (
+                f"{who} stopped {count} times in a row ({why_stopped}); next start in {delay:.0f}s"
+            )
+            steps.append(Warn(REASON_CRASH_LOOPING, message, subject=replica))
+        steps.append(Delete(POD, namespace, name))
+        return _PodPlan(
+            tuple(steps),
+            (f"listener {name} stopped ({why_stopped}); restarting in {delay:.1f}s",),
+            Restarts(count=count, not_before=now + delay, ready_since=None),
+            delay,
+            False,
+        )
+    waiting = waiting_report(pod)
+    report: Action = (
+        Settle(REASON_CONTAINER_WAITING, subject=replica)
+        if waiting is None
+        else Warn(REASON_CONTAINER_WAITING, waiting, subject=replica)
+    )
+    running = container_state(pod, "running")
+    if not pod_ready(pod):
+        return _PodPlan(
+            (report,), (), replace(restarts, ready_since=None), settings.resync_seconds, running
+        )
+    ready_since = restarts.ready_since if restarts.ready_since is not None else now
+    if now - ready_since >= settings.stable_seconds:
+        # Ready long enough: no longer crash-looping, its backoff starts again.
+        stable = replace(restarts, count=0, ready_since=ready_since)
+        return _PodPlan((report,), (), stable, settings.resync_seconds, running)
+    requeue = settings.stable_seconds if restarts.count else settings.resync_seconds
+    return _PodPlan((report,), (), replace(restarts, ready_since=ready_since), requeue, running)
+
+
+def _finalize(observed: Observed) -> Plan:
+    listener = observed.listener
+    meta = metadata_of(listener)
+    if FINALIZER_AUTOSCALING_LISTENER not in (meta.get("finalizers") or []):
+        return Plan(running=False)
+    # The Lease is touched only when standby replicas ran: an ARC-style listener needs no
+    # permission on Leases, even to be deleted.
+    owed = observed.lease_owed or any(replica > 0 for replica in observed.pods)
+    if observed.pods:
+        # Pods first, and nothing else until they are gone: a listener stopping on SIGTERM
+        # still needs its Role (a standby releases its Lease, the holder deletes its
+        # session's state), so the Role, its binding and the Lease go after the last pod.
+        steps = tuple(
+            Delete(POD, meta["namespace"], pod_name(listener, replica))
+            for replica, pod in sorted(observed.pods.items())
+            if not is_deleting(pod)
+        )
+        return Plan(
+            steps=steps,
+            why=(f"deleting: {len(steps)} pod(s) deleted",) if steps else (),
+            requeue_after=WAIT,
+            running=False,
+            lease_owed=owed,
+        )
+    left = [c for c in finalized_children(listener, lease=owed) if c not in observed.gone]
+    if not left:
+        return Plan(
+            steps=(RemoveFinalizer(),),
+            why=("finalizer removed",),
+            running=False,
+            lease_owed=owed,
+        )
+    return Plan(
+        steps=tuple(DeleteChild(child) for child in left),
+        running=False,
+        lease_owed=owed,
+        finalizing=True,
+    )
+
+
+def finalized_children(listener: JSONDict, *, lease: bool) -> list[Child]:
+    """What a listener's deletion deletes after its pods, in order: only what was made (the
+    proxy Secret with a proxy, the Lease when standby replicas ran)."""
+    meta = metadata_of(listener)
+    spec = listener.get("spec") or {}
+    runner_namespace = str(spec.get("autoscalingRunnerSetNamespace"))
+    children: list[Child] = [(SECRET, meta["namespace"], f"{meta['name']}-config")]
+    if spec.get("proxy"):
+        children.append((SECRET, meta["namespace"], f"{meta['name']}-proxy"))
+    if lease or standby_lease_name(listener):
+        children.append((LEASE, runner_namespace, lease_name(listener)))
+    children += [
+        (ROLE_BINDING, runner_namespace, meta["name"]),
+        (ROLE, runner_namespace, meta["name"]),
+        (SERVICE_ACCOUNT, meta["namespace"], meta["name"]),
+    ]
+    return children
+
+
+# --- what a pod's and a config's state mean ------------------------------------------------------
+
+
+def stopped(pod: JSONDict) -> str | None:
+    """Why the listener pod must be made again, or None while it runs or starts."""
+    status = pod.get("status") or {}
+    if status.get("reason") == "Evicted":
+        return "evicted"
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return f"pod {status['phase']}"
+    for container in status.get("containerStatuses") or []:
+        if container.get("name") != LISTENER_CONTAINER:
+            continue
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated is not None:
+            return f"exit code {terminated.get('exitCode')}"
+    return None
+
+
+def container_state(pod: JSONDict, state: str) -> bool:
+    """Whether the listener container is in `state` (`running`, `waiting`, `terminated`)."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        if container.get("name") == LISTENER_CONTAINER:
+            return state in (container.get("state") or {})
+    return False
+
+
+def waiting_report(pod: JSONDict) -> str | None:
+    """What to say on the listener when a container of its pod cannot start (a template's
+    sidecar that must run as root, a missing Secret, an image that cannot be pulled); the
+    pod's own events are in the controller namespace, where users of the set may not look.
+    None while every container starts or runs."""
+    status = pod.get("status") or {}
+    stuck = [
+        (str(container.get("name")), waiting)
+        for container in [
+            *(status.get("initContainerStatuses") or []),
+            *(status.get("containerStatuses") or []),
+        ]
+        if (waiting := (container.get("state") or {}).get("waiting") or {}).get("reason")
+        not in (None, "ContainerCreating", "PodInitializing")
+    ]
+    if not stuck:
+        return None
+    name, waiting = stuck[0]
+    return f"container {name} of pod {metadata_of(pod)['name']} cannot start: " + (
+        f"{waiting['reason']}: {waiting['message']}"
+        if waiting.get("message")
+        else str(waiting["reason"])
+    )
+
+
+def config_problem(config: JSONDict) -> str | None:
+    """Why `gha-listener` would refuse this config, checked with its own model
+    (shared.listenerconfig), in one line without any value; None when it would load it."""
+    try:
+        ListenerConfig.model_validate(config)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        message = first["msg"].removeprefix("Value error, ")
+        return f"{where}: {message}" if where else message
+    return None
+
+
+def normalized(value: object) -> object:
+    """A stored RBAC field as we write it: the API server may add empty fields (a subject's
+    `apiGroup: ""`)."""
+    if isinstance(value, list):
+        return [normalized(item) for item in value]
+    if isinstance(value, dict):
+        return {k: normalized(v) for k, v in value.items() if v not in ("", None, [])}
+    return value
+
+
+def pods_by_replica(
+    listener: JSONDict, cached: Callable[[str, str], JSONDict | None]
+) -> dict[int, JSONDict]:
+    """The listener's pods as a cache shows them, by replica."""
+    namespace = metadata_of(listener)["namespace"]
+    pods: dict[int, JSONDict] = {}
+    for replica in range(MAX_LISTENER_REPLICAS):
+        pod = cached(namespace, pod_name(listener, replica))
+        if pod is not None:
+            pods[replica] = pod
+    return pods
