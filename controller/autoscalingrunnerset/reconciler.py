@@ -163,7 +163,7 @@ class AutoscalingRunnerSetReconciler:
 
     async def _apply(self, p: Pass, plan: Plan) -> Result:
         if plan.why:
-            p.log.info("%s", plan.describe())
+            p.log.info("plan: %s", plan.describe())
         edits = plan.edits
         for step in plan.steps:
             match step:

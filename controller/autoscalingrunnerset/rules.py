@@ -50,6 +50,7 @@ from controller.autoscalingrunnerset.objects import (
     scaling_policy_problem,
 )
 from controller.github.clients import REASON_INVALID_NAME
+from controller.github.credentials import REASON_VAULT_NOT_SUPPORTED, vault_refusal
 from controller.github.scalesets import ScaleSet
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
 from controller.settings import AutoscalingSettings
@@ -85,16 +86,11 @@ CONDITION_LISTENER = "SingleListener"
 CONDITION_NAMES = "NamesValid"
 WAIT = 1.0
 """Seconds between looks at a child being deleted (its delete event usually comes first)."""
-VAULT = (
-    "Azure Key Vault credentials (spec.vaultConfig) are not supported: put the GitHub PAT or App "
-    "in a Secret named by spec.githubConfigSecret and remove spec.vaultConfig"
-)
 OUTDATED = (
     "the runner image is deprecated (runners exit with code 7); update the runner "
     "image in spec.template to resume"
 )
 # Warning reasons (Events) of the set.
-WARN_VAULT = "VaultNotSupported"
 WARN_REGISTRATION = "ScaleSetRegistrationFailed"
 WARN_MISSING = "ScaleSetMissing"
 WARN_LEFT_ON_GITHUB = "ScaleSetLeftOnGitHub"
@@ -506,10 +502,10 @@ def _scale_set(p: _Planner) -> int | Ask | None:
         p.edits.setdefault("spec", {})["runnerScaleSetName"] = p.meta["name"]
         p.do(WriteSet())
         return None
-    if (spec.get("vaultConfig") or {}).get("type"):
-        if p.condition(CONDITION_SCALE_SET, "False", WARN_VAULT, VAULT):
+    if refusal := vault_refusal(spec):
+        if p.condition(CONDITION_SCALE_SET, "False", REASON_VAULT_NOT_SUPPORTED, refusal):
             p.say("Azure Key Vault credentials refused")
-            p.do(Warn(WARN_VAULT, VAULT), WriteSet())
+            p.do(Warn(REASON_VAULT_NOT_SUPPORTED, refusal), WriteSet())
         return None
     answer = p.observed.github
     scale_set_id = annotation_int(ars, ANNOTATION_RUNNER_SCALE_SET_ID) or 0
@@ -544,7 +540,7 @@ def _scale_set(p: _Planner) -> int | Ask | None:
                 p.say(f"scale set not registered: {text}")
                 p.do(Warn(WARN_REGISTRATION, text), WriteSet())
             return None
-    p.do(Settle(WARN_VAULT), Settle(WARN_REGISTRATION))
+    p.do(Settle(REASON_VAULT_NOT_SUPPORTED), Settle(WARN_REGISTRATION))
     p.condition(CONDITION_SCALE_SET, "True", "Registered", "")
     return scale_set_id
 
