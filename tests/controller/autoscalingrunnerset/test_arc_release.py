@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from controller.autoscalingrunnerset.reconciler import CONDITION_LISTENER
+from controller.autoscalingrunnerset.rules import CONDITION_LISTENER
 from controller.runners.objects import is_own_digest
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.kube.emulator import KubeEmulator

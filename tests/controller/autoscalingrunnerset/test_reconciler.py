@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import os
 
 import pytest
@@ -587,3 +588,54 @@ async def test_azure_key_vault_credentials_are_refused_with_the_alternative(rig:
     assert "VaultNotSupported" in await events_of(rig, "arc")
     assert await runner_set_of(rig) is None
     assert len(rig.gh.state.scale_sets) == 1, "nothing registered beyond the rig's own"
+
+
+async def test_every_decision_is_logged_with_the_sets_key_and_uid(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="controller.autoscalingrunnerset.reconciler")
+    await create_ars(rig)
+    ars, _, listener = await converged(rig)
+    key, uid = f"{rig.namespace}/arc", ars["metadata"]["uid"]
+    lines = [
+        (record.getMessage(), getattr(record, "key", None), getattr(record, "uid", None))
+        for record in caplog.records
+        if record.name == "controller.autoscalingrunnerset.reconciler"
+    ]
+    said = [message for message, *tagged in lines if tagged == [key, uid]]
+    assert len(said) == len(lines), "every line names the set"
+    plans = [message for message in said if message.startswith(f"{key}: plan: ")]
+    for decision in (
+        "adding the finalizer",
+        "runnerScaleSetName defaulted to arc",
+        f"scale set {rig.scale_set_id} recorded",
+        f"creating the EphemeralRunnerSet for scale set {rig.scale_set_id}",
+        f"creating AutoscalingListener {listener['metadata']['name']}",
+    ):
+        assert any(decision in message for message in plans), decision
+
+
+async def test_a_condition_decided_in_a_pass_that_writes_no_status_is_written_later(
+    rig: Rig,
+) -> None:
+    """A fixed name and a new runner image in one edit: the pass that turns `NamesValid` True
+    ends at the runner set's new revision, before the set's write. The condition is written by
+    the next pass (it used to be remembered as written, and stayed False)."""
+    await create_ars(rig)
+    await converged(rig)
+    # Annotations have no schema: the controller's name check is the one there is.
+    cleanup = "actions.github.com/cleanup-manager-role-name"
+    await patch_ars(rig, {"metadata": {"annotations": {cleanup: "../evil"}}})
+
+    async def names(status: str) -> bool:
+        conditions = ((await get_ars(rig)) or {}).get("status", {}).get("conditions") or []
+        return any(c["type"] == "NamesValid" and c["status"] == status for c in conditions)
+
+    await rig.until(lambda: names("False"), what="NamesValid False")
+    template = {
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "runner", "image": "runner:v2"}]}
+    }
+    await patch_ars(
+        rig, {"metadata": {"annotations": {cleanup: None}}, "spec": {"template": template}}
+    )
+    await rig.until(lambda: names("True"), what="NamesValid True")
