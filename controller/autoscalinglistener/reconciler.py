@@ -51,6 +51,7 @@ from controller.github.credentials import secret_credentials
 from controller.github.network import proxy_data, root_ca
 from controller.runtime import (
     Controller,
+    Deleted,
     EventRecorder,
     Expectations,
     Manager,
@@ -66,7 +67,7 @@ from controller.runtime import (
 from controller.settings import ListenerSettings
 from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET
 from shared.api.names import FINALIZER_AUTOSCALING_LISTENER
-from shared.kube.errors import Forbidden, KubeError, NamespaceTerminating, NotFound
+from shared.kube.errors import Forbidden, KubeError, NamespaceTerminating
 from shared.kube.objects import POD, ROLE, ROLE_BINDING, SECRET, Objects
 from shared.kube.views import metadata_of
 
@@ -234,14 +235,8 @@ class AutoscalingListenerReconciler:
         another child keeps the pass coming back."""
         kind, namespace, name = child
         try:
-            # Through the pass's API rather than `Pass.delete`: the answer says whether
-            # finalizers hold the object.
-            answer = await p.objects.delete(kind, namespace, name)
-            if answer is not None and metadata_of(answer).get("finalizers"):
+            if await p.delete(kind, Request(namespace, name)) is Deleted.HELD:
                 return False
-            p.log.info("deleted %s %s/%s", kind.kind, namespace, name)
-        except NotFound:
-            pass
         except KubeError as exc:
             await p.warn(
                 REASON_CANNOT_DELETE,

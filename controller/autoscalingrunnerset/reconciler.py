@@ -188,7 +188,7 @@ class AutoscalingRunnerSetReconciler:
                 case rules.Settle(reason):
                     p.settle(reason)
                 case rules.Announce(reason, message):
-                    await self._events.normal(p.object, reason=reason, message=message)
+                    await p.event(reason, message)
                 case rules.Create(kind, desired):
                     # A create that the cache has not shown yet is not made twice.
                     await p.ensure(kind, desired, None)
@@ -199,7 +199,7 @@ class AutoscalingRunnerSetReconciler:
                 case rules.Patch(kind, target, spec):
                     meta = metadata_of(target)
                     desired = {"metadata": {"name": meta["name"], "namespace": meta["namespace"]}}
-                    await p.ensure(kind, {**desired, "spec": spec}, target, drift=rules.spec_drift)
+                    await p.ensure(kind, {**desired, "spec": spec}, target)
                 case rules.DeleteScaleSet(scale_set_id):
                     await self._delete_scale_set(p, scale_set_id)
                 case rules.StripCleanupProtection(kind, namespace, name):
@@ -226,14 +226,19 @@ class AutoscalingRunnerSetReconciler:
         p: Pass, target: JSONDict, labels: JSONDict, annotations: JSONDict, spec: JSONDict
     ) -> None:
         # Optimistic: a revision advanced on a set this pass read is never advanced again on a
-        # newer one (a Conflict requeues the pass). `Pass.ensure` patches without a
-        # resourceVersion, and the runner spec's removed keys need the diff `LazyObject` sends.
-        lazy = LazyObject(target, kind=EPHEMERAL_RUNNER_SET)
-        edit = lazy.mutate()
-        edit["metadata"].setdefault("labels", {}).update(labels)
-        edit["metadata"].setdefault("annotations", {}).update(annotations)
-        edit["spec"].update(spec)
-        await lazy.write(p.objects, optimistic=True)
+        # newer one (a Conflict requeues the pass), and the runner spec's removed keys go with
+        # the diff from what was read.
+        meta = metadata_of(target)
+        desired: JSONDict = {
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta.get("namespace", ""),
+                "labels": labels,
+                "annotations": annotations,
+            },
+            "spec": spec,
+        }
+        await p.ensure(EPHEMERAL_RUNNER_SET, desired, target, optimistic=True)
 
     async def _delete_scale_set(self, p: Pass, scale_set_id: int) -> None:
         try:

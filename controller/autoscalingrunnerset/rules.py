@@ -238,7 +238,8 @@ class UpdateRunnerSet:
 
 @dataclass(frozen=True, slots=True)
 class Patch:
-    """Set `spec` fields of a child in place (`Pass.ensure` with `spec_drift`)."""
+    """Set `spec` fields of a child in place (`Pass.ensure`, whose drift names each key of an
+    object field that differs)."""
 
     kind: Kind
     target: JSONDict
@@ -297,17 +298,6 @@ class Plan:
     def describe(self) -> str:
         """One log line: every decision of the pass."""
         return "; ".join(self.why)
-
-
-def spec_drift(current: JSONDict, desired: JSONDict) -> list[str]:
-    """The `spec` fields `desired` sets that `current` holds otherwise: `Pass.ensure`'s drift
-    for a `Patch`, whose desired object names only those fields."""
-    have = current.get("spec") or {}
-    return [
-        f"spec.{key}"
-        for key, value in (desired.get("spec") or {}).items()
-        if have.get(key) != value
-    ]
 
 
 def reason_text(exc: BaseException) -> str:

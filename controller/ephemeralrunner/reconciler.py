@@ -253,18 +253,11 @@ class EphemeralRunnerReconciler:
         if not self._settings.protect_busy_pods:
             return
         changes = busy_pod_annotations(runner.object, pod)
-        pod_meta = metadata_of(pod)
         step = (Step.BUSY_POD_ANNOTATIONS, uid_of(pod))
         noted = runner.noted(step)
         if not changes or (noted is not None and noted.value == changes):
             return
-        with contextlib.suppress(NotFound):
-            await self._objects.patch(
-                POD,
-                pod_meta["namespace"],
-                pod_meta["name"],
-                {"metadata": {"annotations": changes}},
-            )
+        await runner.patch(POD, pod, {"metadata": {"annotations": changes}})
         runner.note(step, changes)
         runner.log.info("busy pod annotations written: %s", changes)
 
@@ -466,7 +459,7 @@ class EphemeralRunnerReconciler:
             excluded_prefixes=self._settings.exclude_label_propagation_prefixes,
         )
         try:
-            return await self._objects.create(SECRET, meta["namespace"], body)
+            return await runner.create(SECRET, meta["namespace"], body, unseen=False)
         except AlreadyExists:
             return await self._objects.get(SECRET, meta["namespace"], meta["name"])
 
@@ -508,7 +501,7 @@ class EphemeralRunnerReconciler:
         obj = runner.object
         meta = obj["metadata"]
         try:
-            await self._objects.create(POD, meta["namespace"], runner_pod(obj))
+            await runner.create(POD, meta["namespace"], runner_pod(obj), unseen=False)
             runner.note(Step.POD_CREATED)
             runner.log.info("pod created")
         except AlreadyExists:

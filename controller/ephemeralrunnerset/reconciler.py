@@ -367,8 +367,7 @@ class EphemeralRunnerSetReconciler:
 
         async def create() -> None:
             async with limit:
-                created = await self._objects.create(EPHEMERAL_RUNNER, namespace, body)
-            p.created(created)
+                created = await p.create(EPHEMERAL_RUNNER, namespace, body)
             p.about(uid_of(created)).note(RunnerStep.CREATED_WITHOUT_SECRET)
 
         await _gather_all(create() for _ in range(count))

@@ -74,7 +74,7 @@ from controller.runtime.expectations import Expectations
 from controller.runtime.lazy import LazyObject
 from controller.runtime.manager import LeadershipLost, Manager, RuntimeSettings
 from controller.runtime.metrics import RuntimeMetrics
-from controller.runtime.passes import Ensured, Pass, Passes, Recall, Step
+from controller.runtime.passes import Deleted, Ensured, Pass, Passes, Recall, Step
 from controller.runtime.predicates import ProjectionPredicate, RulePredicate, stable_metadata
 from controller.runtime.queue import Backoff, WorkQueue
 from controller.runtime.reconcile import Reconciler, Request, Result, TerminalError
@@ -86,6 +86,7 @@ __all__ = [
     "Clock",
     "Controller",
     "Deferral",
+    "Deleted",
     "Ensured",
     "EventRecorder",
     "Expectations",

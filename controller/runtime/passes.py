@@ -45,7 +45,16 @@ from shared.kube.objects import Kind, Objects
 from shared.kube.views import controller_owner_uid, metadata_of, status_of, uid_of
 from shared.typedefs import JSONDict
 
-__all__ = ["Ensured", "Pass", "Passes", "Recall", "Step", "deep_merge", "field_drift"]
+__all__ = [
+    "Deleted",
+    "Ensured",
+    "Pass",
+    "Passes",
+    "Recall",
+    "Step",
+    "deep_merge",
+    "field_drift",
+]
 
 
 class _Warned(Enum):
@@ -84,15 +93,31 @@ class Ensured(Enum):
     UNCHANGED = "unchanged"
 
 
+class Deleted(Enum):
+    """What `Pass.delete` came to."""
+
+    GONE = "gone"
+    """Deleted (or deleting through its grace period)."""
+    HELD = "held"
+    """Finalizers hold it: it is being deleted, and still there."""
+    ABSENT = "absent"
+    """It was gone already."""
+
+
 def field_drift(current: JSONDict, desired: JSONDict) -> list[str]:
     """The fields `desired` sets that `current` holds otherwise: each top-level field but the
-    type and status, and the labels and annotations `desired` names (keys someone else added
-    do not count)."""
-    drifted = [
-        key
-        for key, value in desired.items()
-        if key not in ("apiVersion", "kind", "metadata", "status") and current.get(key) != value
-    ]
+    type and status (of an object field such as `spec`, each key `desired` names), and the
+    labels and annotations `desired` names. Keys someone else added do not count: a merge
+    patch keeps them."""
+    drifted: list[str] = []
+    for key, value in desired.items():
+        if key in ("apiVersion", "kind", "metadata", "status"):
+            continue
+        held = current.get(key)
+        if isinstance(value, dict) and isinstance(held, dict):
+            drifted += [f"{key}.{k}" for k, v in value.items() if held.get(k) != v]
+        elif held != value:
+            drifted.append(key)
     have, want = metadata_of(current), metadata_of(desired)
     for part, held, wanted in (
         ("labels", have.get("labels") or {}, want.get("labels") or {}),
@@ -236,10 +261,11 @@ class Pass(Recall):
 
     # --- other objects -------------------------------------------------------------------------
 
-    async def delete(self, kind: Kind, target: JSONDict | Request) -> bool:
-        """Delete an object (one read from the cache, with its uid as a precondition, or a key);
-        False when it was gone already. A child of this pass's object is recorded as deleted
-        (`Expectations.unseen` shows it deleting until the cache does)."""
+    async def delete(self, kind: Kind, target: JSONDict | Request) -> Deleted:
+        """Delete an object (one read from the cache, with its uid as a precondition, or a key):
+        gone, held by finalizers, or absent already. A child of this pass's object is recorded
+        as deleted (`Expectations.unseen` shows it deleting until the cache does). Logged when
+        it went; one held is logged at debug (a pass that waits for it asks again)."""
         if isinstance(target, Request):
             namespace, name, uid = target.namespace, target.name, None
         else:
@@ -248,11 +274,39 @@ class Pass(Recall):
             if controller_owner_uid(target) == self.uid:
                 self.expected.deleted(self.uid, target)
         try:
-            await self.objects.delete(kind, namespace, name, uid=uid)
+            answer = await self.objects.delete(kind, namespace, name, uid=uid)
         except NotFound:
-            return False
+            return Deleted.ABSENT
+        if answer is not None and metadata_of(answer).get("finalizers"):
+            self.log.debug("deleting %s %s/%s: its finalizers hold it", kind.kind, namespace, name)
+            return Deleted.HELD
         self.log.info("deleted %s %s/%s", kind.kind, namespace, name)
-        return True
+        return Deleted.GONE
+
+    async def create(
+        self, kind: Kind, namespace: str, body: JSONDict, *, unseen: bool = True
+    ) -> JSONDict:
+        """Create an object and return the server's answer; a child of this pass's object is
+        recorded for `unseen` until the cache shows it (`unseen=False`: a child its reconciler
+        never lays over the cache). Not logged: the plan the pass logged said it (a set's N
+        runners are one line, not N)."""
+        created = await self.objects.create(kind, namespace, body)
+        if unseen and controller_owner_uid(created) == self.uid:
+            self.created(created)
+        return created
+
+    async def patch(self, kind: Kind, target: JSONDict, patch: JSONDict) -> JSONDict | None:
+        """Merge-patch another object (a child's annotations); None when it is gone."""
+        meta = metadata_of(target)
+        try:
+            return await self.objects.patch(kind, meta.get("namespace", ""), meta["name"], patch)
+        except NotFound:
+            return None
+
+    async def event(self, reason: str, message: str) -> None:
+        """A Normal Event on this pass's object (a step a user should see, not a warning)."""
+        assert self._events is not None, "a Pass that posts Events needs Passes(events=)"
+        await self._events.normal(self.object, reason=reason, message=message)
 
     async def delete_self(self) -> JSONDict | None:
         """Delete this pass's object; the object as the answer has it when finalizers hold it,
@@ -287,14 +341,17 @@ class Pass(Recall):
         *,
         drift: Callable[[JSONDict, JSONDict], list[str]] = field_drift,
         replace: bool = False,
+        optimistic: bool = False,
     ) -> Ensured:
         """Bring the object `desired` describes to it, as controller-runtime's `CreateOrPatch`:
         read it (`current`: the caller's read, from the cache or the API; by default a GET),
         create it when there is none, else write it when `drift(current, desired)` names a
         field: a merge patch of `desired`'s fields, labels and annotations (keys someone else
-        added stay), or with `replace` a PUT of `desired` on the resourceVersion read. Logs what
-        it did in one line and says it. A create the cache has not shown yet (409) counts as
-        unchanged."""
+        added stay), or with `replace` a PUT of `desired` on the resourceVersion read, or with
+        `optimistic` the diff from what was read to it (each field `desired` sets replaced, an
+        object field key by key) carrying the resourceVersion read, so that a write since makes
+        it fail with Conflict. Logs what it did in one line and says it. A create the cache has
+        not shown yet (409) counts as unchanged."""
         meta = desired["metadata"]
         namespace, name = meta.get("namespace", ""), meta["name"]
         if current is _Read:
@@ -310,7 +367,22 @@ class Pass(Recall):
         drifted = drift(current, desired)
         if not drifted:
             return Ensured.UNCHANGED
-        if replace:
+        if optimistic:
+            lazy = LazyObject(current, kind=kind)
+            edit = lazy.mutate()
+            for key, value in desired.items():
+                if key in ("apiVersion", "kind"):
+                    continue
+                if key == "metadata":
+                    for part in ("labels", "annotations"):
+                        if value.get(part):
+                            edit["metadata"].setdefault(part, {}).update(value[part])
+                elif isinstance(value, dict) and isinstance(edit.get(key), dict):
+                    edit[key].update(value)
+                else:
+                    edit[key] = value
+            await lazy.write(self.objects, optimistic=True)
+        elif replace:
             body = {**desired, "metadata": {**meta}}
             body["metadata"]["resourceVersion"] = metadata_of(current).get("resourceVersion")
             await self.objects.replace(kind, namespace, body)

@@ -572,18 +572,3 @@ def test_a_deletion_takes_these_steps(
     name = listener(ars())["metadata"]["name"]
     assert steps(plan) == [step.replace("arc-{hash}-listener", name) for step in expected]
     assert plan.requeue_after == requeue
-
-
-@pytest.mark.parametrize(
-    ("current", "desired", "drift"),
-    [
-        ({"spec": {"replicas": 3, "patchID": 0}}, {"replicas": 0, "patchID": 0}, ["spec.replicas"]),
-        ({"spec": {"replicas": 0, "patchID": 0}}, {"replicas": 0, "patchID": 0}, []),
-        ({"spec": {"listenerReplicas": 2}}, {"listenerReplicas": None}, ["spec.listenerReplicas"]),
-        ({"spec": {}}, {"listenerReplicas": 2}, ["spec.listenerReplicas"]),
-    ],
-)
-def test_spec_drift_names_the_fields_a_patch_sets(
-    current: JSONDict, desired: JSONDict, drift: list[str]
-) -> None:
-    assert rules.spec_drift(current, {"spec": desired}) == drift

@@ -11,7 +11,7 @@ import pytest
 
 from controller.runtime import EventRecorder, Expectations, Pass, Passes, Request, Store
 from controller.runtime.expectations import DELETING
-from controller.runtime.passes import Ensured
+from controller.runtime.passes import Deleted, Ensured, field_drift
 from sandbox.kube.emulator import KubeEmulator
 from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.kube.errors import Conflict
@@ -139,8 +139,8 @@ async def test_delete_ignores_not_found_and_records_a_child(
         },
     )
     assert await p.delete(SECRET, child)
-    assert not await p.delete(SECRET, child)
-    assert not await p.delete(POD, Request(ns, "never-made"))
+    assert await p.delete(SECRET, child) is Deleted.ABSENT
+    assert await p.delete(POD, Request(ns, "never-made")) is Deleted.ABSENT
     unseen = p.unseen(lambda name: child if name == "child" else None)
     assert [c["metadata"]["deletionTimestamp"] for c in unseen.deleting] == [DELETING]
 
@@ -192,7 +192,7 @@ async def test_ensure_replaces_on_the_resource_version_read_and_says_what_drifte
     changed = {**secret(ns), "data": {"k": "dw=="}}
     with caplog.at_level(logging.INFO, logger=log.name):
         assert await p.ensure(SECRET, changed, current, replace=True) is Ensured.UPDATED
-    assert caplog.records[-1].getMessage() == f"{ns}/r: updated Secret {ns}/s: data"
+    assert caplog.records[-1].getMessage() == f"{ns}/r: updated Secret {ns}/s: data.k"
     # A replace carries what it read: a write since makes it fail, not overwrite.
     with pytest.raises(Conflict):
         await p.ensure(SECRET, {**secret(ns), "data": {"k": "eA=="}}, current, replace=True)
@@ -284,3 +284,64 @@ async def test_delete_self_answers_the_object_its_finalizers_hold_and_none_once_
         {"metadata": {"finalizers": None, "resourceVersion": held["metadata"]["resourceVersion"]}},
     )
     assert await p.delete_self() is None
+
+
+@pytest.mark.parametrize(
+    ("current", "desired", "drift"),
+    [
+        ({"spec": {"replicas": 3, "patchID": 0}}, {"replicas": 0, "patchID": 0}, ["spec.replicas"]),
+        ({"spec": {"replicas": 0, "patchID": 0}}, {"replicas": 0, "patchID": 0}, []),
+        ({"spec": {"listenerReplicas": 2}}, {"listenerReplicas": None}, ["spec.listenerReplicas"]),
+        ({"spec": {}}, {"listenerReplicas": 2}, ["spec.listenerReplicas"]),
+    ],
+)
+def test_field_drift_names_each_key_of_an_object_field_that_differs(
+    current: JSONDict, desired: JSONDict, drift: list[str]
+) -> None:
+    assert field_drift(current, {"spec": desired}) == drift
+
+
+async def test_ensure_optimistic_sends_the_diff_on_the_version_read(
+    objects: Objects, passes: Passes, ns: str, runner: JSONDict
+) -> None:
+    """The spec's keys `desired` names replace the read ones (a key gone from a nested object
+    goes with the diff); keys it does not name stay; a write since the read is a Conflict."""
+    p = begin(passes, ns)
+    body = runner_body("child")
+    body["spec"]["proxy"] = {"http": {"url": "http://p:3128"}, "noProxy": ["internal"]}
+    current = await objects.create(EPHEMERAL_RUNNER, ns, body)
+    desired: JSONDict = {
+        "metadata": {"name": "child", "namespace": ns, "labels": {"l": "1"}},
+        "spec": {"githubConfigSecret": "other", "proxy": {"http": {"url": "http://p:3128"}}},
+    }
+    assert await p.ensure(EPHEMERAL_RUNNER, desired, current, optimistic=True) is (Ensured.UPDATED)
+    after = await objects.get(EPHEMERAL_RUNNER, ns, "child")
+    assert after["spec"]["proxy"] == {"http": {"url": "http://p:3128"}}
+    assert after["spec"]["githubConfigSecret"] == "other"
+    assert after["spec"]["runnerScaleSetId"] == 1
+    assert after["metadata"]["labels"] == {"l": "1"}
+    assert await p.ensure(EPHEMERAL_RUNNER, desired, after, optimistic=True) is Ensured.UNCHANGED
+    changed = {**desired, "spec": {"githubConfigSecret": "third"}}
+    with pytest.raises(Conflict):
+        await p.ensure(EPHEMERAL_RUNNER, changed, current, optimistic=True)
+
+
+async def test_create_records_a_child_and_delete_says_whether_finalizers_hold_it(
+    objects: Objects, passes: Passes, ns: str, runner: JSONDict
+) -> None:
+    p = begin(passes, ns)
+    owner = {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "EphemeralRunner",
+        "name": "r",
+        "uid": runner["metadata"]["uid"],
+        "controller": True,
+    }
+    body = {**runner_body("child"), "metadata": {"name": "child", "ownerReferences": [owner]}}
+    child = await p.create(EPHEMERAL_RUNNER, ns, body)
+    assert p.unseen(lambda name: None).created == [child]
+    held = {**runner_body("held"), "metadata": {"name": "held", "finalizers": ["x/y"]}}
+    await p.create(EPHEMERAL_RUNNER, ns, held)
+    assert await p.delete(EPHEMERAL_RUNNER, Request(ns, "held")) is Deleted.HELD
+    assert await p.delete(EPHEMERAL_RUNNER, Request(ns, "child")) is Deleted.GONE
+    assert await p.patch(EPHEMERAL_RUNNER, child, {"metadata": {"labels": {"x": "1"}}}) is None
