@@ -27,7 +27,6 @@ from controller.autoscalinglistener.rules import (
     REASON_CANNOT_DELETE,
     REASON_POD_REFUSED,
     WAIT,
-    AddFinalizer,
     Child,
     CreatePod,
     Delete,
@@ -40,9 +39,6 @@ from controller.autoscalinglistener.rules import (
     NoteForeign,
     Observed,
     Plan,
-    RemoveFinalizer,
-    Settle,
-    Warn,
     plan,
     pods_by_replica,
 )
@@ -64,6 +60,7 @@ from controller.runtime import (
     add_finalizers,
     remove_finalizers,
 )
+from controller.runtime.plans import AddFinalizer, RemoveFinalizer, Settle, Warn
 from controller.settings import ListenerSettings
 from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET
 from shared.api.names import FINALIZER_AUTOSCALING_LISTENER

@@ -50,6 +50,7 @@ from controller.autoscalinglistener.objects import (
     template_refusals,
 )
 from controller.github.credentials import REASON_VAULT_NOT_SUPPORTED, vault_refusal
+from controller.runtime.plans import AddFinalizer, RemoveFinalizer, Settle, Warn
 from controller.settings import ListenerSettings
 from shared.api.names import (
     ANNOTATION_INTEGRITY_HASH,
@@ -163,16 +164,6 @@ class Observed:
 
 
 @dataclass(frozen=True, slots=True)
-class AddFinalizer:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class RemoveFinalizer:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
 class DeleteSelf:
     pass
 
@@ -233,21 +224,6 @@ class CreatePod:
 
     replica: int
     desired: JSONDict = field(repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Warn:
-    reason: str
-    message: str
-    subject: object = None
-    also_on: tuple[JSONDict, ...] = field(default=(), repr=False)
-    """Also an Event on each (its AutoscalingRunnerSet, where its writer looks)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Settle:
-    reason: str
-    subject: object = None
 
 
 Action = (

@@ -50,6 +50,7 @@ from controller.runtime import (
     remove_finalizers,
 )
 from controller.runtime.passes import deep_merge
+from controller.runtime.plans import AddFinalizer, RemoveFinalizer, Settle, Warn
 from controller.settings import AutoscalingSettings
 from shared.actions.errors import ActionsError, InvalidArgument, ScaleSetNotFound
 from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER_SET
@@ -167,9 +168,9 @@ class AutoscalingRunnerSetReconciler:
         edits = plan.edits
         for step in plan.steps:
             match step:
-                case rules.AddFinalizer():
+                case AddFinalizer():
                     await add_finalizers(p.lazy, p.objects, [FINALIZER_AUTOSCALING_RUNNER_SET])
-                case rules.RemoveFinalizer():
+                case RemoveFinalizer():
                     await remove_finalizers(p.lazy, p.objects, [FINALIZER_AUTOSCALING_RUNNER_SET])
                 case rules.WriteSet():
                     self._edit(p, edits)
@@ -183,9 +184,9 @@ class AutoscalingRunnerSetReconciler:
                         await p.write()
                     self._remember(p, plan, edits)
                     edits = {}
-                case rules.Warn(reason, message, subject):
+                case Warn(reason, message, subject):
                     await p.warn(reason, message, subject=subject)
-                case rules.Settle(reason):
+                case Settle(reason):
                     p.settle(reason)
                 case rules.Announce(reason, message):
                     await p.event(reason, message)

@@ -53,6 +53,7 @@ from controller.github.clients import REASON_INVALID_NAME
 from controller.github.credentials import REASON_VAULT_NOT_SUPPORTED, vault_refusal
 from controller.github.scalesets import ScaleSet
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
+from controller.runtime.plans import AddFinalizer, RemoveFinalizer, Settle, Warn
 from controller.settings import AutoscalingSettings
 from shared.actions.errors import ActionsError
 from shared.api.kinds import AUTOSCALING_LISTENER, CLEANUP_TARGETS, EPHEMERAL_RUNNER_SET
@@ -172,16 +173,6 @@ class Observed:
 
 
 @dataclass(frozen=True, slots=True)
-class AddFinalizer:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class RemoveFinalizer:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
 class WriteSet:
     """Send the plan's `edits` of the set (those not sent yet)."""
 
@@ -191,18 +182,6 @@ class WriteStatus:
     """`Pass.write_status(desired)` with the plan's `edits`; the edits alone when it is not due."""
 
     desired: JSONDict
-
-
-@dataclass(frozen=True, slots=True)
-class Warn:
-    reason: str
-    message: str
-    subject: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Settle:
-    reason: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,6 @@ from controller.autoscalinglistener.rules import (
     REFUSALS,
     WAIT,
     Action,
-    AddFinalizer,
     CreatePod,
     Delete,
     DeleteChild,
@@ -29,13 +28,11 @@ from controller.autoscalinglistener.rules import (
     NoteForeign,
     Observed,
     Plan,
-    RemoveFinalizer,
     Restarts,
-    Settle,
-    Warn,
     plan,
 )
 from controller.github.credentials import VAULT_NOT_SUPPORTED
+from controller.runtime.plans import AddFinalizer, RemoveFinalizer, Settle, Warn
 from controller.settings import ListenerSettings
 from shared.api.names import FINALIZER_AUTOSCALING_LISTENER
 from shared.kube.objects import LEASE, POD, ROLE, ROLE_BINDING, SECRET, SERVICE_ACCOUNT

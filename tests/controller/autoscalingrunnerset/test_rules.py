@@ -24,6 +24,7 @@ from controller.autoscalingrunnerset.rules import (
 )
 from controller.github.clients import GitHubConfigError
 from controller.github.scalesets import ScaleSet
+from controller.runtime.plans import Settle, Warn
 from controller.settings import AutoscalingSettings
 from shared.typedefs import JSONDict
 
@@ -142,7 +143,7 @@ def steps(plan: Plan) -> list[str]:
                 out.append(f"{type(step).__name__} {kind.kind} {desired['metadata']['name']}")
             case rules.Patch(kind, target, spec):
                 out.append(f"Patch {kind.kind} {target['metadata']['name']} {sorted(spec)}")
-            case rules.Warn(reason) | rules.Settle(reason) | rules.Announce(reason):
+            case Warn(reason) | Settle(reason) | rules.Announce(reason):
                 out.append(f"{type(step).__name__} {reason}")
             case rules.WriteStatus(desired):
                 out.append(f"WriteStatus {desired['phase']}")
