@@ -43,20 +43,21 @@ def _settings_help() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The listener takes no flag but `--help` and `--version`, so argparse (0.4 MB of the
-    listener's memory, docs/listener.md#memory) is imported only when arguments are given."""
+    """The listener takes no flag but `--help`, `--version` and `--delete-scale-set`, so argparse
+    (0.4 MB of the listener's memory, docs/listener.md#memory) is imported only when arguments
+    are given."""
     exit_on_sigterm_while_starting()
     arguments = sys.argv[1:] if argv is None else argv
-    if arguments:
-        _parse(arguments)
+    delete_scale_set = _parse(arguments) if arguments else False
     # Imported after: a SIGTERM during these imports is a clean stop (shared/process.py).
     from listener import app
 
-    return app.run()
+    return app.run(delete_scale_set=delete_scale_set)
 
 
-def _parse(arguments: list[str]) -> None:
-    """Print the help or the version and exit 0, or exit 2 naming an unknown argument."""
+def _parse(arguments: list[str]) -> bool:
+    """Print the help or the version and exit 0, or exit 2 naming an unknown argument; whether
+    `--delete-scale-set` was given."""
     import argparse
     from importlib import metadata
 
@@ -71,7 +72,14 @@ def _parse(arguments: list[str]) -> None:
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {metadata.version(DISTRIBUTION)}"
     )
-    parser.parse_args(arguments)
+    parser.add_argument(
+        "--delete-scale-set",
+        action="store_true",
+        help="delete the runner scale set this configuration serves from GitHub (by "
+        "runner_scale_set_id, else found by name in its runner group) and exit, instead of "
+        "listening: the last step of taking a listener down for good",
+    )
+    return bool(parser.parse_args(arguments).delete_scale_set)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,8 @@ from listener.service import Listener
 from listener.standby import SessionHandoff, elector_of, stand_by_and_lead
 from shared.actions.client import ActionsClient
 from shared.actions.credentials import Credentials, GitHubApp, PersonalAccessToken
-from shared.actions.errors import ActionsError, InvalidCredentials
+from shared.actions.errors import ActionsError, InvalidCredentials, ScaleSetNotFound
+from shared.actions.scalesets import runner_group_id
 from shared.actions.transport import RetryPolicy, SystemInfo
 from shared.kube.errors import KubeError
 from shared.kube.http import HttpApi, NeedsClientLibrary, load_connection, user_agent
@@ -252,8 +253,9 @@ async def serve(
     return await serve_many([ScaleSet(settings, credentials)], stop=stop, on_listening=on_listening)
 
 
-def run() -> int:
-    """The process: load the configuration, set up logging, serve until SIGTERM or SIGINT."""
+def run(*, delete_scale_set: bool = False) -> int:
+    """The process: load the configuration, set up logging, serve until SIGTERM or SIGINT; with
+    `delete_scale_set`, delete the configured scale sets from GitHub instead."""
     try:
         loaded = load_all_settings()
         sets = [ScaleSet(config.settings, credentials_of(config.settings)) for config in loaded]
@@ -273,7 +275,44 @@ def run() -> int:
     for config in loaded:
         if config.ignored_keys:
             log.warning("ignoring unknown config keys: %s", ", ".join(config.ignored_keys))
+    if delete_scale_set:
+        return asyncio.run(_delete_scale_sets(sets))
     return asyncio.run(_until_signalled(sets))
+
+
+async def _delete_scale_sets(sets: list[ScaleSet]) -> int:
+    """Delete each configured scale set from GitHub, one line each: what a listener registered
+    stays there after its EphemeralRunnerSet is gone (docs/listener.md#taking-a-listener-down).
+    Exit 0 when none is left (one already gone counts), 1 when GitHub refused or failed."""
+    code = EXIT_OK
+    for scale_set in sets:
+        settings = scale_set.settings
+        async with actions_client_of(settings, scale_set.credentials) as actions:
+            try:
+                scale_set_id = settings.runner_scale_set_id
+                if not scale_set_id:
+                    group = await runner_group_id(actions, settings.runner_group)
+                    found = await actions.get_runner_scale_set(
+                        runner_group_id=group, name=settings.runner_scale_set_name
+                    )
+                    if found is None:
+                        log.info(
+                            "no scale set named %s in runner group %s: nothing to delete",
+                            settings.runner_scale_set_name,
+                            settings.runner_group or "Default",
+                        )
+                        continue
+                    scale_set_id = found.id
+                await actions.delete_runner_scale_set(scale_set_id)
+            except ScaleSetNotFound:
+                log.info("scale set %d is gone already: nothing to delete", scale_set_id)
+                continue
+            except ActionsError as exc:
+                log.error("cannot delete scale set %s: %s", settings.runner_scale_set_name, exc)
+                code = EXIT_FAILED
+                continue
+        log.info("deleted scale set %d (%s)", scale_set_id, settings.runner_scale_set_name)
+    return code
 
 
 async def _until_signalled(sets: list[ScaleSet]) -> int:
