@@ -413,8 +413,12 @@ class Informer:
                     delay = min(exc.retry_after, self.settings.retry_after_max)
                 failures += 1
                 self.failures += 1
+                # The kind and the cause in the line itself: the text format shows no fields.
                 log.warning(
-                    "list or watch failed, retrying",
+                    "list or watch of %s failed (%s), retrying in %.1f s",
+                    self.kind.kind,
+                    str(exc) or type(exc).__name__,
+                    delay,
                     extra={"kind": self.kind.kind, "error": str(exc), "delay": delay},
                 )
                 await self._clock.sleep(delay)

@@ -50,7 +50,7 @@ from controller.runtime.metrics import RuntimeMetrics
 from controller.runtime.predicates import VOLATILE_METADATA
 from controller.runtime.queue import Backoff, WorkQueue
 from controller.runtime.reconcile import Reconciler, Request, Result, TerminalError
-from shared.kube.errors import NamespaceTerminating
+from shared.kube.errors import Conflict, NamespaceTerminating
 from shared.kube.objects import Kind
 from shared.kube.views import controller_owner
 from shared.typedefs import JSONDict
@@ -399,6 +399,19 @@ async def _reconcile(ctrl: Controller, key: Request, span: Span, metrics: Runtim
         _failed(span, exc)
         log.exception("reconcile failed for good", extra={**labels, "key": str(key)})
         return "terminal_error"
+    except Conflict as exc:
+        # A 409: another writer (often another of this controller's reconcilers) changed the
+        # object since it was read, or made it first. The next pass reads the newer one: a
+        # retry, not an error, logged without a traceback and not counted as one.
+        delay = queue.add_rate_limited(key)
+        span.set_attribute("requeue_after", delay)
+        log.info(
+            "reconcile met a newer version (%s); requeued in %.3f s",
+            exc.reason or "Conflict",
+            delay,
+            extra={**labels, "key": str(key), "delay": delay, "error": str(exc)},
+        )
+        return "requeue"
     except NamespaceTerminating as exc:
         # Not a permission problem: a create raced the namespace's deletion (the owner's
         # deletion follows). Retried as any error, logged without a traceback.

@@ -28,6 +28,7 @@ from controller.runtime import (
 from sandbox.kube.emulator import KubeEmulator
 from sandbox.kube.testing import project_crds
 from shared.api.kinds import EPHEMERAL_RUNNER
+from shared.kube.errors import Conflict
 from shared.kube.objects import CONFIG_MAP, POD, Kind, Objects
 from shared.typedefs import JSONDict
 from tests.controller.runtime.conftest import (
@@ -70,6 +71,14 @@ class Recording:
             await self.release.wait()
         if labels.get("fail-once") and self.calls[request.name] == 1:
             raise RuntimeError("first attempt fails")
+        if labels.get("conflict-once") and self.calls[request.name] == 1:
+            # What the API server answers a write carrying an older resourceVersion.
+            raise Conflict(
+                'Operation cannot be fulfilled on ephemeralrunners "r": the object has been '
+                "modified; please apply your changes to the latest version and try again",
+                code=409,
+                reason="Conflict",
+            )
         if labels.get("create-in") and self.calls[request.name] == 1:
             # A real create the API server refuses: its namespace is being deleted.
             await self.objects.create(
@@ -309,6 +318,25 @@ async def test_a_failed_reconcile_is_retried_and_counted(setup: Setup) -> None:
         metric(manager, "controller_runtime_reconcile_total", controller="runner", result="success")
         >= 1
     )
+
+
+async def test_a_conflict_is_retried_quietly_not_counted_as_an_error(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before: a 409 between two of the controller's own reconcilers was logged at ERROR with a
+    traceback and counted in controller_runtime_reconcile_errors_total."""
+    manager, rec, objects, ns = setup
+    with caplog.at_level(logging.INFO, logger="controller.runtime.controller"):
+        await objects.create(EPHEMERAL_RUNNER, ns, runner_body("r", labels={"conflict-once": "1"}))
+        await rec.wait("r", 2)
+    assert metric(manager, "controller_runtime_reconcile_errors_total", controller="runner") == 0
+    assert (
+        metric(manager, "controller_runtime_reconcile_total", controller="runner", result="requeue")
+        == 1
+    )
+    [line] = [r for r in caplog.records if "newer version" in r.getMessage()]
+    assert (line.levelno, line.exc_info) == (logging.INFO, None)
+    assert line.getMessage().startswith("reconcile met a newer version (Conflict); requeued in ")
 
 
 async def test_a_create_refused_by_a_terminating_namespace_is_no_error(

@@ -249,6 +249,11 @@ async def test_watches_cut_after_progress_reconnect_without_a_growing_delay(
             await eventually(reconnected)
         await churn(objects, seeded, round=3)
         await converge(informer, objects, seeded)
-    delays = [r.delay for r in caplog.records if r.getMessage() == "list or watch failed, retrying"]  # type: ignore[attr-defined]
+    failed = [r for r in caplog.records if r.getMessage().startswith("list or watch of ")]
+    delays = [r.delay for r in failed]  # type: ignore[attr-defined]
     assert len(delays) >= 3
     assert set(delays) == {0.01}
+    # The kind and the cause in the line itself, which is all the text format shows (before:
+    # "list or watch failed, retrying" and the rest in fields only).
+    assert failed[0].getMessage().startswith("list or watch of EphemeralRunner failed (")
+    assert failed[0].getMessage().endswith("), retrying in 0.0 s")
