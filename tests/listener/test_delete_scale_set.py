@@ -64,3 +64,76 @@ async def test_refused_credentials_exit_1_and_keep_the_scale_set(github: GitHub)
     assert code == 1
     assert f"cannot delete scale set {SCALE_SET}: " in out
     assert github.scale_set_id in github.emulator.state.scale_sets
+
+
+DOCKER_SHIM = '''#!/usr/bin/env python3
+"""`docker run` for the README's teardown without a container: the command runs here, with the
+environment --env-file and -e give it, and paths under a -v mount's container side pointing at
+its host side."""
+import os, sys
+args = sys.argv[1:]
+assert args.pop(0) == "run", args
+env, mounts = {"PATH": os.environ["PATH"]}, {}
+while args[0].startswith("-"):
+    flag = args.pop(0)
+    if flag in ("--rm",):
+        continue
+    value = args.pop(0)
+    if flag == "--env-file":
+        for line in open(value):
+            line = line.strip()
+            if line and not line.startswith("#"):
+                key, _, val = line.partition("=")
+                env[key] = val
+    elif flag == "-e":
+        key, _, val = value.partition("=")
+        env[key] = val
+    elif flag == "-v":
+        host, container = value.split(":")[:2]
+        mounts[container] = host
+image, command = args[0], args[1:]
+for key, val in env.items():
+    for container, host in mounts.items():
+        if val == container or val.startswith(container + "/"):
+            env[key] = host + val[len(container):]
+os.execvpe(command[0], command, env)
+'''
+
+
+def readme_teardown() -> str:
+    """The `docker run` of the README's docker-run teardown (its step 7), as written."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## Run a listener with `docker run`", 1)[1].split("\n## ", 1)[0]
+    step = section.split("# 7. ", 1)[1].split("```", 1)[0]
+    return step[step.index("docker run --rm") :]
+
+
+async def test_the_readmes_teardown_deletes_the_scale_set(github: GitHub, tmp_path: Path) -> None:
+    """The command as the README writes it, in a listener's directory (listener.env from the
+    overlay, the PAT in github-token), with `docker` running the command here."""
+    overlay = Path(__file__).parents[2] / "manifests/examples/docker-run/overlay/listener.env"
+    env_file = overlay.read_text().replace(
+        "LISTENER_CONFIGURE_URL=https://github.com/my-org",
+        f"LISTENER_CONFIGURE_URL={github.emulator.config_url()}",
+    )
+    (tmp_path / "listener.env").write_text(env_file.replace("my-runners", SCALE_SET))
+    (tmp_path / "github-token").write_text(github.token)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(f"#!{sys.executable}\n" + DOCKER_SHIM.split("\n", 1)[1])
+    (bin_dir / "docker").chmod(0o755)
+    proc = await asyncio.create_subprocess_exec(
+        "bash",
+        "-euo",
+        "pipefail",
+        "-c",
+        readme_teardown(),
+        cwd=tmp_path,
+        env={"PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    assert f"deleted scale set {github.scale_set_id} ({SCALE_SET})" in out.decode()
+    assert github.scale_set_id not in github.emulator.state.scale_sets
