@@ -49,13 +49,13 @@ from controller.autoscalingrunnerset.objects import (
     runner_spec,
     scaling_policy_problem,
 )
-from controller.github.clients import REASON_INVALID_NAME
+from controller.github.clients import REASON_INVALID_NAME, GitHubConfigError
 from controller.github.credentials import REASON_VAULT_NOT_SUPPORTED, vault_refusal
 from controller.github.scalesets import ScaleSet
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
 from controller.runtime.plans import AddFinalizer, RemoveFinalizer, Settle, Warn
 from controller.settings import AutoscalingSettings
-from shared.actions.errors import ActionsError
+from shared.actions.errors import ActionsError, InvalidArgument
 from shared.api.kinds import AUTOSCALING_LISTENER, CLEANUP_TARGETS, EPHEMERAL_RUNNER_SET
 from shared.api.names import (
     ANNOTATION_RUNNER_GROUP_NAME,
@@ -68,6 +68,8 @@ from shared.api.references import (
     autoscaling_runner_set_name_problems,
     cleanup_annotation_problems,
 )
+from shared.kube.errors import Forbidden
+from shared.kube.errors import NotFound as KubeNotFound
 from shared.kube.objects import Kind
 from shared.kube.views import (
     annotation_int,
@@ -227,9 +229,11 @@ class Patch:
 
 @dataclass(frozen=True, slots=True)
 class DeleteScaleSet:
-    """Delete the scale set on GitHub; a failure is warned of (`left_on_github`), not retried."""
+    """Delete the scale set on GitHub. Without usable credentials (`NO_CREDENTIALS`) it is left
+    there: warned of (`left_on_github`) and counted, not retried; other failures are retried."""
 
     scale_set_id: int
+    name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,10 +292,21 @@ def reason_text(exc: BaseException) -> str:
     return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
 
 
-def left_on_github(scale_set_id: int, exc: BaseException) -> str:
+NO_CREDENTIALS: tuple[type[Exception], ...] = (
+    GitHubConfigError,
+    InvalidArgument,
+    KubeNotFound,
+    Forbidden,
+)
+"""Why a scale set cannot be deleted for want of credentials: the GitHub config Secret is gone
+(a namespace deletion removes it first), unreadable or unusable. Waiting cannot bring them back,
+so the set goes without its scale set."""
+
+
+def left_on_github(scale_set_id: int, name: str, exc: BaseException) -> str:
     return (
-        f"scale set {scale_set_id} could not be deleted on GitHub ({reason_text(exc)}); "
-        "delete it by hand"
+        f"scale set {scale_set_id} ({name!r}) could not be deleted on GitHub "
+        f"({reason_text(exc)}): it stays registered there; delete it by hand"
     )
 
 
@@ -783,9 +798,15 @@ def _finalize(p: _Planner) -> Plan:
         return p.plan(requeue_after=WAIT)
     scale_set_id = annotation_int(p.observed.set, ANNOTATION_RUNNER_SCALE_SET_ID)
     if scale_set_id and scale_set_id > 0:
+        annotations = p.meta.get("annotations") or {}
+        name = str(
+            annotations.get(ANNOTATION_RUNNER_SCALE_SET_NAME)
+            or (p.observed.set.get("spec") or {}).get("runnerScaleSetName")
+            or p.meta["name"]
+        )
         p.say(f"deleting scale set {scale_set_id} on GitHub")
         p.annotate({ANNOTATION_RUNNER_SCALE_SET_ID: None})
-        p.do(DeleteScaleSet(scale_set_id), WriteSet())
+        p.do(DeleteScaleSet(scale_set_id, name), WriteSet())
     annotations = p.meta.get("annotations") or {}
     refused = cleanup_annotation_problems(annotations)
     if refused:

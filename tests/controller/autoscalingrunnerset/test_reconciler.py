@@ -7,6 +7,7 @@ import asyncio
 import base64
 import logging
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -26,7 +27,7 @@ from tests.controller.autoscaling import (
     patch_ars,
     runner_set_of,
 )
-from tests.controller.conftest import IN_CLUSTER, Rig, RigOptions
+from tests.controller.conftest import FAST, IN_CLUSTER, Rig, RigOptions, metric
 
 FINALIZER = "autoscalingrunnerset.actions.github.com/finalizer"
 SOAK_SECONDS = float(os.environ.get("GHA_SOAK_SECONDS", "3"))
@@ -639,3 +640,37 @@ async def test_a_condition_decided_in_a_pass_that_writes_no_status_is_written_la
         rig, {"metadata": {"annotations": {cleanup: None}}, "spec": {"template": template}}
     )
     await rig.until(lambda: names("True"), what="NamesValid True")
+
+
+@pytest.mark.parametrize(
+    "rig_options",
+    # The Secret is read again at once, as by a controller that was restarted meanwhile.
+    [replace(ALL, settings=FAST.model_copy(update={"credentials_ttl_seconds": 0.01}))],
+)
+async def test_a_scale_set_left_on_github_is_logged_at_warning_and_counted(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The GitHub Secret goes first (as in a namespace deletion): the set still goes, and its
+    scale set, which stays registered, is said at WARNING (the Event may be refused by a
+    terminating namespace) and counted."""
+    caplog.set_level(logging.WARNING, logger="controller.autoscalingrunnerset.reconciler")
+    await create_ars(rig, runnerScaleSetName="doomed")
+    ars, _, _ = await converged(rig)
+    scale_set_id = int(ars["metadata"]["annotations"]["runner-scale-set-id"])
+    await rig.objects.delete(SECRET, rig.namespace, "github-secret")
+    await rig.objects.delete(AUTOSCALING_RUNNER_SET, rig.namespace, "arc")
+    await rig.until(lambda: _gone(rig), what="the set gone")
+    assert scale_set_id in rig.gh.state.scale_sets
+    [record] = [r for r in caplog.records if "could not be deleted on GitHub" in r.getMessage()]
+    assert record.levelno == logging.WARNING
+    assert f"scale set {scale_set_id} ('doomed')" in record.getMessage()
+    assert "ScaleSetLeftOnGitHub" in await events_of(rig, "arc")
+    left = metric(
+        rig.metrics(),
+        "gha_controller_scale_sets_left_behind_total",
+        name="arc",
+        namespace=rig.namespace,
+        repository="repo",
+        organization="owner",
+    )
+    assert left == 1

@@ -26,6 +26,8 @@ from controller.github.clients import GitHubConfigError
 from controller.github.scalesets import ScaleSet
 from controller.runtime.plans import Settle, Warn
 from controller.settings import AutoscalingSettings
+from shared.actions.errors import ActionsServerError
+from shared.kube.errors import NotFound as KubeNotFound
 from shared.typedefs import JSONDict
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -149,8 +151,8 @@ def steps(plan: Plan) -> list[str]:
                 out.append(f"WriteStatus {desired['phase']}")
             case rules.UpdateRunnerSet(target, _, _, spec):
                 out.append(f"UpdateRunnerSet {target['metadata']['name']} {sorted(spec)}")
-            case rules.DeleteScaleSet(scale_set_id):
-                out.append(f"DeleteScaleSet {scale_set_id}")
+            case rules.DeleteScaleSet(scale_set_id, name):
+                out.append(f"DeleteScaleSet {scale_set_id} {name}")
             case rules.StripCleanupProtection(kind, _, name):
                 out.append(f"StripCleanupProtection {kind.kind} {name}")
             case _:
@@ -546,16 +548,31 @@ HELM = {
         ),
         pytest.param(
             lambda: observed(deleting(ars())),
-            ["DeleteScaleSet 7", "WriteSet", "RemoveFinalizer"],
+            ["DeleteScaleSet 7 arc", "WriteSet", "RemoveFinalizer"],
             None,
             id="then the scale set and the finalizer",
+        ),
+        pytest.param(
+            lambda: observed(
+                deleting(
+                    ars(
+                        metadata__annotations={
+                            **ars()["metadata"]["annotations"],
+                            "actions.github.com/runner-scale-set-name": "Linux X64",
+                        }
+                    )
+                )
+            ),
+            ["DeleteScaleSet 7 Linux X64", "WriteSet", "RemoveFinalizer"],
+            None,
+            id="the scale set named as GitHub has it",
         ),
         pytest.param(
             lambda: observed(
                 deleting(ars(metadata__annotations={**ars()["metadata"]["annotations"], **HELM}))
             ),
             [
-                "DeleteScaleSet 7",
+                "DeleteScaleSet 7 arc",
                 "WriteSet",
                 "Warn InvalidName",
                 "StripCleanupProtection Role arc-manager",
@@ -573,3 +590,21 @@ def test_a_deletion_takes_these_steps(
     name = listener(ars())["metadata"]["name"]
     assert steps(plan) == [step.replace("arc-{hash}-listener", name) for step in expected]
     assert plan.requeue_after == requeue
+
+
+@pytest.mark.parametrize(
+    ("error", "left"),
+    [
+        (GitHubConfigError("GitHubConfigSecretNotFound", "secret github-secret not found"), True),
+        (KubeNotFound('secrets "github-secret" not found', code=404), True),
+        (ActionsServerError("service unavailable", status=503), False),
+    ],
+)
+def test_a_scale_set_is_left_on_github_for_want_of_credentials_only(
+    error: Exception, left: bool
+) -> None:
+    assert isinstance(error, rules.NO_CREDENTIALS) is left
+    if left:
+        message = rules.left_on_github(7, "Linux X64", error)
+        assert message.startswith("scale set 7 ('Linux X64') could not be deleted on GitHub (")
+        assert message.endswith("it stays registered there; delete it by hand")
