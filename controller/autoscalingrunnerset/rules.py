@@ -7,7 +7,8 @@ Order of the decision (ARC's, with the choices of docs/autoscaling.md#where-this
    (busy runners finish under their finalizers), delete the scale set on GitHub, strip ARC's
    `cleanup-protection` finalizer from the Helm-made objects the `cleanup-*` annotations name,
    drop the finalizer.
-2. Finalizer.
+2. Finalizer; then a new spec or new labels: the new `actions.github.com/change-hash`, and
+   `Pending` (docs/autoscaling.md#phase).
 3. Names: a name the set gives that is not a Kubernetes name stops the pass.
 4. Scale set: default `runnerScaleSetName`; refuse Azure Key Vault; else ask GitHub (find or
    register it, follow a change of runner group or name, check it still exists before a
@@ -19,7 +20,8 @@ Order of the decision (ARC's, with the choices of docs/autoscaling.md#where-this
 7. Listener: report ARC's listeners elsewhere, refuse an invalid scaling policy, create the
    listener, patch a new `listenerReplicas`, re-create it when the rest of what it runs with
    changed, delete the ones an earlier runner group or URL named; none under `docker run`.
-8. Status: the counts of every runner set it controls, phase and conditions.
+8. Status: the counts of every runner set it controls, phase (`Pending` until a pass finds the
+   listener made with what the set asks) and conditions.
 
 No function here reads a clock or the network: `Observed` carries the time and GitHub's answer.
 A pass plans twice when it asks GitHub: the first plan stops at the question, the second decides
@@ -81,7 +83,9 @@ from shared.kube.views import (
 )
 from shared.typedefs import JSONDict
 
-PHASE_RUNNING, PHASE_OUTDATED = "Running", "Outdated"
+PHASE_PENDING, PHASE_RUNNING, PHASE_OUTDATED = "Pending", "Running", "Outdated"
+ANNOTATION_CHANGE_HASH = "actions.github.com/change-hash"
+"""ARC 0.14.2's record of the spec and labels seen (docs/autoscaling.md#phase)."""
 CONDITION_SCALE_SET = "ScaleSetRegistered"
 CONDITION_RUNNERS = "RunnersUpToDate"
 CONDITION_POLICY = "ScalingPolicyValid"
@@ -310,6 +314,14 @@ def left_on_github(scale_set_id: int, name: str, exc: BaseException) -> str:
     )
 
 
+def change_hash(ars: JSONDict) -> str:
+    """The digest of the set's spec and labels, as ARC's `Hash()` covers them: any change to
+    either is a new `actions.github.com/change-hash` and a `Pending` phase."""
+    return json_digest(
+        {"spec": ars.get("spec") or {}, "labels": metadata_of(ars).get("labels") or {}}
+    )
+
+
 def wants_listener(ars: JSONDict) -> bool:
     annotations = metadata_of(ars).get("annotations") or {}
     return annotations.get(ANNOTATION_LISTENER) != LISTENER_DOCKER_RUN
@@ -366,6 +378,10 @@ class _Planner:
         self.edits: JSONDict = {}
         self.mine = dict(observed.conditions)
         self.conditions_changed = False
+        self.changed = False
+        """The set's spec or labels changed since the last pass (`ANNOTATION_CHANGE_HASH`)."""
+        self.listener_current = True
+        """The listener runs with what the set asks (none is asked under `docker run`)."""
 
     def do(self, *steps: Step) -> None:
         self.steps.extend(steps)
@@ -419,6 +435,9 @@ class _Planner:
         requeue_after: float | None = None,
         error: Exception | None = None,
     ) -> Plan:
+        if self.changed and not any(isinstance(step, WriteStatus) for step in self.steps):
+            # A plan that stops early (a write whose echo continues) still says `Pending`.
+            self.do(WriteStatus({"phase": PHASE_PENDING}))
         edits = self.edits
         if self.conditions_changed:
             # The whole list is written: each condition as this process last wrote it, not as
@@ -449,6 +468,11 @@ def plan(observed: Observed) -> Plan:
         p.say("adding the finalizer")
         p.do(AddFinalizer())
         return p.plan()
+    target = change_hash(observed.set)
+    if (p.meta.get("annotations") or {}).get(ANNOTATION_CHANGE_HASH) != target:
+        p.say("spec or labels changed: Pending until the listener runs with them")
+        p.annotate({ANNOTATION_CHANGE_HASH: target})
+        p.changed = True
     problems = autoscaling_runner_set_name_problems(observed.set)
     if problems:
         # Nothing is read or made by a name that is not one; what the set has keeps running.
@@ -735,8 +759,10 @@ def _listener(p: _Planner, scale_set_id: int, runner_set: str) -> None:
     if current is None:
         p.say(f"creating AutoscalingListener {name}")
         p.do(Create(AUTOSCALING_LISTENER, desired))
+        p.listener_current = False
         return
     if is_deleting(current):
+        p.listener_current = False
         return
     meta = metadata_of(current)
     metadata_drifted = drifted(meta.get("labels"), desired["metadata"]["labels"]) or drifted(
@@ -754,6 +780,7 @@ def _listener(p: _Planner, scale_set_id: int, runner_set: str) -> None:
         # next pass, which makes the new one).
         p.say(f"re-creating AutoscalingListener {name}: what it runs with changed")
         p.do(Delete(AUTOSCALING_LISTENER, current))
+        p.listener_current = False
 
 
 def _status(p: _Planner, phase: str) -> Plan:
@@ -767,6 +794,10 @@ def _status(p: _Planner, phase: str) -> Plan:
     if phase == PHASE_RUNNING:
         p.do(Settle(WARN_OUTDATED))
         p.condition(CONDITION_RUNNERS, "True", "UpToDate", "")
+        if p.changed or not p.listener_current:
+            # ARC's rule: `Pending` from a change of spec or labels until a pass finds the
+            # listener made with it.
+            phase = PHASE_PENDING
     p.do(
         WriteStatus(
             {

@@ -674,3 +674,44 @@ async def test_a_scale_set_left_on_github_is_logged_at_warning_and_counted(
         organization="owner",
     )
     assert left == 1
+
+
+async def hold_finalizer(rig: Rig, name: str, *, add: str = "", remove: str = "") -> None:
+    """Add or remove one finalizer of a listener, keeping the others."""
+    current = await rig.objects.get(AUTOSCALING_LISTENER, rig.system_namespace, name)
+    finalizers = [f for f in current["metadata"].get("finalizers") or [] if f != remove]
+    patch = {"finalizers": [*finalizers, add] if add else finalizers}
+    await rig.objects.patch(
+        AUTOSCALING_LISTENER,
+        rig.system_namespace,
+        name,
+        {"metadata": {**patch, "resourceVersion": current["metadata"]["resourceVersion"]}},
+    )
+
+
+async def test_an_upgrade_reads_pending_with_a_new_change_hash_until_the_listener_is_made(
+    rig: Rig,
+) -> None:
+    """ARC 0.14.2's phase (docs/autoscaling.md#phase): a new spec writes
+    `actions.github.com/change-hash` and `Pending`, which tools waiting on the phase read until
+    a pass finds the listener made with it, then `Running`. The old listener is held
+    terminating by a test finalizer, so `Pending` lasts until the test lets it go."""
+    hold = "test.example/hold"
+    await create_ars(rig)
+    ars, _, listener = await converged(rig)
+    before = annotation(ars, "actions.github.com/change-hash")
+    assert before is not None
+    await hold_finalizer(rig, listener["metadata"]["name"], add=hold)
+    await patch_ars(rig, {"spec": {"maxRunners": 9}})
+
+    async def pending() -> JSONDict | None:
+        current = await get_ars(rig)
+        return current if (current or {}).get("status", {}).get("phase") == "Pending" else None
+
+    upgrading = await rig.until(pending, what="the set Pending")
+    assert annotation(upgrading, "actions.github.com/change-hash") not in (None, before)
+    await rig.settle()
+    assert (await get_ars(rig) or {})["status"]["phase"] == "Pending"
+    await hold_finalizer(rig, listener["metadata"]["name"], remove=hold)
+    _, _, made = await converged(rig)
+    assert made["spec"]["maxRunners"] == 9

@@ -71,6 +71,10 @@ def ars(**changes: object) -> JSONDict:
             target.pop(leaf, None)
         else:
             target[leaf] = value
+    # As a pass that saw this spec and these labels left it; a test changing either after this
+    # makes a set whose change the next pass sees.
+    annotations = obj["metadata"].setdefault("annotations", {})
+    annotations.setdefault(rules.ANNOTATION_CHANGE_HASH, rules.change_hash(obj))
     return obj
 
 
@@ -169,6 +173,7 @@ SETTLE_RUNNING = ["Settle InvalidName", "Settle VaultNotSupported"]
 SETTLE_REGISTERED = [*SETTLE_RUNNING, "Settle ScaleSetRegistrationFailed"]
 SETTLE_ALL = [*SETTLE_REGISTERED, "Settle ForeignListener", "Settle InvalidScalingPolicy"]
 RUNNING = [*SETTLE_ALL, "Settle RunnerOutdated", "WriteStatus Running"]
+PENDING = [*SETTLE_ALL, "Settle RunnerOutdated", "WriteStatus Pending"]
 
 
 def _with_listener_replicas() -> Observed:
@@ -285,6 +290,8 @@ PASSES: list[tuple[str, Callable[[], Observed], list[str]]] = [
         [
             *SETTLE_REGISTERED,
             "UpdateRunnerSet arc ['actionableRevision', 'ephemeralRunnerSpec']",
+            # The spec changed: `Pending` at once, as ARC writes it, though the pass stops.
+            "WriteStatus Pending",
         ],
     ),
     (
@@ -331,7 +338,8 @@ PASSES: list[tuple[str, Callable[[], Observed], list[str]]] = [
     (
         "no listener: created",
         lambda: observed(ars(), runner_sets=(runner_set(ars()),)),
-        [*SETTLE_ALL, "Create AutoscalingListener arc-{hash}-listener", *RUNNING[-2:]],
+        # Pending until a pass finds the listener made.
+        [*SETTLE_ALL, "Create AutoscalingListener arc-{hash}-listener", *PENDING[-2:]],
     ),
     (
         "a new listenerReplicas: patched in place",
@@ -345,7 +353,7 @@ PASSES: list[tuple[str, Callable[[], Observed], list[str]]] = [
     (
         "a new maxRunners: the listener re-created",
         _with_max_runners,
-        [*SETTLE_ALL, "Delete AutoscalingListener arc-{hash}-listener", *RUNNING[-2:]],
+        [*SETTLE_ALL, "Delete AutoscalingListener arc-{hash}-listener", *PENDING[-2:]],
     ),
     (
         "docker run: no listener",
@@ -608,3 +616,46 @@ def test_a_scale_set_is_left_on_github_for_want_of_credentials_only(
         message = rules.left_on_github(7, "Linux X64", error)
         assert message.startswith("scale set 7 ('Linux X64') could not be deleted on GitHub (")
         assert message.endswith("it stays registered there; delete it by hand")
+
+
+def _relabelled() -> Observed:
+    obj = ars()
+    now = converged(obj)
+    newer = copy.deepcopy(obj)
+    newer["metadata"]["labels"] = {"team": "build"}
+    return replace(now, set=newer)
+
+
+@pytest.mark.parametrize(
+    ("case", "make", "phase", "change_hash"),
+    [
+        ("converged: Running, the hash kept", converged, "Running", None),
+        ("a new label: Pending, the hash recorded", _relabelled, "Pending", "new"),
+        ("a new runner image: Pending", _with_new_image, "Pending", "new"),
+        (
+            "a new maxRunners: Pending while the listener is re-made",
+            _with_max_runners,
+            "Pending",
+            None,
+        ),
+        (
+            "no listener yet: Pending",
+            lambda: observed(ars(), runner_sets=(runner_set(ars()),)),
+            "Pending",
+            None,
+        ),
+    ],
+)
+def test_the_phase_is_pending_from_a_change_until_the_listener_runs_with_it(
+    case: str, make: Callable[[], Observed], phase: str, change_hash: str | None
+) -> None:
+    """ARC 0.14.2's rule (docs/autoscaling.md#phase): a new spec or new labels write
+    `actions.github.com/change-hash` and `Pending`; `Running` once a pass finds the listener."""
+    seen = make()
+    plan = rules.plan(seen)
+    [written] = [step.desired for step in plan.steps if isinstance(step, rules.WriteStatus)]
+    assert written["phase"] == phase, case
+    recorded = (
+        (plan.edits.get("metadata") or {}).get("annotations", {}).get(rules.ANNOTATION_CHANGE_HASH)
+    )
+    assert recorded == (rules.change_hash(seen.set) if change_hash else None), case
