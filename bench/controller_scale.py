@@ -243,7 +243,7 @@ def _subsystem(headers: dict[str, str]) -> str:
     except ValueError:
         return "other"
     subsystem = agent.get("subsystem") if isinstance(agent, dict) else None
-    return {"gha-runner-controller": "controller", "ghalistener": "listener"}.get(
+    return {"gha-scale-set-controller": "controller", "ghalistener": "listener"}.get(
         str(subsystem), "other"
     )
 

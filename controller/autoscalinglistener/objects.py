@@ -17,6 +17,11 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal
 
+from controller.runners.listeners import (
+    ARC_ENTRYPOINT,
+    listener_image,
+    runs_arc_listener,
+)
 from controller.runners.objects import json_digest, resource_meta
 from controller.settings import LISTENER_COMMAND, LISTENER_RESOURCES, StandbyTimings
 from shared.api.names import (
@@ -44,10 +49,6 @@ from shared.kube.objects import LEASE
 from shared.kube.views import metadata_of
 from shared.typedefs import JSONDict, RawOwnerReference
 
-ARC_IMAGE_REPOSITORY = "gha-runner-scale-set-controller"
-"""The last path element of ARC's controller image, which is also its listener image."""
-ARC_ENTRYPOINT = "/ghalistener"
-"""ARC's listener in its image (ARC's default `LISTENER_ENTRYPOINT`)."""
 GRACE_PERIOD_SECONDS = 60
 RBAC_GROUP = "rbac.authorization.k8s.io"
 RUN_AS = 10001
@@ -420,29 +421,6 @@ def _metrics_port(metrics_addr: str) -> int | None:
         return None
     port = metrics_addr.rpartition(":")[2]
     return int(port) if port.isdigit() and int(port) > 0 else None
-
-
-def _template_listener(listener: JSONDict) -> JSONDict:
-    """The container named `listener` in `spec.template`, {} when there is none."""
-    template = (listener.get("spec") or {}).get("template") or {}
-    for container in (template.get("spec") or {}).get("containers") or []:
-        if container.get("name") == LISTENER_CONTAINER:
-            return dict(container)
-    return {}
-
-
-def listener_image(listener: JSONDict) -> str:
-    """The image the listener container runs: the template's when it sets one."""
-    return str(
-        _template_listener(listener).get("image") or (listener.get("spec") or {}).get("image", "")
-    )
-
-
-def runs_arc_listener(listener: JSONDict) -> bool:
-    """Whether the listener container runs ARC's image, whose listener is `/ghalistener` (the
-    command unless the template sets one) and serves neither /healthz nor /readyz."""
-    repository = listener_image(listener).partition("@")[0].rsplit("/", 1)[-1]
-    return repository.partition(":")[0] == ARC_IMAGE_REPOSITORY
 
 
 def template_problem(listener: JSONDict) -> str | None:

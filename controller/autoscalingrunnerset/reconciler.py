@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import assert_never
 
 from controller.autoscalingrunnerset import rules
+from controller.autoscalingrunnerset.metrics import ScaleSetMetrics
 from controller.autoscalingrunnerset.objects import listener_name
 from controller.autoscalingrunnerset.predicates import ERS_COUNTS, ERS_TO_ARS
 from controller.autoscalingrunnerset.rules import (
@@ -52,14 +53,14 @@ from controller.runtime import (
 from controller.runtime.passes import deep_merge
 from controller.runtime.plans import AddFinalizer, RemoveFinalizer, Settle, Warn
 from controller.settings import AutoscalingSettings
-from shared.actions.errors import ActionsError, InvalidArgument, ScaleSetNotFound
+from shared.actions.errors import ActionsError, ScaleSetNotFound
 from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER_SET
 from shared.api.names import (
     ANNOTATION_RUNNER_SCALE_SET_ID,
     FINALIZER_AUTOSCALING_RUNNER_SET,
     FINALIZER_CLEANUP_PROTECTION,
 )
-from shared.kube.errors import Forbidden, KubeError, NotFound
+from shared.kube.errors import Forbidden, KubeError
 from shared.kube.objects import Kind, Objects
 from shared.kube.views import annotation_int, metadata_of
 from shared.typedefs import JSONDict
@@ -96,8 +97,10 @@ class AutoscalingRunnerSetReconciler:
         events: EventRecorder,
         settings: AutoscalingSettings,
         expectations: Expectations,
+        metrics: ScaleSetMetrics | None = None,
     ) -> None:
         self._runner_sets = runner_sets
+        self._metrics = metrics
         self._listeners = listeners
         self._scale_sets = ScaleSets(clients)
         self._events = events
@@ -201,8 +204,8 @@ class AutoscalingRunnerSetReconciler:
                     meta = metadata_of(target)
                     desired = {"metadata": {"name": meta["name"], "namespace": meta["namespace"]}}
                     await p.ensure(kind, {**desired, "spec": spec}, target)
-                case rules.DeleteScaleSet(scale_set_id):
-                    await self._delete_scale_set(p, scale_set_id)
+                case rules.DeleteScaleSet(scale_set_id, name):
+                    await self._delete_scale_set(p, scale_set_id, name)
                 case rules.StripCleanupProtection(kind, namespace, name):
                     await self._strip_cleanup_protection(p, kind, namespace, name)
                 case _:
@@ -241,12 +244,15 @@ class AutoscalingRunnerSetReconciler:
         }
         await p.ensure(EPHEMERAL_RUNNER_SET, desired, target, optimistic=True)
 
-    async def _delete_scale_set(self, p: Pass, scale_set_id: int) -> None:
+    async def _delete_scale_set(self, p: Pass, scale_set_id: int, name: str) -> None:
+        """A scale set left on GitHub is said at WARNING in the log whether or not the Event
+        lands (a terminating namespace refuses it), and counted."""
         try:
             await self._scale_sets.delete(p.object, scale_set_id)
-        except (GitHubConfigError, InvalidArgument, NotFound, Forbidden) as exc:
-            # Credentials gone (namespace deletion): waiting cannot bring them back.
-            await p.warn(rules.WARN_LEFT_ON_GITHUB, rules.left_on_github(scale_set_id, exc))
+        except rules.NO_CREDENTIALS as exc:
+            message = rules.left_on_github(scale_set_id, name, exc)
+            if await p.warn(rules.WARN_LEFT_ON_GITHUB, message) and self._metrics is not None:
+                self._metrics.left_behind(p.object)
 
     @staticmethod
     async def _strip_cleanup_protection(p: Pass, kind: Kind, namespace: str, name: str) -> None:
@@ -276,6 +282,7 @@ def setup(manager: Manager, deps: Deps) -> AutoscalingRunnerSetReconciler:
         events=deps.events,
         settings=deps.autoscaling,
         expectations=deps.expectations,
+        metrics=ScaleSetMetrics(manager.metrics.metrics.meter),
     )
     manager.add(
         Controller(

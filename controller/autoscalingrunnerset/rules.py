@@ -7,7 +7,8 @@ Order of the decision (ARC's, with the choices of docs/autoscaling.md#where-this
    (busy runners finish under their finalizers), delete the scale set on GitHub, strip ARC's
    `cleanup-protection` finalizer from the Helm-made objects the `cleanup-*` annotations name,
    drop the finalizer.
-2. Finalizer.
+2. Finalizer; then a new spec or new labels: the new `actions.github.com/change-hash`, and
+   `Pending` (docs/autoscaling.md#phase).
 3. Names: a name the set gives that is not a Kubernetes name stops the pass.
 4. Scale set: default `runnerScaleSetName`; refuse Azure Key Vault; else ask GitHub (find or
    register it, follow a change of runner group or name, check it still exists before a
@@ -19,7 +20,8 @@ Order of the decision (ARC's, with the choices of docs/autoscaling.md#where-this
 7. Listener: report ARC's listeners elsewhere, refuse an invalid scaling policy, create the
    listener, patch a new `listenerReplicas`, re-create it when the rest of what it runs with
    changed, delete the ones an earlier runner group or URL named; none under `docker run`.
-8. Status: the counts of every runner set it controls, phase and conditions.
+8. Status: the counts of every runner set it controls, phase (`Pending` until a pass finds the
+   listener made with what the set asks) and conditions.
 
 No function here reads a clock or the network: `Observed` carries the time and GitHub's answer.
 A pass plans twice when it asks GitHub: the first plan stops at the question, the second decides
@@ -49,13 +51,13 @@ from controller.autoscalingrunnerset.objects import (
     runner_spec,
     scaling_policy_problem,
 )
-from controller.github.clients import REASON_INVALID_NAME
+from controller.github.clients import REASON_INVALID_NAME, GitHubConfigError
 from controller.github.credentials import REASON_VAULT_NOT_SUPPORTED, vault_refusal
 from controller.github.scalesets import ScaleSet
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
 from controller.runtime.plans import AddFinalizer, RemoveFinalizer, Settle, Warn
 from controller.settings import AutoscalingSettings
-from shared.actions.errors import ActionsError
+from shared.actions.errors import ActionsError, InvalidArgument
 from shared.api.kinds import AUTOSCALING_LISTENER, CLEANUP_TARGETS, EPHEMERAL_RUNNER_SET
 from shared.api.names import (
     ANNOTATION_RUNNER_GROUP_NAME,
@@ -68,6 +70,8 @@ from shared.api.references import (
     autoscaling_runner_set_name_problems,
     cleanup_annotation_problems,
 )
+from shared.kube.errors import Forbidden
+from shared.kube.errors import NotFound as KubeNotFound
 from shared.kube.objects import Kind
 from shared.kube.views import (
     annotation_int,
@@ -79,7 +83,9 @@ from shared.kube.views import (
 )
 from shared.typedefs import JSONDict
 
-PHASE_RUNNING, PHASE_OUTDATED = "Running", "Outdated"
+PHASE_PENDING, PHASE_RUNNING, PHASE_OUTDATED = "Pending", "Running", "Outdated"
+ANNOTATION_CHANGE_HASH = "actions.github.com/change-hash"
+"""ARC 0.14.2's record of the spec and labels seen (docs/autoscaling.md#phase)."""
 CONDITION_SCALE_SET = "ScaleSetRegistered"
 CONDITION_RUNNERS = "RunnersUpToDate"
 CONDITION_POLICY = "ScalingPolicyValid"
@@ -227,9 +233,11 @@ class Patch:
 
 @dataclass(frozen=True, slots=True)
 class DeleteScaleSet:
-    """Delete the scale set on GitHub; a failure is warned of (`left_on_github`), not retried."""
+    """Delete the scale set on GitHub. Without usable credentials (`NO_CREDENTIALS`) it is left
+    there: warned of (`left_on_github`) and counted, not retried; other failures are retried."""
 
     scale_set_id: int
+    name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,10 +296,29 @@ def reason_text(exc: BaseException) -> str:
     return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
 
 
-def left_on_github(scale_set_id: int, exc: BaseException) -> str:
+NO_CREDENTIALS: tuple[type[Exception], ...] = (
+    GitHubConfigError,
+    InvalidArgument,
+    KubeNotFound,
+    Forbidden,
+)
+"""Why a scale set cannot be deleted for want of credentials: the GitHub config Secret is gone
+(a namespace deletion removes it first), unreadable or unusable. Waiting cannot bring them back,
+so the set goes without its scale set."""
+
+
+def left_on_github(scale_set_id: int, name: str, exc: BaseException) -> str:
     return (
-        f"scale set {scale_set_id} could not be deleted on GitHub ({reason_text(exc)}); "
-        "delete it by hand"
+        f"scale set {scale_set_id} ({name!r}) could not be deleted on GitHub "
+        f"({reason_text(exc)}): it stays registered there; delete it by hand"
+    )
+
+
+def change_hash(ars: JSONDict) -> str:
+    """The digest of the set's spec and labels, as ARC's `Hash()` covers them: any change to
+    either is a new `actions.github.com/change-hash` and a `Pending` phase."""
+    return json_digest(
+        {"spec": ars.get("spec") or {}, "labels": metadata_of(ars).get("labels") or {}}
     )
 
 
@@ -351,6 +378,10 @@ class _Planner:
         self.edits: JSONDict = {}
         self.mine = dict(observed.conditions)
         self.conditions_changed = False
+        self.changed = False
+        """The set's spec or labels changed since the last pass (`ANNOTATION_CHANGE_HASH`)."""
+        self.listener_current = True
+        """The listener runs with what the set asks (none is asked under `docker run`)."""
 
     def do(self, *steps: Step) -> None:
         self.steps.extend(steps)
@@ -404,6 +435,9 @@ class _Planner:
         requeue_after: float | None = None,
         error: Exception | None = None,
     ) -> Plan:
+        if self.changed and not any(isinstance(step, WriteStatus) for step in self.steps):
+            # A plan that stops early (a write whose echo continues) still says `Pending`.
+            self.do(WriteStatus({"phase": PHASE_PENDING}))
         edits = self.edits
         if self.conditions_changed:
             # The whole list is written: each condition as this process last wrote it, not as
@@ -434,6 +468,11 @@ def plan(observed: Observed) -> Plan:
         p.say("adding the finalizer")
         p.do(AddFinalizer())
         return p.plan()
+    target = change_hash(observed.set)
+    if (p.meta.get("annotations") or {}).get(ANNOTATION_CHANGE_HASH) != target:
+        p.say("spec or labels changed: Pending until the listener runs with them")
+        p.annotate({ANNOTATION_CHANGE_HASH: target})
+        p.changed = True
     problems = autoscaling_runner_set_name_problems(observed.set)
     if problems:
         # Nothing is read or made by a name that is not one; what the set has keeps running.
@@ -720,8 +759,10 @@ def _listener(p: _Planner, scale_set_id: int, runner_set: str) -> None:
     if current is None:
         p.say(f"creating AutoscalingListener {name}")
         p.do(Create(AUTOSCALING_LISTENER, desired))
+        p.listener_current = False
         return
     if is_deleting(current):
+        p.listener_current = False
         return
     meta = metadata_of(current)
     metadata_drifted = drifted(meta.get("labels"), desired["metadata"]["labels"]) or drifted(
@@ -739,6 +780,7 @@ def _listener(p: _Planner, scale_set_id: int, runner_set: str) -> None:
         # next pass, which makes the new one).
         p.say(f"re-creating AutoscalingListener {name}: what it runs with changed")
         p.do(Delete(AUTOSCALING_LISTENER, current))
+        p.listener_current = False
 
 
 def _status(p: _Planner, phase: str) -> Plan:
@@ -752,6 +794,10 @@ def _status(p: _Planner, phase: str) -> Plan:
     if phase == PHASE_RUNNING:
         p.do(Settle(WARN_OUTDATED))
         p.condition(CONDITION_RUNNERS, "True", "UpToDate", "")
+        if p.changed or not p.listener_current:
+            # ARC's rule: `Pending` from a change of spec or labels until a pass finds the
+            # listener made with it.
+            phase = PHASE_PENDING
     p.do(
         WriteStatus(
             {
@@ -783,9 +829,15 @@ def _finalize(p: _Planner) -> Plan:
         return p.plan(requeue_after=WAIT)
     scale_set_id = annotation_int(p.observed.set, ANNOTATION_RUNNER_SCALE_SET_ID)
     if scale_set_id and scale_set_id > 0:
+        annotations = p.meta.get("annotations") or {}
+        name = str(
+            annotations.get(ANNOTATION_RUNNER_SCALE_SET_NAME)
+            or (p.observed.set.get("spec") or {}).get("runnerScaleSetName")
+            or p.meta["name"]
+        )
         p.say(f"deleting scale set {scale_set_id} on GitHub")
         p.annotate({ANNOTATION_RUNNER_SCALE_SET_ID: None})
-        p.do(DeleteScaleSet(scale_set_id), WriteSet())
+        p.do(DeleteScaleSet(scale_set_id, name), WriteSet())
     annotations = p.meta.get("annotations") or {}
     refused = cleanup_annotation_problems(annotations)
     if refused:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from opentelemetry.metrics import Meter
 
-from shared.actions.config import parse_config_url
-from shared.actions.errors import InvalidConfigURL
+from controller.runners.metrics import scale_set_labels as labels_of
 from shared.api.names import LABEL_SCALE_SET_NAME, LABEL_SCALE_SET_NAMESPACE
 from shared.kube.views import controller_owner, metadata_of
 from shared.typedefs import JSONDict
@@ -21,19 +20,11 @@ def scale_set_labels(runner: JSONDict) -> dict[str, str]:
     meta = metadata_of(runner)
     labels = meta.get("labels") or {}
     owner = controller_owner(runner) or {}
-    url = str((runner.get("spec") or {}).get("githubConfigUrl", ""))
-    try:
-        config = parse_config_url(url, env={})
-        scope = (config.repository, config.organization, config.enterprise)
-    except InvalidConfigURL:
-        scope = ("", "", "")
-    return {
-        "name": str(labels.get(LABEL_SCALE_SET_NAME) or owner.get("name") or meta["name"]),
-        "namespace": str(labels.get(LABEL_SCALE_SET_NAMESPACE) or meta["namespace"]),
-        "repository": scope[0],
-        "organization": scope[1],
-        "enterprise": scope[2],
-    }
+    return labels_of(
+        name=str(labels.get(LABEL_SCALE_SET_NAME) or owner.get("name") or meta["name"]),
+        namespace=str(labels.get(LABEL_SCALE_SET_NAMESPACE) or meta["namespace"]),
+        config_url=str((runner.get("spec") or {}).get("githubConfigUrl", "")),
+    )
 
 
 class RunnerMetrics:

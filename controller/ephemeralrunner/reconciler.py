@@ -20,7 +20,9 @@ runner and the pass runs again on it, so a lagging cache never overwrites the li
 `Running`.
 6. Pod: created after the failure backoff; its state decides the status (`rules.py`). A runner
    whose container exited 0 is deleted and finalized in the same pass, its set told
-   (docs/reconcilers.md#a-runner-that-succeeded).
+   (docs/reconcilers.md#a-runner-that-succeeded). Under ARC's listener, which writes a job
+   without `Running`, a `Pending` runner with a job is promoted to `Running` in one optimistic
+   status write (docs/reconcilers.md#arcs-listener).
 
 Requests saved against ARC (docs/reconcilers.md#requests): the JIT Secret is read only when the
 runner has no id yet or a pod must be created (ARC reads it on every pass), runner id and
@@ -47,6 +49,7 @@ from controller.ephemeralrunner.rules import (
     RegistrationFailure,
     Route,
     RunnerPlan,
+    awaits_promotion,
     busy_pod_annotations,
     plan_runner,
     registration_failure,
@@ -56,6 +59,7 @@ from controller.ephemeralrunner.steps import Step
 from controller.ephemeralrunner.timeline import pass_span, record_timeline, with_cluster_moments
 from controller.github.clients import GitHubConfigError
 from controller.github.runners import NameClash, Removal, RunnerStep
+from controller.runners.listeners import runs_arc_listener
 from controller.runtime import (
     Controller,
     Manager,
@@ -74,7 +78,7 @@ from controller.runtime import (
 from controller.runtime.controller import PassSpan
 from shared.actions.errors import ActionsError, RunnerExists
 from shared.api import EphemeralRunnerPhase, is_terminal_phase
-from shared.api.kinds import EPHEMERAL_RUNNER
+from shared.api.kinds import AUTOSCALING_LISTENER, EPHEMERAL_RUNNER
 from shared.api.names import (
     EPHEMERAL_RUNNER_FINALIZERS,
     FINALIZER_EPHEMERAL_RUNNER_REGISTRATION,
@@ -109,6 +113,7 @@ REGISTRATION_RETRY_SECONDS = 1.0
 ALREADY_EXISTS_RETRY_SECONDS = 5.0
 QUOTA_MESSAGE = "exceeded quota:"
 PENDING = EphemeralRunnerPhase.PENDING.value
+RUNNING = EphemeralRunnerPhase.RUNNING.value
 REASON_REGISTRATION_LEFT_BEHIND = "RegistrationLeftBehind"
 
 
@@ -120,11 +125,13 @@ class EphemeralRunnerReconciler:
         pods: Store,
         objects: Objects,
         deps: Deps,
+        listeners: Store | None = None,
         metrics: RunnerMetrics | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._runners = runners
         self._pods = pods
+        self._listeners = listeners
         self._objects = objects
         self._deps = deps
         self._github = deps.runners
@@ -173,6 +180,24 @@ class EphemeralRunnerReconciler:
             written_phase=written.get("phase"),
             registered=bool(written.get("runnerId")),
             pod_created_ago=memory.age(created) if created is not None else None,
+            listener_skips_running=awaits_promotion(runner)
+            and written.get("phase") != RUNNING
+            and self._listener_skips_running(runner),
+        )
+
+    def _listener_skips_running(self, runner: JSONDict) -> bool:
+        """Whether an AutoscalingListener scaling the runner's set runs ARC's listener, which
+        writes a job without `Running` (docs/reconcilers.md#arcs-listener). Without listeners in
+        the cluster (`docker run`), the listener is this project's, which always writes it."""
+        owner = controller_owner(runner)
+        if self._listeners is None or owner is None:
+            return False
+        namespace = metadata_of(runner).get("namespace")
+        return any(
+            runs_arc_listener(listener)
+            for listener in self._listeners.list()
+            if (listener.get("spec") or {}).get("autoscalingRunnerSetNamespace") == namespace
+            and (listener.get("spec") or {}).get("ephemeralRunnerSetName") == owner.get("name")
         )
 
     def _plan(self, p: Pass) -> tuple[JSONDict | None, RunnerPlan]:
@@ -547,9 +572,13 @@ class EphemeralRunnerReconciler:
         outcome = with_cluster_moments(outcome, obj, pod)
         if outcome.status:
             # A `Pending` carries the resourceVersion it was decided on: behind a lagging cache
-            # it must not overwrite the listener's `Running` (a Conflict re-reads the runner).
+            # it must not overwrite the listener's `Running` (a Conflict re-reads the runner);
+            # so does a promotion to `Running`, never laid over a terminal phase or a deletion
+            # the cache has not shown.
             await runner.write_status(
-                outcome.status, optimistic=outcome.status.get("phase") == PENDING, deep=True
+                outcome.status,
+                optimistic=outcome.status.get("phase") in (PENDING, RUNNING),
+                deep=True,
             )
         terminal = is_terminal_phase(outcome.status.get("phase"))
         if outcome.delete_pod and not terminal:
@@ -577,6 +606,9 @@ def setup(manager: Manager, deps: Deps) -> EphemeralRunnerReconciler:
         objects=manager.objects,
         deps=deps,
         metrics=RunnerMetrics(manager.metrics.metrics.meter),
+        # Listeners run in the cluster only in the in-cluster mode (the cache the listener
+        # reconciler keeps anyway); under `docker run` the listener is always this project's.
+        listeners=manager.cache(AUTOSCALING_LISTENER) if deps.listener is not None else None,
     )
     manager.add(
         Controller(

@@ -4,7 +4,9 @@ The reconciler (`reconciler.py` here) reads the runner and its pod, asks these f
 do, and performs the writes. Nothing here does I/O, so every rule of ARC's pod classification
 (docs/reconcilers.md#ephemeralrunner), with this project's changes, is tested as a table:
 
-* the controller publishes `Pending` and never `Running` (the listener owns `Running`);
+* the controller publishes `Pending`; `Running` is the listener's, except under ARC's listener,
+  which writes a runner's job without it: then the controller promotes a `Pending` runner with a
+  job (docs/reconcilers.md#arcs-listener);
 * a runner container that exits 0 is a `Succeeded` outcome, which the reconciler carries out by
   deleting the runner and telling its set (docs/reconcilers.md#a-runner-that-succeeded);
 * after more than `max_pod_failures` failed pods an idle runner becomes `Failed` with a reason,
@@ -171,6 +173,17 @@ class PodOutcome:
     """Look at the pod again after this long even without an event (a start timeout runs)."""
 
 
+def awaits_promotion(runner: JSONDict) -> bool:
+    """Whether the runner has a job but not `Running`: what ARC's listener leaves (it writes the
+    job fields alone). Never a finished runner or one being deleted."""
+    phase = status_of(runner).get("phase") or ""
+    return (
+        has_job(runner)
+        and phase in ("", EphemeralRunnerPhase.PENDING.value)
+        and not is_deleting(runner)
+    )
+
+
 def decide_from_pod(
     runner: JSONDict,
     pod: JSONDict,
@@ -178,10 +191,13 @@ def decide_from_pod(
     ready: bool,
     now: datetime,
     policy: FailurePolicy,
+    promote: bool = False,
 ) -> PodOutcome:
     """The writes that bring a live, non-terminal runner in line with its pod.
 
     `ready` is `pod_ready(pod)`, passed in so readiness has one definition (the predicate's).
+    `promote`: the runner's listener does not write `Running` (ARC's), so a runner whose
+    container runs and that `awaits_promotion` is made `Running` here.
     """
     reading = read_pod(pod)
     current = status_of(runner)
@@ -190,8 +206,9 @@ def decide_from_pod(
     if reading.state is PodState.STARTED:
         stuck = _stuck_for(pod, reading=reading, now=now, policy=policy)
         if stuck is None or stuck > timedelta(0):
+            running = promote and awaits_promotion(runner)
             return PodOutcome(
-                status=_started_status(current, ready=ready, reading=reading),
+                status=_started_status(current, ready=ready, reading=reading, running=running),
                 recheck_after=stuck,
             )
     if reading.state is PodState.SUCCEEDED:
@@ -234,9 +251,13 @@ def _stuck_for(
     return parse_time(str(created)) + policy.start_timeout - now
 
 
-def _started_status(current: JSONDict, *, ready: bool, reading: PodReading) -> JSONDict:
+def _started_status(
+    current: JSONDict, *, ready: bool, reading: PodReading, running: bool
+) -> JSONDict:
     desired: JSONDict = {}
-    if not current.get("phase"):
+    if running:
+        desired["phase"] = EphemeralRunnerPhase.RUNNING.value
+    elif not current.get("phase"):
         desired["phase"] = EphemeralRunnerPhase.PENDING.value
     if bool(current.get("ready")) != ready or desired:
         desired.update(ready=ready, reason=reading.reason, message=reading.message)
@@ -413,6 +434,9 @@ class ObservedRunner:
     """This process wrote the runner id (the cache may not show it yet)."""
     pod_created_ago: float | None = None
     """Seconds since this process created the runner's pod; None when it did not."""
+    listener_skips_running: bool = False
+    """The runner's set is scaled by ARC's listener, which writes a job without `Running`
+    (docs/reconcilers.md#arcs-listener); asked only of a runner that `awaits_promotion`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,7 +491,12 @@ def plan_runner(observed: ObservedRunner) -> RunnerPlan:
             return RunnerPlan(Route.WITHOUT_POD, retry_after=delay)
         return RunnerPlan(Route.WITHOUT_POD, create_pod=True)
     outcome = decide_from_pod(
-        runner, pod, ready=pod_ready(pod), now=observed.now, policy=observed.policy
+        runner,
+        pod,
+        ready=pod_ready(pod),
+        now=observed.now,
+        policy=observed.policy,
+        promote=observed.listener_skips_running,
     )
     if outcome.delete_runner:
         return RunnerPlan(Route.POD, outcome, delete_self=True, why="its pod says it goes")

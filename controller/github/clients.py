@@ -76,7 +76,9 @@ class ClientFactory(Protocol):
     ) -> ActionsClient: ...
 
 
-SUBSYSTEM = "gha-runner-controller"
+SUBSYSTEM = "gha-scale-set-controller"
+"""The User-Agent's subsystem: ARC's controller's, so request logs and dashboards keyed on it
+read the same (docs/actions-client.md#user-agent)."""
 
 
 def default_factory(

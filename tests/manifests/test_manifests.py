@@ -478,3 +478,25 @@ def test_the_podmonitors_of_the_metrics_docs_select_both_processes(
         assert monitor["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
         ports = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
         assert {e["port"] for e in monitor["podMetricsEndpoints"]} <= ports, name
+
+
+ARC_CONTROLLER_POD_MONITOR = {
+    "app.kubernetes.io/part-of": "gha-rs-controller",
+    "app.kubernetes.io/component": "controller-manager",
+}
+"""The labels ARC 0.14.2's chart gives its controller pod, which PodMonitors written for ARC
+select (docs/metrics.md#the-controller-pods-labels)."""
+
+
+def test_the_controller_pod_carries_the_labels_arcs_pod_monitors_select(
+    install: list[dict[str, Any]],
+) -> None:
+    deployment = _one(install, "Deployment", "gha-controller")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert ARC_CONTROLLER_POD_MONITOR.items() <= labels.items()
+    # The selector of an existing Deployment is immutable: it stays ours, and still matches.
+    assert deployment["spec"]["selector"] == {
+        "matchLabels": {"app.kubernetes.io/name": "gha-controller"}
+    }
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert "metrics" in {port["name"] for port in _container(install)["ports"]}

@@ -7,6 +7,7 @@ import asyncio
 import base64
 import logging
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -26,7 +27,7 @@ from tests.controller.autoscaling import (
     patch_ars,
     runner_set_of,
 )
-from tests.controller.conftest import IN_CLUSTER, Rig, RigOptions
+from tests.controller.conftest import FAST, IN_CLUSTER, Rig, RigOptions, metric
 
 FINALIZER = "autoscalingrunnerset.actions.github.com/finalizer"
 SOAK_SECONDS = float(os.environ.get("GHA_SOAK_SECONDS", "3"))
@@ -639,3 +640,78 @@ async def test_a_condition_decided_in_a_pass_that_writes_no_status_is_written_la
         rig, {"metadata": {"annotations": {cleanup: None}}, "spec": {"template": template}}
     )
     await rig.until(lambda: names("True"), what="NamesValid True")
+
+
+@pytest.mark.parametrize(
+    "rig_options",
+    # The Secret is read again at once, as by a controller that was restarted meanwhile.
+    [replace(ALL, settings=FAST.model_copy(update={"credentials_ttl_seconds": 0.01}))],
+)
+async def test_a_scale_set_left_on_github_is_logged_at_warning_and_counted(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The GitHub Secret goes first (as in a namespace deletion): the set still goes, and its
+    scale set, which stays registered, is said at WARNING (the Event may be refused by a
+    terminating namespace) and counted."""
+    caplog.set_level(logging.WARNING, logger="controller.autoscalingrunnerset.reconciler")
+    await create_ars(rig, runnerScaleSetName="doomed")
+    ars, _, _ = await converged(rig)
+    scale_set_id = int(ars["metadata"]["annotations"]["runner-scale-set-id"])
+    await rig.objects.delete(SECRET, rig.namespace, "github-secret")
+    await rig.objects.delete(AUTOSCALING_RUNNER_SET, rig.namespace, "arc")
+    await rig.until(lambda: _gone(rig), what="the set gone")
+    assert scale_set_id in rig.gh.state.scale_sets
+    [record] = [r for r in caplog.records if "could not be deleted on GitHub" in r.getMessage()]
+    assert record.levelno == logging.WARNING
+    assert f"scale set {scale_set_id} ('doomed')" in record.getMessage()
+    assert "ScaleSetLeftOnGitHub" in await events_of(rig, "arc")
+    left = metric(
+        rig.metrics(),
+        "gha_controller_scale_sets_left_behind_total",
+        name="arc",
+        namespace=rig.namespace,
+        repository="repo",
+        organization="owner",
+    )
+    assert left == 1
+
+
+async def hold_finalizer(rig: Rig, name: str, *, add: str = "", remove: str = "") -> None:
+    """Add or remove one finalizer of a listener, keeping the others."""
+    current = await rig.objects.get(AUTOSCALING_LISTENER, rig.system_namespace, name)
+    finalizers = [f for f in current["metadata"].get("finalizers") or [] if f != remove]
+    patch = {"finalizers": [*finalizers, add] if add else finalizers}
+    await rig.objects.patch(
+        AUTOSCALING_LISTENER,
+        rig.system_namespace,
+        name,
+        {"metadata": {**patch, "resourceVersion": current["metadata"]["resourceVersion"]}},
+    )
+
+
+async def test_an_upgrade_reads_pending_with_a_new_change_hash_until_the_listener_is_made(
+    rig: Rig,
+) -> None:
+    """ARC 0.14.2's phase (docs/autoscaling.md#phase): a new spec writes
+    `actions.github.com/change-hash` and `Pending`, which tools waiting on the phase read until
+    a pass finds the listener made with it, then `Running`. The old listener is held
+    terminating by a test finalizer, so `Pending` lasts until the test lets it go."""
+    hold = "test.example/hold"
+    await create_ars(rig)
+    ars, _, listener = await converged(rig)
+    before = annotation(ars, "actions.github.com/change-hash")
+    assert before is not None
+    await hold_finalizer(rig, listener["metadata"]["name"], add=hold)
+    await patch_ars(rig, {"spec": {"maxRunners": 9}})
+
+    async def pending() -> JSONDict | None:
+        current = await get_ars(rig)
+        return current if (current or {}).get("status", {}).get("phase") == "Pending" else None
+
+    upgrading = await rig.until(pending, what="the set Pending")
+    assert annotation(upgrading, "actions.github.com/change-hash") not in (None, before)
+    await rig.settle()
+    assert (await get_ars(rig) or {})["status"]["phase"] == "Pending"
+    await hold_finalizer(rig, listener["metadata"]["name"], remove=hold)
+    _, _, made = await converged(rig)
+    assert made["spec"]["maxRunners"] == 9

@@ -26,6 +26,8 @@ from controller.github.clients import GitHubConfigError
 from controller.github.scalesets import ScaleSet
 from controller.runtime.plans import Settle, Warn
 from controller.settings import AutoscalingSettings
+from shared.actions.errors import ActionsServerError
+from shared.kube.errors import NotFound as KubeNotFound
 from shared.typedefs import JSONDict
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -69,6 +71,10 @@ def ars(**changes: object) -> JSONDict:
             target.pop(leaf, None)
         else:
             target[leaf] = value
+    # As a pass that saw this spec and these labels left it; a test changing either after this
+    # makes a set whose change the next pass sees.
+    annotations = obj["metadata"].setdefault("annotations", {})
+    annotations.setdefault(rules.ANNOTATION_CHANGE_HASH, rules.change_hash(obj))
     return obj
 
 
@@ -149,8 +155,8 @@ def steps(plan: Plan) -> list[str]:
                 out.append(f"WriteStatus {desired['phase']}")
             case rules.UpdateRunnerSet(target, _, _, spec):
                 out.append(f"UpdateRunnerSet {target['metadata']['name']} {sorted(spec)}")
-            case rules.DeleteScaleSet(scale_set_id):
-                out.append(f"DeleteScaleSet {scale_set_id}")
+            case rules.DeleteScaleSet(scale_set_id, name):
+                out.append(f"DeleteScaleSet {scale_set_id} {name}")
             case rules.StripCleanupProtection(kind, _, name):
                 out.append(f"StripCleanupProtection {kind.kind} {name}")
             case _:
@@ -167,6 +173,7 @@ SETTLE_RUNNING = ["Settle InvalidName", "Settle VaultNotSupported"]
 SETTLE_REGISTERED = [*SETTLE_RUNNING, "Settle ScaleSetRegistrationFailed"]
 SETTLE_ALL = [*SETTLE_REGISTERED, "Settle ForeignListener", "Settle InvalidScalingPolicy"]
 RUNNING = [*SETTLE_ALL, "Settle RunnerOutdated", "WriteStatus Running"]
+PENDING = [*SETTLE_ALL, "Settle RunnerOutdated", "WriteStatus Pending"]
 
 
 def _with_listener_replicas() -> Observed:
@@ -283,6 +290,8 @@ PASSES: list[tuple[str, Callable[[], Observed], list[str]]] = [
         [
             *SETTLE_REGISTERED,
             "UpdateRunnerSet arc ['actionableRevision', 'ephemeralRunnerSpec']",
+            # The spec changed: `Pending` at once, as ARC writes it, though the pass stops.
+            "WriteStatus Pending",
         ],
     ),
     (
@@ -329,7 +338,8 @@ PASSES: list[tuple[str, Callable[[], Observed], list[str]]] = [
     (
         "no listener: created",
         lambda: observed(ars(), runner_sets=(runner_set(ars()),)),
-        [*SETTLE_ALL, "Create AutoscalingListener arc-{hash}-listener", *RUNNING[-2:]],
+        # Pending until a pass finds the listener made.
+        [*SETTLE_ALL, "Create AutoscalingListener arc-{hash}-listener", *PENDING[-2:]],
     ),
     (
         "a new listenerReplicas: patched in place",
@@ -343,7 +353,7 @@ PASSES: list[tuple[str, Callable[[], Observed], list[str]]] = [
     (
         "a new maxRunners: the listener re-created",
         _with_max_runners,
-        [*SETTLE_ALL, "Delete AutoscalingListener arc-{hash}-listener", *RUNNING[-2:]],
+        [*SETTLE_ALL, "Delete AutoscalingListener arc-{hash}-listener", *PENDING[-2:]],
     ),
     (
         "docker run: no listener",
@@ -546,16 +556,31 @@ HELM = {
         ),
         pytest.param(
             lambda: observed(deleting(ars())),
-            ["DeleteScaleSet 7", "WriteSet", "RemoveFinalizer"],
+            ["DeleteScaleSet 7 arc", "WriteSet", "RemoveFinalizer"],
             None,
             id="then the scale set and the finalizer",
+        ),
+        pytest.param(
+            lambda: observed(
+                deleting(
+                    ars(
+                        metadata__annotations={
+                            **ars()["metadata"]["annotations"],
+                            "actions.github.com/runner-scale-set-name": "Linux X64",
+                        }
+                    )
+                )
+            ),
+            ["DeleteScaleSet 7 Linux X64", "WriteSet", "RemoveFinalizer"],
+            None,
+            id="the scale set named as GitHub has it",
         ),
         pytest.param(
             lambda: observed(
                 deleting(ars(metadata__annotations={**ars()["metadata"]["annotations"], **HELM}))
             ),
             [
-                "DeleteScaleSet 7",
+                "DeleteScaleSet 7 arc",
                 "WriteSet",
                 "Warn InvalidName",
                 "StripCleanupProtection Role arc-manager",
@@ -573,3 +598,64 @@ def test_a_deletion_takes_these_steps(
     name = listener(ars())["metadata"]["name"]
     assert steps(plan) == [step.replace("arc-{hash}-listener", name) for step in expected]
     assert plan.requeue_after == requeue
+
+
+@pytest.mark.parametrize(
+    ("error", "left"),
+    [
+        (GitHubConfigError("GitHubConfigSecretNotFound", "secret github-secret not found"), True),
+        (KubeNotFound('secrets "github-secret" not found', code=404), True),
+        (ActionsServerError("service unavailable", status=503), False),
+    ],
+)
+def test_a_scale_set_is_left_on_github_for_want_of_credentials_only(
+    error: Exception, left: bool
+) -> None:
+    assert isinstance(error, rules.NO_CREDENTIALS) is left
+    if left:
+        message = rules.left_on_github(7, "Linux X64", error)
+        assert message.startswith("scale set 7 ('Linux X64') could not be deleted on GitHub (")
+        assert message.endswith("it stays registered there; delete it by hand")
+
+
+def _relabelled() -> Observed:
+    obj = ars()
+    now = converged(obj)
+    newer = copy.deepcopy(obj)
+    newer["metadata"]["labels"] = {"team": "build"}
+    return replace(now, set=newer)
+
+
+@pytest.mark.parametrize(
+    ("case", "make", "phase", "change_hash"),
+    [
+        ("converged: Running, the hash kept", converged, "Running", None),
+        ("a new label: Pending, the hash recorded", _relabelled, "Pending", "new"),
+        ("a new runner image: Pending", _with_new_image, "Pending", "new"),
+        (
+            "a new maxRunners: Pending while the listener is re-made",
+            _with_max_runners,
+            "Pending",
+            None,
+        ),
+        (
+            "no listener yet: Pending",
+            lambda: observed(ars(), runner_sets=(runner_set(ars()),)),
+            "Pending",
+            None,
+        ),
+    ],
+)
+def test_the_phase_is_pending_from_a_change_until_the_listener_runs_with_it(
+    case: str, make: Callable[[], Observed], phase: str, change_hash: str | None
+) -> None:
+    """ARC 0.14.2's rule (docs/autoscaling.md#phase): a new spec or new labels write
+    `actions.github.com/change-hash` and `Pending`; `Running` once a pass finds the listener."""
+    seen = make()
+    plan = rules.plan(seen)
+    [written] = [step.desired for step in plan.steps if isinstance(step, rules.WriteStatus)]
+    assert written["phase"] == phase, case
+    recorded = (
+        (plan.edits.get("metadata") or {}).get("annotations", {}).get(rules.ANNOTATION_CHANGE_HASH)
+    )
+    assert recorded == (rules.change_hash(seen.set) if change_hash else None), case

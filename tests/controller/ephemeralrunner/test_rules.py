@@ -13,6 +13,7 @@ from controller.ephemeralrunner.rules import (
     ObservedRunner,
     PodState,
     Route,
+    awaits_promotion,
     decide_from_pod,
     plan_runner,
     read_pod,
@@ -340,6 +341,7 @@ def observed(
     written_phase: str | None = None,
     registered_here: bool = False,
     pod_created_ago: float | None = None,
+    arc_listener: bool = False,
 ) -> ObservedRunner:
     return ObservedRunner(
         runner=the_runner,
@@ -349,6 +351,7 @@ def observed(
         written_phase=written_phase,
         registered=registered_here,
         pod_created_ago=pod_created_ago,
+        listener_skips_running=arc_listener,
     )
 
 
@@ -422,3 +425,53 @@ def test_a_pod_decides_and_a_finished_job_deletes_the_runner_at_once() -> None:
 def test_too_many_failures_says_how_many() -> None:
     decided = plan_runner(observed(registered(failures=FIVE_FAILURES)))
     assert decided.describe() == "too many pod failures: the runner pod failed 6 times"
+
+
+ARC_JOB = {"jobId": "j", "jobRequestId": 4242}
+"""The job fields ARC's listener writes, without a phase (docs/reconcilers.md#arcs-listener)."""
+
+
+@pytest.mark.parametrize(
+    ("case", "the_runner", "arc_listener", "phase"),
+    [
+        ("ARC's listener's job", registered(phase="Pending", **ARC_JOB), True, "Running"),
+        ("a job request alone", registered(phase="Pending", jobRequestId=1), True, "Running"),
+        ("no phase yet", registered(**ARC_JOB), True, "Running"),
+        ("no job", registered(phase="Pending"), True, None),
+        ("Running already", registered(phase="Running", **ARC_JOB), True, None),
+        # This project's listener writes `Running` with the job: never the controller's part.
+        ("this project's listener", registered(phase="Pending", **ARC_JOB), False, None),
+    ],
+)
+def test_arcs_listener_job_is_promoted_to_running(
+    case: str, the_runner: JSONDict, arc_listener: bool, phase: str | None
+) -> None:
+    decided = plan_runner(observed(the_runner, pod(runner=RUNNING), arc_listener=arc_listener))
+    assert decided.outcome is not None
+    assert decided.outcome.status.get("phase") == phase, case
+
+
+@pytest.mark.parametrize(
+    ("case", "the_runner", "route"),
+    [
+        ("being deleted", {**DELETING, "status": {"phase": "Pending", **ARC_JOB}}, Route.FINALIZE),
+        ("failed", registered(phase="Failed", **ARC_JOB), Route.FINISHED),
+        ("outdated", registered(phase="Outdated", **ARC_JOB), Route.FINISHED),
+    ],
+)
+def test_a_promotion_never_lays_over_a_terminal_phase_or_a_deletion(
+    case: str, the_runner: JSONDict, route: Route
+) -> None:
+    decided = plan_runner(observed(the_runner, pod(runner=RUNNING), arc_listener=True))
+    assert (decided.route, decided.outcome) == (route, None), case
+    assert not awaits_promotion(the_runner)
+
+
+def test_a_promotion_waits_for_a_runner_container_that_started() -> None:
+    """A pod failed under a busy runner deletes it, as without ARC's listener."""
+    decided = plan_runner(
+        observed(registered(phase="Pending", **ARC_JOB), pod(runner=exited(1)), arc_listener=True)
+    )
+    assert decided.delete_self
+    assert decided.outcome is not None
+    assert "phase" not in decided.outcome.status

@@ -4,12 +4,13 @@ removals kept apart per GitHub configuration."""
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from controller.github.clients import credentials_from_secret
+from controller.github.clients import credentials_from_secret, default_factory
 from sandbox.actions.emulator import ActionsEmulator
 from shared.actions.credentials import GitHubApp, PersonalAccessToken
 from shared.actions.errors import InvalidCredentials
@@ -122,3 +123,21 @@ async def test_same_runner_id_on_two_github_configurations_is_removed_from_each(
 
         await rig.until(second_gone, what="the second runner deleted")
         assert rid not in other.state.runners
+
+
+async def test_the_controllers_user_agent_is_arcs_controllers(actions: ActionsEmulator) -> None:
+    """ARC's controller sends subsystem `gha-scale-set-controller`
+    (docs/actions-client.md#user-agent)."""
+    client = default_factory(
+        actions.config_url(),
+        PersonalAccessToken(actions.add_pat()),
+        proxy=None,
+        root_ca_pem=None,
+    )
+    try:
+        await client.get_runner_group_by_name("default")
+    finally:
+        await client.aclose()
+    agents = [json.loads(r.headers["User-Agent"]) for r in actions.state.requests]
+    assert {agent["subsystem"] for agent in agents} == {"gha-scale-set-controller"}
+    assert {agent["system"] for agent in agents} == {"gha-runner-scaler"}
