@@ -19,6 +19,15 @@ releases, and this controller adopts their runner sets in place (docs/install.md
 Helm release"). Either way a listener in this controller's namespace (`--controller-namespace`)
 is its own and is left alone.
 
+With `--back` it hands the cluster back to a released ARC (docs/install.md, "Going back to ARC"):
+run after this controller is stopped and before ARC's starts again, it deletes this controller's
+listeners (in `--controller-namespace`) as step 1 does ARC's, and gives each EphemeralRunnerSet
+the finalizer released ARC removes from runner sets (`ephemeralrunner.actions.github.com/
+finalizer`) in place of this controller's, which ARC 0.9-0.14.2 do not know: without that, a set
+ARC deletes stays Terminating, and so does its AutoscalingRunnerSet. It also removes the
+protection finalizer from each runner namespace's RoleBinding `gha-controller`, so that removing
+this controller's RBAC leaves nothing Terminating.
+
 Without `--apply` it only prints the plan. A write that replaces a list (finalizers, owner
 references) carries the resourceVersion it was planned on, and a delete the uid, so an object
 changed in between fails the run instead of being overwritten; run it again.
@@ -37,6 +46,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from controller.commands import user_api
+from controller.runnernamespace import PROTECTION_FINALIZER, ROLE_NAME
 from shared.api.kinds import (
     AUTOSCALING_LISTENER,
     AUTOSCALING_RUNNER_SET,
@@ -52,6 +62,8 @@ from shared.api.names import (
     FINALIZER_AUTOSCALING_LISTENER,
     FINALIZER_AUTOSCALING_RUNNER_SET,
     FINALIZER_CLEANUP_PROTECTION,
+    FINALIZER_EPHEMERAL_RUNNER_SET,
+    FINALIZER_EPHEMERAL_RUNNER_SET_LEGACY,
     LABEL_LISTENER_NAME,
     LABEL_LISTENER_NAMESPACE,
 )
@@ -109,11 +121,13 @@ class Planner:
         *,
         timeout: float,
         keep_helm_release: bool = False,
+        back: bool = False,
         controller_namespace: str = CONTROLLER_NAMESPACE,
     ) -> None:
         self._objects = objects
         self._timeout = timeout
         self._keep_helm_release = keep_helm_release
+        self._back = back
         self._controller_namespace = controller_namespace
 
     async def plan(self) -> list[Step]:
@@ -123,8 +137,16 @@ class Planner:
         Helm release and this controller adopts them."""
         steps: list[Step] = []
         for listener in await self._all(AUTOSCALING_LISTENER):
-            if listener["metadata"]["namespace"] != self._controller_namespace:
+            ours = listener["metadata"]["namespace"] == self._controller_namespace
+            if ours == self._back:
                 steps += await self._listener(listener)
+        if self._back:
+            for runner_set in await self._all(EPHEMERAL_RUNNER_SET):
+                steps += self._arcs_finalizer(runner_set)
+            for binding in await self._all(ROLE_BINDING):
+                if binding["metadata"]["name"] == ROLE_NAME:
+                    steps += self._drop_finalizer(ROLE_BINDING, binding, PROTECTION_FINALIZER)
+            return steps
         if self._keep_helm_release:
             return steps
         for scale_set in await self._all(AUTOSCALING_RUNNER_SET):
@@ -197,6 +219,30 @@ class Planner:
         return steps + self._drop_finalizer(
             AUTOSCALING_RUNNER_SET, scale_set, FINALIZER_AUTOSCALING_RUNNER_SET
         )
+
+    def _arcs_finalizer(self, runner_set: JSONDict) -> list[Step]:
+        """This controller's finalizer on a runner set replaced by released ARC's. A set being
+        deleted may get no new finalizer (the API server refuses it): this controller's goes,
+        and ARC's, if the set has it, stays for ARC."""
+        meta = runner_set["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if FINALIZER_EPHEMERAL_RUNNER_SET not in finalizers:
+            return []
+        if meta.get("deletionTimestamp"):
+            return self._drop_finalizer(
+                EPHEMERAL_RUNNER_SET, runner_set, FINALIZER_EPHEMERAL_RUNNER_SET
+            )
+        arcs = FINALIZER_EPHEMERAL_RUNNER_SET_LEGACY
+        kept = [f for f in finalizers if f not in (FINALIZER_EPHEMERAL_RUNNER_SET, arcs)]
+        return [
+            self._patch(
+                EPHEMERAL_RUNNER_SET,
+                runner_set,
+                {"finalizers": [*kept, arcs]},
+                f"replace finalizer {FINALIZER_EPHEMERAL_RUNNER_SET} with {arcs} on "
+                f"{_ref(EPHEMERAL_RUNNER_SET, runner_set)}",
+            )
+        ]
 
     async def _get(self, kind: Kind, namespace: str, name: str) -> JSONDict | None:
         if not namespace or not name:
@@ -297,9 +343,17 @@ def _parser() -> _Parser:
         "stay with their Helm releases and this controller adopts them",
     )
     p.add_argument(
+        "--back",
+        action="store_true",
+        help="hand the cluster back to a released ARC: delete this controller's listeners (and "
+        "wait for their pods) and give each EphemeralRunnerSet ARC's finalizer in place of this "
+        "controller's",
+    )
+    p.add_argument(
         "--controller-namespace",
         default=CONTROLLER_NAMESPACE,
-        help=f"this controller's namespace, whose listeners are left alone "
+        help=f"this controller's namespace, whose listeners are left alone (with --back: "
+        f"the only ones deleted) "
         f"(default {CONTROLLER_NAMESPACE})",
     )
     p.add_argument(
@@ -316,6 +370,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args = _parser().parse_args(list(argv))
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
+    if args.back and args.keep_helm_release:
+        raise UsageError("--back and --keep-helm-release do not go together")
     if args.kubeconfig is not None and not os.path.isfile(args.kubeconfig):
         raise UsageError(f"--kubeconfig {args.kubeconfig} is not a file")
     return args
@@ -330,6 +386,7 @@ async def run(args: argparse.Namespace) -> int:
             Objects(api),
             timeout=args.timeout,
             keep_helm_release=args.keep_helm_release,
+            back=args.back,
             controller_namespace=args.controller_namespace,
         )
         try:
@@ -344,7 +401,11 @@ async def run(args: argparse.Namespace) -> int:
             print(f"{PROG}: {exc}", file=sys.stderr)
             return 1
     if not steps:
-        print("nothing of ARC's to migrate")
+        print(
+            "nothing of this controller's to hand back"
+            if args.back
+            else "nothing of ARC's to migrate"
+        )
     elif not args.apply:
         print("dry run: nothing changed; run again with --apply to make these changes")
     return 0

@@ -1,0 +1,243 @@
+"""Going back to ARC (docs/install.md#going-back-to-arc), per released line: the objects this
+controller leaves, the documented commands, then a released ARC's rules (`arc_released.
+ArcController`) and a `helm uninstall`. Issue 41: ARC removes only its own finalizer from runner
+sets, and an AutoscalingRunnerSet's deletion waits for every set it owns; before `--back`, the
+runner sets this controller had finalized stayed `Terminating`, and so did their scale sets."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import shlex
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from controller.migrate import UsageError, parse_args
+from controller.runnernamespace import PROTECTION_FINALIZER, ROLE_NAME
+from controller.runners.objects import is_own_digest
+from sandbox.actions.emulator import ActionsEmulator
+from sandbox.kube.emulator import KubeEmulator
+from sandbox.kube.testing import project_crds
+from shared.api.kinds import (
+    AUTOSCALING_LISTENER,
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER,
+    EPHEMERAL_RUNNER_SET,
+)
+from shared.api.names import FINALIZER_EPHEMERAL_RUNNER_SET
+from shared.kube.objects import POD, ROLE_BINDING, Objects
+from shared.typedefs import JSONDict
+from tests.controller import arc_released
+from tests.controller.autoscaling import ALL, RUNNER_TEMPLATE
+from tests.controller.conftest import install_rbac, open_rig
+
+ROOT = Path(__file__).resolve().parents[2]
+GHA_CONTROLLER = ROOT / ".venv" / "bin" / "gha-controller"
+ADOPTED = "arc-runner-set"
+"""A scale set ARC made, with its runner set, that this controller adopted."""
+FRESH = "new-runner-set"
+"""A scale set installed with ARC's chart while this controller ran: its runner set is this
+controller's own."""
+
+
+def documented_commands() -> list[list[str]]:
+    """Step 2 of docs/install.md#going-back-to-arc, each command as written."""
+    section = (ROOT / "docs" / "install.md").read_text().split("## Going back to ARC", 1)[1]
+    step = section.split("\n2. ", 1)[1].split("\n3. ", 1)[0]
+    block = step.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line.split("#", 1)[0]) for line in block.strip().splitlines()]
+
+
+@dataclass
+class Left:
+    kube: KubeEmulator
+    objects: Objects
+    namespace: str
+    kubeconfig: Path
+    system_namespace: str
+
+
+@pytest.fixture
+async def kube(actions: ActionsEmulator) -> AsyncIterator[KubeEmulator]:
+    async with KubeEmulator(container_runtime=actions.runtime, restart_backoff=0.01) as emulator:
+        emulator.apply_crds(project_crds())
+        yield emulator
+
+
+def chart_set(
+    line: arc_released.ChartLine, name: str, namespace: str, url: str, sid: int
+) -> JSONDict:
+    ars = arc_released.autoscaling_runner_set(
+        line,
+        name=name,
+        namespace=namespace,
+        config_url=url,
+        secret="github-secret",
+        scale_set_id=sid,
+        template=RUNNER_TEMPLATE,
+    )
+    ars["spec"]["minRunners"] = 1
+    return ars
+
+
+@pytest.fixture(params=sorted(arc_released.LINES))
+async def left(
+    request: pytest.FixtureRequest,
+    kube: KubeEmulator,
+    objects: Objects,
+    namespace: str,
+    actions: ActionsEmulator,
+    tmp_path: Path,
+) -> Left:
+    """ARC's set adopted and a new one made, each with a runner, by this controller (all four
+    reconcilers, as its ServiceAccount); then this controller stopped."""
+    line = arc_released.LINES[request.param]
+    install_rbac(kube, namespace, cluster_role=True)
+    kube.apply({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": arc_released.ARC_NAMESPACE}})  # fmt: skip
+    token = base64.b64encode(actions.add_pat().encode()).decode()
+    kube.apply({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "github-secret", "namespace": namespace},
+                "data": {"github_token": token}})  # fmt: skip
+    url = actions.config_url("owner", "repo")
+    scale_set = actions.state.create_scale_set(
+        name=ADOPTED, runner_group_id=1, labels=[{"name": ADOPTED}], runner_setting={}
+    )
+    ars = kube.apply(chart_set(line, ADOPTED, namespace, url, scale_set.id))
+    kube.apply(arc_released.ephemeral_runner_set(ars))
+    # `helm install` of ARC's chart under this controller: ARC's controller never saw it.
+    fresh = chart_set(line, FRESH, namespace, url, 0)
+    del fresh["metadata"]["annotations"]["runner-scale-set-id"]
+    del fresh["metadata"]["finalizers"]
+
+    async with open_rig(
+        ALL, namespace=namespace, actions=actions, kube=kube, scale_set_id=scale_set.id
+    ) as rig:
+        await rig.objects.create(AUTOSCALING_RUNNER_SET, namespace, fresh)
+
+        async def ours() -> bool:
+            sets = (await objects.list(EPHEMERAL_RUNNER_SET, namespace))["items"]
+            runners = (await objects.list(EPHEMERAL_RUNNER, namespace))["items"]
+            listeners = (await objects.list(AUTOSCALING_LISTENER, rig.system_namespace))["items"]
+            return (
+                len(sets) == 2
+                and all(
+                    FINALIZER_EPHEMERAL_RUNNER_SET in s["metadata"].get("finalizers", [])
+                    and is_own_digest(s["metadata"]["annotations"][arc_released.RUNNER_SPEC_HASH])
+                    for s in sets
+                )
+                and len([r for r in runners if (r.get("status") or {}).get("runnerId")]) == 2
+                and len(listeners) == 2
+            )
+
+        async def adopted() -> list[str] | None:
+            sets = (await objects.list(EPHEMERAL_RUNNER_SET, namespace))["items"]
+            names = [s["metadata"]["name"] for s in sets]
+            return names if len(names) == 2 else None
+
+        for name in await rig.until(adopted, what="both runner sets"):
+            await rig.scale(1, 1, name=name)
+        await rig.until(ours, what="both sets run by this controller, a runner each")
+        system_namespace = rig.system_namespace
+    kubeconfig = tmp_path / "kubeconfig"
+    kube.write_kubeconfig(kubeconfig)
+    return Left(kube, objects, namespace, kubeconfig, system_namespace)
+
+
+async def run(kubeconfig: Path, argv: list[str]) -> tuple[int, list[str], str]:
+    assert argv[0] == "gha-controller"
+    process = await asyncio.create_subprocess_exec(
+        str(GHA_CONTROLLER),
+        *argv[1:],
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode().splitlines(), err.decode()
+
+
+async def everything(left: Left) -> list[JSONDict]:
+    found: list[JSONDict] = []
+    for kind in (AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER_SET, EPHEMERAL_RUNNER, ROLE_BINDING):
+        found += (await left.objects.list(kind, left.namespace))["items"]
+    return found
+
+
+def terminating(objs: list[JSONDict]) -> list[str]:
+    return [
+        f"{o['kind']} {o['metadata']['name']} {o['metadata'].get('finalizers')}"
+        for o in objs
+        if o["metadata"].get("deletionTimestamp")
+    ]
+
+
+async def uninstall(left: Left, arc: arc_released.ArcController) -> None:
+    """`helm uninstall` of both releases and this controller's runner-namespace RoleBinding
+    deleted (step 3), with ARC's rules run until they change nothing."""
+    for name in (ADOPTED, FRESH):
+        await left.objects.delete(AUTOSCALING_RUNNER_SET, left.namespace, name)
+    await left.objects.delete(ROLE_BINDING, left.namespace, ROLE_NAME)
+    await arc.settle()
+
+
+async def test_the_documented_steps_hand_every_set_to_arc_and_nothing_stays_terminating(
+    left: Left,
+) -> None:
+    dry_run, apply = documented_commands()
+    assert apply == [*dry_run, "--apply"]
+    before = await everything(left)
+    code, out, err = await run(left.kubeconfig, dry_run)
+    assert (code, err) == (0, "")
+    assert out[-1] == "dry run: nothing changed; run again with --apply to make these changes"
+    sets = sorted(s["metadata"]["name"] for s in before if s["kind"] == "EphemeralRunnerSet")
+    for name in sets:
+        assert (
+            f"would replace finalizer {FINALIZER_EPHEMERAL_RUNNER_SET} with "
+            f"{arc_released.FINALIZER_ERS_LEGACY} on ephemeralrunnerset {left.namespace}/{name}"
+        ) in out
+    assert await everything(left) == before
+
+    code, out, err = await run(left.kubeconfig, apply)
+    assert (code, err) == (0, "")
+    # This controller's listeners went with their pods: no session is held against ARC's.
+    assert not (await left.objects.list(AUTOSCALING_LISTENER, left.system_namespace))["items"]
+    pods = (await left.objects.list(POD, left.system_namespace))["items"]
+    assert not [p for p in pods if p["metadata"].get("ownerReferences")]
+    binding = await left.objects.get(ROLE_BINDING, left.namespace, ROLE_NAME)
+    assert PROTECTION_FINALIZER not in (binding["metadata"].get("finalizers") or [])
+    code, out, _ = await run(left.kubeconfig, apply)
+    assert (code, out) == (0, ["nothing of this controller's to hand back"])
+
+    arc = arc_released.ArcController(left.objects, left.namespace)
+    await arc.settle()
+    # ARC replaced both sets (this controller's digest is not ARC's), and the old ones went
+    # with their runners.
+    runner_sets = (await left.objects.list(EPHEMERAL_RUNNER_SET, left.namespace))["items"]
+    assert sorted(s["metadata"]["name"] for s in runner_sets) == sorted(arc.created)
+    assert len(arc.created) == 2
+    assert not terminating(await everything(left))
+
+    await uninstall(left, arc)
+    assert await everything(left) == []
+
+
+async def test_without_the_hand_back_arc_leaves_the_sets_terminating(left: Left) -> None:
+    """The issue as it was: ARC's rules over this controller's objects as it leaves them."""
+    arc = arc_released.ArcController(left.objects, left.namespace)
+    await arc.settle()
+    await uninstall(left, arc)
+    stuck = terminating(await everything(left))
+    assert any(s.startswith(f"AutoscalingRunnerSet {ADOPTED} ") for s in stuck), stuck
+    assert any(s.startswith(f"AutoscalingRunnerSet {FRESH} ") for s in stuck), stuck
+    assert len([s for s in stuck if s.startswith("EphemeralRunnerSet ")]) == 2, stuck
+
+
+def test_back_and_keep_helm_release_do_not_go_together() -> None:
+    with pytest.raises(UsageError, match="--back and --keep-helm-release"):
+        parse_args(["--back", "--keep-helm-release"])
