@@ -29,11 +29,36 @@ from shared.api.kinds import (
     EPHEMERAL_RUNNER_SET,
 )
 from shared.api.names import FINALIZER_EPHEMERAL_RUNNER_SET
-from shared.kube.objects import POD, ROLE_BINDING, Objects
+from shared.kube.objects import POD, ROLE_BINDING, Kind, Objects
 from shared.typedefs import JSONDict
 from tests.controller import arc_released
 from tests.controller.autoscaling import ALL, RUNNER_TEMPLATE
-from tests.controller.conftest import install_rbac, open_rig
+from tests.controller.conftest import CONTROLLER_NAMESPACE, install_rbac, open_rig
+
+RBAC = "rbac.authorization.k8s.io"
+ADMISSION = "admissionregistration.k8s.io"
+INSTALLED = [
+    (Kind("Namespace", "namespaces", namespaced=False), None, CONTROLLER_NAMESPACE),
+    (Kind("ClusterRole", "clusterroles", RBAC, namespaced=False), None, "gha-controller"),
+    (
+        Kind("ClusterRole", "clusterroles", RBAC, namespaced=False),
+        None,
+        "gha-controller-runner-namespace",
+    ),
+    (
+        Kind("ClusterRoleBinding", "clusterrolebindings", RBAC, namespaced=False),
+        None,
+        "gha-controller",
+    ),
+    (
+        Kind(
+            "ValidatingAdmissionPolicy", "validatingadmissionpolicies", ADMISSION, namespaced=False
+        ),
+        None,
+        "gha-listener-scales-only",
+    ),
+]
+"""What step 3 removes, a sample: by then none of it is there, not even Terminating."""
 
 ROOT = Path(__file__).resolve().parents[2]
 GHA_CONTROLLER = ROOT / ".venv" / "bin" / "gha-controller"
@@ -44,11 +69,11 @@ FRESH = "new-runner-set"
 controller's own."""
 
 
-def documented_commands() -> list[list[str]]:
-    """Step 2 of docs/install.md#going-back-to-arc, each command as written."""
+def documented_commands(step: int) -> list[list[str]]:
+    """The commands of a step of docs/install.md#going-back-to-arc, each as written."""
     section = (ROOT / "docs" / "install.md").read_text().split("## Going back to ARC", 1)[1]
-    step = section.split("\n2. ", 1)[1].split("\n3. ", 1)[0]
-    block = step.split("```sh\n", 1)[1].split("```", 1)[0]
+    text = section.split(f"\n{step}. ", 1)[1].split(f"\n{step + 1}. ", 1)[0]
+    block = text.split("```sh\n", 1)[1].split("```", 1)[0]
     return [shlex.split(line.split("#", 1)[0]) for line in block.strip().splitlines()]
 
 
@@ -63,7 +88,10 @@ class Left:
 
 @pytest.fixture
 async def kube(actions: ActionsEmulator) -> AsyncIterator[KubeEmulator]:
-    async with KubeEmulator(container_runtime=actions.runtime, restart_backoff=0.01) as emulator:
+    # TLS, because kubectl sends no bearer token over plain HTTP.
+    async with KubeEmulator(
+        tls=True, container_runtime=actions.runtime, restart_backoff=0.01
+    ) as emulator:
         emulator.apply_crds(project_crds())
         yield emulator
 
@@ -96,7 +124,13 @@ async def left(
     """ARC's set adopted and a new one made, each with a runner, by this controller (all four
     reconcilers, as its ServiceAccount); then this controller stopped."""
     line = arc_released.LINES[request.param]
+    kubeconfig = tmp_path / "kubeconfig"
+    kube.write_kubeconfig(kubeconfig)
     install_rbac(kube, namespace, cluster_role=True)
+    code, _, err = await run(
+        kubeconfig, ["kubectl", "apply", "-k", str(ROOT / "manifests" / "admission")]
+    )
+    assert code == 0, err
     kube.apply({"apiVersion": "v1", "kind": "Namespace",
                 "metadata": {"name": arc_released.ARC_NAMESPACE}})  # fmt: skip
     token = base64.b64encode(actions.add_pat().encode()).decode()
@@ -143,15 +177,14 @@ async def left(
             await rig.scale(1, 1, name=name)
         await rig.until(ours, what="both sets run by this controller, a runner each")
         system_namespace = rig.system_namespace
-    kubeconfig = tmp_path / "kubeconfig"
-    kube.write_kubeconfig(kubeconfig)
     return Left(kube, objects, namespace, kubeconfig, system_namespace)
 
 
 async def run(kubeconfig: Path, argv: list[str]) -> tuple[int, list[str], str]:
-    assert argv[0] == "gha-controller"
+    """`gha-controller` (this checkout's) or `kubectl`, with KUBECONFIG."""
+    program = {"gha-controller": str(GHA_CONTROLLER), "kubectl": "kubectl"}[argv[0]]
     process = await asyncio.create_subprocess_exec(
-        str(GHA_CONTROLLER),
+        program,
         *argv[1:],
         env={**os.environ, "KUBECONFIG": str(kubeconfig)},
         stdout=asyncio.subprocess.PIPE,
@@ -178,18 +211,16 @@ def terminating(objs: list[JSONDict]) -> list[str]:
 
 
 async def uninstall(left: Left, arc: arc_released.ArcController) -> None:
-    """`helm uninstall` of both releases and this controller's runner-namespace RoleBinding
-    deleted (step 3), with ARC's rules run until they change nothing."""
+    """`helm uninstall` of both releases, with ARC's rules run until they change nothing."""
     for name in (ADOPTED, FRESH):
         await left.objects.delete(AUTOSCALING_RUNNER_SET, left.namespace, name)
-    await left.objects.delete(ROLE_BINDING, left.namespace, ROLE_NAME)
     await arc.settle()
 
 
 async def test_the_documented_steps_hand_every_set_to_arc_and_nothing_stays_terminating(
     left: Left,
 ) -> None:
-    dry_run, apply = documented_commands()
+    dry_run, apply = documented_commands(2)
     assert apply == [*dry_run, "--apply"]
     before = await everything(left)
     code, out, err = await run(left.kubeconfig, dry_run)
@@ -214,6 +245,19 @@ async def test_the_documented_steps_hand_every_set_to_arc_and_nothing_stays_term
     code, out, _ = await run(left.kubeconfig, apply)
     assert (code, out) == (0, ["nothing of this controller's to hand back"])
 
+    # Step 3: this controller's install removed, but for the CRDs; nothing of it stays.
+    for argv in documented_commands(3):
+        argv = [left.namespace if a == "arc-runners" else a for a in argv]
+        if argv[:3] == ["kubectl", "delete", "-k"]:
+            argv[3] = str(ROOT / argv[3])
+        code, _, err = await run(left.kubeconfig, argv)
+        assert code == 0, (argv, err)
+    assert not (await left.objects.list(ROLE_BINDING, left.namespace))["items"] or not [
+        b
+        for b in (await left.objects.list(ROLE_BINDING, left.namespace))["items"]
+        if b["metadata"]["name"] == ROLE_NAME
+    ]
+
     arc = arc_released.ArcController(left.objects, left.namespace)
     await arc.settle()
     # ARC replaced both sets (this controller's digest is not ARC's), and the old ones went
@@ -232,6 +276,7 @@ async def test_without_the_hand_back_arc_leaves_the_sets_terminating(left: Left)
     arc = arc_released.ArcController(left.objects, left.namespace)
     await arc.settle()
     await uninstall(left, arc)
+    await left.objects.delete(ROLE_BINDING, left.namespace, ROLE_NAME)
     stuck = terminating(await everything(left))
     assert any(s.startswith(f"AutoscalingRunnerSet {ADOPTED} ") for s in stuck), stuck
     assert any(s.startswith(f"AutoscalingRunnerSet {FRESH} ") for s in stuck), stuck

@@ -244,3 +244,24 @@ async def test_keep_helm_release_removes_only_arcs_listeners(
                 ("EphemeralRunner", f"arc-runners/{RUNNER}"),
                 *((kind.kind, f"arc-runners/{name}") for kind, name in HELM_OBJECTS)):  # fmt: skip
         assert after[key] == before[key], key
+
+
+async def test_back_leaves_arcs_listener_and_takes_only_its_own_finalizer_off_a_deleted_set(
+    kubeconfig: Path, objects: Objects
+) -> None:
+    """`--back` (docs/install.md#going-back-to-arc) on a runner set being deleted already: a new
+    finalizer may not be added then, so this controller's goes and ARC's stays for ARC. A
+    listener in ARC's namespace is ARC's, and stays."""
+    ours = "ephemeralrunnerset.actions.github.com/finalizer"
+    arcs = "ephemeralrunner.actions.github.com/finalizer"
+    await objects.patch(EPHEMERAL_RUNNER_SET, "arc-runners", RUNNER_SET,
+                        {"metadata": {"finalizers": [arcs, ours]}})  # fmt: skip
+    await objects.delete(EPHEMERAL_RUNNER_SET, "arc-runners", RUNNER_SET)
+    listener = await objects.get(AUTOSCALING_LISTENER, "arc-systems", LISTENER)
+    code, out, err = await _migrate(kubeconfig, "--back", "--apply")
+    assert (code, err) == (0, "")
+    assert out == [f"remove finalizer {ours} from ephemeralrunnerset arc-runners/{RUNNER_SET}"]
+    runner_set = await objects.get(EPHEMERAL_RUNNER_SET, "arc-runners", RUNNER_SET)
+    assert runner_set["metadata"]["finalizers"] == [arcs]
+    after = await objects.get(AUTOSCALING_LISTENER, "arc-systems", LISTENER)
+    assert after["metadata"]["resourceVersion"] == listener["metadata"]["resourceVersion"]
