@@ -331,7 +331,8 @@ def _parser() -> _Parser:
     p = _Parser(
         prog=PROG,
         description="Delete ARC's listeners and remove ARC's finalizers, keeping the runner "
-        "sets and their runners. Prints the plan; changes nothing without --apply.",
+        "sets and their runners; with --back, hand the cluster back to a released ARC. Prints "
+        "the plan; changes nothing without --apply.",
     )
     p.add_argument("--apply", action="store_true", help="make the changes (default: dry run)")
     p.add_argument("--kubeconfig", default=None, help="default: KUBECONFIG, then in-cluster")

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from controller.migrate import UsageError, parse_args
 from controller.runnernamespace import PROTECTION_FINALIZER, ROLE_NAME
 from controller.runners.objects import is_own_digest
 from sandbox.actions.emulator import ActionsEmulator
@@ -281,8 +280,3 @@ async def test_without_the_hand_back_arc_leaves_the_sets_terminating(left: Left)
     assert any(s.startswith(f"AutoscalingRunnerSet {ADOPTED} ") for s in stuck), stuck
     assert any(s.startswith(f"AutoscalingRunnerSet {FRESH} ") for s in stuck), stuck
     assert len([s for s in stuck if s.startswith("EphemeralRunnerSet ")]) == 2, stuck
-
-
-def test_back_and_keep_helm_release_do_not_go_together() -> None:
-    with pytest.raises(UsageError, match="--back and --keep-helm-release"):
-        parse_args(["--back", "--keep-helm-release"])

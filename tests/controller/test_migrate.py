@@ -207,6 +207,7 @@ async def test_apply_releases_arcs_objects_and_keeps_the_runners(
         (["--timeout", "0"], "--timeout must be positive"),
         (["--kubeconfig", "/does/not/exist"], "--kubeconfig /does/not/exist is not a file"),
         (["--force"], "unrecognized arguments: --force"),
+        (["--back", "--keep-helm-release"], "--back and --keep-helm-release do not go together"),
     ],
 )
 async def test_a_bad_argument_exits_2_with_one_line(
