@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kubernetes_asyncio import client
 
 from controller.runnernamespace import PROTECTION_FINALIZER, ROLE_NAME
 from controller.runners.objects import is_own_digest
@@ -28,6 +29,7 @@ from shared.api.kinds import (
     EPHEMERAL_RUNNER_SET,
 )
 from shared.api.names import FINALIZER_EPHEMERAL_RUNNER_SET
+from shared.kube.errors import Forbidden
 from shared.kube.objects import POD, ROLE_BINDING, Kind, Objects
 from shared.typedefs import JSONDict
 from tests.controller import arc_released
@@ -80,9 +82,28 @@ def documented_commands(step: int) -> list[list[str]]:
 class Left:
     kube: KubeEmulator
     objects: Objects
+    """The admin's: `helm`, and the user's checks."""
+    arc: arc_released.ArcController
+    """ARC's controller, as its ServiceAccount."""
     namespace: str
     kubeconfig: Path
     system_namespace: str
+
+
+ARC_SERVICE_ACCOUNT = "arc-gha-rs-controller"
+ARC_RBAC: list[JSONDict] = [
+    {"apiVersion": "v1", "kind": "ServiceAccount",
+     "metadata": {"name": ARC_SERVICE_ACCOUNT, "namespace": arc_released.ARC_NAMESPACE}},
+    {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": {"name": "arc-controller"},
+     "rules": [{"apiGroups": ["actions.github.com"], "resources": ["*"], "verbs": ["*"]}]},
+    {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRoleBinding",
+     "metadata": {"name": "arc-controller"},
+     "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "arc-controller"},
+     "subjects": [{"kind": "ServiceAccount", "name": ARC_SERVICE_ACCOUNT,
+                   "namespace": arc_released.ARC_NAMESPACE}]},
+]  # fmt: skip
+"""ARC's controller's identity: a ServiceAccount of its namespace, with every verb on ARC's kinds
+(its chart's ClusterRole grants those it uses), so that only admission can refuse it."""
 
 
 @pytest.fixture
@@ -119,7 +140,7 @@ async def left(
     namespace: str,
     actions: ActionsEmulator,
     tmp_path: Path,
-) -> Left:
+) -> AsyncIterator[Left]:
     """ARC's set adopted and a new one made, each with a runner, by this controller (all four
     reconcilers, as its ServiceAccount); then this controller stopped."""
     line = arc_released.LINES[request.param]
@@ -176,7 +197,15 @@ async def left(
             await rig.scale(1, 1, name=name)
         await rig.until(ours, what="both sets run by this controller, a runner each")
         system_namespace = rig.system_namespace
-    return Left(kube, objects, namespace, kubeconfig, system_namespace)
+    for doc in ARC_RBAC:
+        kube.apply(doc)
+    token = kube.service_account_token(arc_released.ARC_NAMESPACE, ARC_SERVICE_ACCOUNT)
+    api = client.ApiClient(await kube.configuration(token=token))
+    try:
+        arc = arc_released.ArcController(Objects(api, timeout=5.0), namespace)
+        yield Left(kube, objects, arc, namespace, kubeconfig, system_namespace)
+    finally:
+        await api.close()
 
 
 async def run(kubeconfig: Path, argv: list[str]) -> tuple[int, list[str], str]:
@@ -209,11 +238,11 @@ def terminating(objs: list[JSONDict]) -> list[str]:
     ]
 
 
-async def uninstall(left: Left, arc: arc_released.ArcController) -> None:
+async def uninstall(left: Left) -> None:
     """`helm uninstall` of both releases, with ARC's rules run until they change nothing."""
     for name in (ADOPTED, FRESH):
         await left.objects.delete(AUTOSCALING_RUNNER_SET, left.namespace, name)
-    await arc.settle()
+    await left.arc.settle()
 
 
 async def test_the_documented_steps_hand_every_set_to_arc_and_nothing_stays_terminating(
@@ -257,7 +286,7 @@ async def test_the_documented_steps_hand_every_set_to_arc_and_nothing_stays_term
         if b["metadata"]["name"] == ROLE_NAME
     ]
 
-    arc = arc_released.ArcController(left.objects, left.namespace)
+    arc = left.arc
     await arc.settle()
     # ARC replaced both sets (this controller's digest is not ARC's), and the old ones went
     # with their runners.
@@ -266,17 +295,33 @@ async def test_the_documented_steps_hand_every_set_to_arc_and_nothing_stays_term
     assert len(arc.created) == 2
     assert not terminating(await everything(left))
 
-    await uninstall(left, arc)
+    await uninstall(left)
     assert await everything(left) == []
 
 
 async def test_without_the_hand_back_arc_leaves_the_sets_terminating(left: Left) -> None:
-    """The issue as it was: ARC's rules over this controller's objects as it leaves them."""
-    arc = arc_released.ArcController(left.objects, left.namespace)
-    await arc.settle()
-    await uninstall(left, arc)
+    """The issue as it was: ARC's rules over this controller's objects as it leaves them (the
+    admission policy removed, so that only the finalizers are in question)."""
+    admission = ["kubectl", "delete", "-k", str(ROOT / "manifests" / "admission")]
+    assert (await run(left.kubeconfig, admission))[0] == 0
+    await left.arc.settle()
+    await uninstall(left)
     await left.objects.delete(ROLE_BINDING, left.namespace, ROLE_NAME)
     stuck = terminating(await everything(left))
     assert any(s.startswith(f"AutoscalingRunnerSet {ADOPTED} ") for s in stuck), stuck
     assert any(s.startswith(f"AutoscalingRunnerSet {FRESH} ") for s in stuck), stuck
     assert len([s for s in stuck if s.startswith("EphemeralRunnerSet ")]) == 2, stuck
+
+
+async def test_with_the_admission_policy_left_arc_is_refused_and_a_set_stays_terminating(
+    left: Left,
+) -> None:
+    """Why step 3 removes `gha-listener-scales-only` before ARC starts: it lets no
+    ServiceAccount but this controller's write a runner set's finalizers, ARC's included."""
+    _, apply = documented_commands(2)
+    code, _, err = await run(left.kubeconfig, apply)
+    assert (code, err) == (0, "")
+    with pytest.raises(Forbidden, match="finalizers of an EphemeralRunnerSet"):
+        await left.arc.settle()
+    stuck = terminating(await everything(left))
+    assert [s for s in stuck if s.startswith("EphemeralRunnerSet ")], stuck
