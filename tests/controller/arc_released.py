@@ -198,7 +198,8 @@ class ArcController:
     them (0.9.3 and 0.12.1 alike in these parts):
 
     - runner sets: only one carrying `FINALIZER_ERS_LEGACY` is acted on; being deleted, its
-      runners are deleted, and once none is left the finalizer goes (a set without it is left
+      runners are deleted (ARC skips a busy one until its job ends; these tests have none busy),
+      and once none is left the finalizer goes (a set without it is left
       as it is, deleted or not); not being deleted, the finalizer is added;
     - runners being deleted: both runner finalizers removed (after unregistering, not modelled);
     - an AutoscalingRunnerSet finds its runner sets by controller owner and takes the newest as
