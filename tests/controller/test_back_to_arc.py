@@ -299,7 +299,9 @@ async def test_the_documented_steps_hand_every_set_to_arc_and_nothing_stays_term
     assert await everything(left) == []
 
 
-async def test_without_the_hand_back_arc_leaves_the_sets_terminating(left: Left) -> None:
+async def test_without_the_hand_back_arc_leaves_the_sets_terminating_until_it_runs(
+    left: Left,
+) -> None:
     """The issue as it was: ARC's rules over this controller's objects as it leaves them (the
     admission policy removed, so that only the finalizers are in question)."""
     admission = ["kubectl", "delete", "-k", str(ROOT / "manifests" / "admission")]
@@ -311,6 +313,13 @@ async def test_without_the_hand_back_arc_leaves_the_sets_terminating(left: Left)
     assert any(s.startswith(f"AutoscalingRunnerSet {ADOPTED} ") for s in stuck), stuck
     assert any(s.startswith(f"AutoscalingRunnerSet {FRESH} ") for s in stuck), stuck
     assert len([s for s in stuck if s.startswith("EphemeralRunnerSet ")]) == 2, stuck
+
+    # The way out the docs give: ARC stopped, step 2 run, ARC started again.
+    _, apply = documented_commands(2)
+    code, _, err = await run(left.kubeconfig, apply)
+    assert (code, err) == (0, "")
+    await left.arc.settle()
+    assert await everything(left) == []
 
 
 async def test_with_the_admission_policy_left_arc_is_refused_and_a_set_stays_terminating(
