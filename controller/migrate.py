@@ -26,7 +26,8 @@ the finalizer released ARC removes from runner sets (`ephemeralrunner.actions.gi
 finalizer`) in place of this controller's, which ARC 0.9-0.14.2 do not know: without that, a set
 ARC deletes stays Terminating, and so does its AutoscalingRunnerSet. It also removes the
 protection finalizer from each runner namespace's RoleBinding `gha-controller`, so that removing
-this controller's RBAC leaves nothing Terminating.
+this controller's RBAC leaves nothing Terminating. It refuses (exit 1) while this controller
+holds its Lease (`--lease-name`): a running controller would undo it.
 
 Without `--apply` it only prints the plan. A write that replaces a list (finalizers, owner
 references) carries the resourceVersion it was planned on, and a delete the uid, so an object
@@ -43,6 +44,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import NoReturn
 
 from controller.commands import user_api
@@ -68,7 +70,8 @@ from shared.api.names import (
     LABEL_LISTENER_NAMESPACE,
 )
 from shared.kube.errors import KubeError, NotFound
-from shared.kube.objects import POD, ROLE, ROLE_BINDING, Kind, Objects
+from shared.kube.objects import LEASE, POD, ROLE, ROLE_BINDING, Kind, Objects
+from shared.kube.views import parse_time
 from shared.typedefs import JSONDict
 
 PROG = "gha-controller migrate-from-arc"
@@ -76,6 +79,9 @@ CONTROLLER_NAMESPACE = "gha-runner-scaler-system"
 """Where manifests/ installs this controller; its own listeners there are never ARC's."""
 HELM_RESOURCE_POLICY = "helm.sh/resource-policy"
 """Helm leaves an object with this annotation set to `keep` in place on `helm uninstall`."""
+
+LEASE_NAME = "gha-runner-scale-set-controller"
+"""The Lease this controller's leader holds (`--lease-name`'s default), in its namespace."""
 
 WATCH_SECONDS = 60
 """timeoutSeconds of each watch while waiting for a pod to go; the wait re-lists after it."""
@@ -101,6 +107,10 @@ class WaitTimeout(Exception):
     """An object was still there when the wait ran out."""
 
 
+class ControllerRunning(Exception):
+    """`--back` found this controller holding its Lease: it would undo the hand-back."""
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     """One change: what it does, in words, and the call that does it."""
@@ -123,7 +133,9 @@ class Planner:
         keep_helm_release: bool = False,
         back: bool = False,
         controller_namespace: str = CONTROLLER_NAMESPACE,
+        lease_name: str = LEASE_NAME,
     ) -> None:
+        self._lease_name = lease_name
         self._objects = objects
         self._timeout = timeout
         self._keep_helm_release = keep_helm_release
@@ -135,6 +147,8 @@ class Planner:
         Listeners in this controller's namespace are its own and stay. With
         `keep_helm_release` only the listeners go: the AutoscalingRunnerSets stay with their
         Helm release and this controller adopts them."""
+        if self._back:
+            await self._check_stopped()
         steps: list[Step] = []
         for listener in await self._all(AUTOSCALING_LISTENER):
             ours = listener["metadata"]["namespace"] == self._controller_namespace
@@ -219,6 +233,24 @@ class Planner:
         return steps + self._drop_finalizer(
             AUTOSCALING_RUNNER_SET, scale_set, FINALIZER_AUTOSCALING_RUNNER_SET
         )
+
+    async def _check_stopped(self) -> None:
+        """A running controller would put its finalizer back on every set and make its listeners
+        again: its Lease, held and not expired, says it runs (a stopped one releases it)."""
+        lease = await self._get(LEASE, self._controller_namespace, self._lease_name)
+        spec = (lease or {}).get("spec") or {}
+        holder, renewed = spec.get("holderIdentity"), spec.get("renewTime")
+        if not holder or not renewed:
+            return
+        expires = parse_time(str(renewed)) + timedelta(
+            seconds=int(spec.get("leaseDurationSeconds") or 0)
+        )
+        if expires > datetime.now(UTC):
+            raise ControllerRunning(
+                f"this controller is running: {holder} holds the Lease "
+                f"{self._controller_namespace}/{self._lease_name}; stop it first "
+                "(docs/install.md#going-back-to-arc, step 1)"
+            )
 
     def _arcs_finalizer(self, runner_set: JSONDict) -> list[Step]:
         """This controller's finalizer on a runner set replaced by released ARC's. A set being
@@ -358,6 +390,11 @@ def _parser() -> _Parser:
         f"(default {CONTROLLER_NAMESPACE})",
     )
     p.add_argument(
+        "--lease-name",
+        default=LEASE_NAME,
+        help=f"with --back: the controller's Lease, held while it runs (default {LEASE_NAME})",
+    )
+    p.add_argument(
         "--timeout",
         type=float,
         default=300.0,
@@ -389,6 +426,7 @@ async def run(args: argparse.Namespace) -> int:
             keep_helm_release=args.keep_helm_release,
             back=args.back,
             controller_namespace=args.controller_namespace,
+            lease_name=args.lease_name,
         )
         try:
             steps = await planner.plan()
@@ -398,7 +436,7 @@ async def run(args: argparse.Namespace) -> int:
                     continue
                 await step.run()
                 print(step.text, flush=True)
-        except (KubeError, WaitTimeout) as exc:
+        except (KubeError, WaitTimeout, ControllerRunning) as exc:
             print(f"{PROG}: {exc}", file=sys.stderr)
             return 1
     if not steps:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,27 @@ async def test_back_leaves_arcs_listener_and_takes_only_its_own_finalizer_off_a_
     assert runner_set["metadata"]["finalizers"] == [arcs]
     after = await objects.get(AUTOSCALING_LISTENER, "arc-systems", LISTENER)
     assert after["metadata"]["resourceVersion"] == listener["metadata"]["resourceVersion"]
+
+
+async def test_back_refuses_while_this_controller_holds_its_lease(
+    kube: KubeEmulator, kubeconfig: Path, objects: Objects
+) -> None:
+    """Step 1 of docs/install.md#going-back-to-arc skipped: a running controller would put its
+    finalizer back and make its listeners again, so `--back` changes nothing and says why."""
+    kube.apply({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "gha-runner-scaler-system"}})  # fmt: skip
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    kube.apply({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": "gha-runner-scale-set-controller",
+                             "namespace": "gha-runner-scaler-system"},
+                "spec": {"holderIdentity": "gha-controller-7d9f", "leaseDurationSeconds": 15,
+                         "renewTime": now}})  # fmt: skip
+    before = await _versions(objects)
+    code, out, err = await _migrate(kubeconfig, "--back", "--apply")
+    assert (code, out) == (1, [])
+    assert err == (
+        "gha-controller migrate-from-arc: this controller is running: gha-controller-7d9f holds "
+        "the Lease gha-runner-scaler-system/gha-runner-scale-set-controller; stop it first "
+        "(docs/install.md#going-back-to-arc, step 1)\n"
+    )
+    assert await _versions(objects) == before
