@@ -19,6 +19,16 @@ releases, and this controller adopts their runner sets in place (docs/install.md
 Helm release"). Either way a listener in this controller's namespace (`--controller-namespace`)
 is its own and is left alone.
 
+With `--back` it hands the cluster back to a released ARC (docs/install.md, "Going back to ARC"):
+run after this controller is stopped and before ARC's starts again, it deletes this controller's
+listeners (in `--controller-namespace`) as step 1 does ARC's, and gives each EphemeralRunnerSet
+the finalizer released ARC removes from runner sets (`ephemeralrunner.actions.github.com/
+finalizer`) in place of this controller's, which ARC 0.9-0.14.2 do not know: without that, a set
+ARC deletes stays Terminating, and so does its AutoscalingRunnerSet. It also removes the
+protection finalizer from each runner namespace's RoleBinding `gha-controller`, so that removing
+this controller's RBAC leaves nothing Terminating. It refuses (exit 1) while this controller
+holds its Lease (`--lease-name`): a running controller would undo it.
+
 Without `--apply` it only prints the plan. A write that replaces a list (finalizers, owner
 references) carries the resourceVersion it was planned on, and a delete the uid, so an object
 changed in between fails the run instead of being overwritten; run it again.
@@ -34,9 +44,11 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import NoReturn
 
 from controller.commands import user_api
+from controller.runnernamespace import PROTECTION_FINALIZER, ROLE_NAME
 from shared.api.kinds import (
     AUTOSCALING_LISTENER,
     AUTOSCALING_RUNNER_SET,
@@ -52,11 +64,14 @@ from shared.api.names import (
     FINALIZER_AUTOSCALING_LISTENER,
     FINALIZER_AUTOSCALING_RUNNER_SET,
     FINALIZER_CLEANUP_PROTECTION,
+    FINALIZER_EPHEMERAL_RUNNER_SET,
+    FINALIZER_EPHEMERAL_RUNNER_SET_LEGACY,
     LABEL_LISTENER_NAME,
     LABEL_LISTENER_NAMESPACE,
 )
 from shared.kube.errors import KubeError, NotFound
-from shared.kube.objects import POD, ROLE, ROLE_BINDING, Kind, Objects
+from shared.kube.objects import LEASE, POD, ROLE, ROLE_BINDING, Kind, Objects
+from shared.kube.views import parse_time
 from shared.typedefs import JSONDict
 
 PROG = "gha-controller migrate-from-arc"
@@ -64,6 +79,9 @@ CONTROLLER_NAMESPACE = "gha-runner-scaler-system"
 """Where manifests/ installs this controller; its own listeners there are never ARC's."""
 HELM_RESOURCE_POLICY = "helm.sh/resource-policy"
 """Helm leaves an object with this annotation set to `keep` in place on `helm uninstall`."""
+
+LEASE_NAME = "gha-runner-scale-set-controller"
+"""The Lease this controller's leader holds (`--lease-name`'s default), in its namespace."""
 
 WATCH_SECONDS = 60
 """timeoutSeconds of each watch while waiting for a pod to go; the wait re-lists after it."""
@@ -89,6 +107,10 @@ class WaitTimeout(Exception):
     """An object was still there when the wait ran out."""
 
 
+class ControllerRunning(Exception):
+    """`--back` found this controller holding its Lease: it would undo the hand-back."""
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     """One change: what it does, in words, and the call that does it."""
@@ -109,11 +131,15 @@ class Planner:
         *,
         timeout: float,
         keep_helm_release: bool = False,
+        back: bool = False,
         controller_namespace: str = CONTROLLER_NAMESPACE,
+        lease_name: str = LEASE_NAME,
     ) -> None:
+        self._lease_name = lease_name
         self._objects = objects
         self._timeout = timeout
         self._keep_helm_release = keep_helm_release
+        self._back = back
         self._controller_namespace = controller_namespace
 
     async def plan(self) -> list[Step]:
@@ -121,10 +147,20 @@ class Planner:
         Listeners in this controller's namespace are its own and stay. With
         `keep_helm_release` only the listeners go: the AutoscalingRunnerSets stay with their
         Helm release and this controller adopts them."""
+        if self._back:
+            await self._check_stopped()
         steps: list[Step] = []
         for listener in await self._all(AUTOSCALING_LISTENER):
-            if listener["metadata"]["namespace"] != self._controller_namespace:
+            ours = listener["metadata"]["namespace"] == self._controller_namespace
+            if ours == self._back:
                 steps += await self._listener(listener)
+        if self._back:
+            for runner_set in await self._all(EPHEMERAL_RUNNER_SET):
+                steps += self._arcs_finalizer(runner_set)
+            for binding in await self._all(ROLE_BINDING):
+                if binding["metadata"]["name"] == ROLE_NAME:
+                    steps += self._drop_finalizer(ROLE_BINDING, binding, PROTECTION_FINALIZER)
+            return steps
         if self._keep_helm_release:
             return steps
         for scale_set in await self._all(AUTOSCALING_RUNNER_SET):
@@ -197,6 +233,48 @@ class Planner:
         return steps + self._drop_finalizer(
             AUTOSCALING_RUNNER_SET, scale_set, FINALIZER_AUTOSCALING_RUNNER_SET
         )
+
+    async def _check_stopped(self) -> None:
+        """A running controller would put its finalizer back on every set and make its listeners
+        again: its Lease, held and not expired, says it runs (a stopped one releases it)."""
+        lease = await self._get(LEASE, self._controller_namespace, self._lease_name)
+        spec = (lease or {}).get("spec") or {}
+        holder, renewed = spec.get("holderIdentity"), spec.get("renewTime")
+        if not holder or not renewed:
+            return
+        expires = parse_time(str(renewed)) + timedelta(
+            seconds=int(spec.get("leaseDurationSeconds") or 0)
+        )
+        if expires > datetime.now(UTC):
+            raise ControllerRunning(
+                f"this controller is running: {holder} holds the Lease "
+                f"{self._controller_namespace}/{self._lease_name}; stop it first "
+                "(docs/install.md#going-back-to-arc, step 1)"
+            )
+
+    def _arcs_finalizer(self, runner_set: JSONDict) -> list[Step]:
+        """This controller's finalizer on a runner set replaced by released ARC's. A set being
+        deleted may get no new finalizer (the API server refuses it): this controller's goes,
+        and ARC's, if the set has it, stays for ARC."""
+        meta = runner_set["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if FINALIZER_EPHEMERAL_RUNNER_SET not in finalizers:
+            return []
+        if meta.get("deletionTimestamp"):
+            return self._drop_finalizer(
+                EPHEMERAL_RUNNER_SET, runner_set, FINALIZER_EPHEMERAL_RUNNER_SET
+            )
+        arcs = FINALIZER_EPHEMERAL_RUNNER_SET_LEGACY
+        kept = [f for f in finalizers if f not in (FINALIZER_EPHEMERAL_RUNNER_SET, arcs)]
+        return [
+            self._patch(
+                EPHEMERAL_RUNNER_SET,
+                runner_set,
+                {"finalizers": [*kept, arcs]},
+                f"replace finalizer {FINALIZER_EPHEMERAL_RUNNER_SET} with {arcs} on "
+                f"{_ref(EPHEMERAL_RUNNER_SET, runner_set)}",
+            )
+        ]
 
     async def _get(self, kind: Kind, namespace: str, name: str) -> JSONDict | None:
         if not namespace or not name:
@@ -285,7 +363,8 @@ def _parser() -> _Parser:
     p = _Parser(
         prog=PROG,
         description="Delete ARC's listeners and remove ARC's finalizers, keeping the runner "
-        "sets and their runners. Prints the plan; changes nothing without --apply.",
+        "sets and their runners; with --back, hand the cluster back to a released ARC. Prints "
+        "the plan; changes nothing without --apply.",
     )
     p.add_argument("--apply", action="store_true", help="make the changes (default: dry run)")
     p.add_argument("--kubeconfig", default=None, help="default: KUBECONFIG, then in-cluster")
@@ -297,10 +376,23 @@ def _parser() -> _Parser:
         "stay with their Helm releases and this controller adopts them",
     )
     p.add_argument(
+        "--back",
+        action="store_true",
+        help="hand the cluster back to a released ARC: delete this controller's listeners (and "
+        "wait for their pods) and give each EphemeralRunnerSet ARC's finalizer in place of this "
+        "controller's",
+    )
+    p.add_argument(
         "--controller-namespace",
         default=CONTROLLER_NAMESPACE,
-        help=f"this controller's namespace, whose listeners are left alone "
+        help=f"this controller's namespace, whose listeners are left alone (with --back: "
+        f"the only ones deleted) "
         f"(default {CONTROLLER_NAMESPACE})",
+    )
+    p.add_argument(
+        "--lease-name",
+        default=LEASE_NAME,
+        help=f"with --back: the controller's Lease, held while it runs (default {LEASE_NAME})",
     )
     p.add_argument(
         "--timeout",
@@ -316,6 +408,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args = _parser().parse_args(list(argv))
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
+    if args.back and args.keep_helm_release:
+        raise UsageError("--back and --keep-helm-release do not go together")
     if args.kubeconfig is not None and not os.path.isfile(args.kubeconfig):
         raise UsageError(f"--kubeconfig {args.kubeconfig} is not a file")
     return args
@@ -330,7 +424,9 @@ async def run(args: argparse.Namespace) -> int:
             Objects(api),
             timeout=args.timeout,
             keep_helm_release=args.keep_helm_release,
+            back=args.back,
             controller_namespace=args.controller_namespace,
+            lease_name=args.lease_name,
         )
         try:
             steps = await planner.plan()
@@ -340,11 +436,15 @@ async def run(args: argparse.Namespace) -> int:
                     continue
                 await step.run()
                 print(step.text, flush=True)
-        except (KubeError, WaitTimeout) as exc:
+        except (KubeError, WaitTimeout, ControllerRunning) as exc:
             print(f"{PROG}: {exc}", file=sys.stderr)
             return 1
     if not steps:
-        print("nothing of ARC's to migrate")
+        print(
+            "nothing of this controller's to hand back"
+            if args.back
+            else "nothing of ARC's to migrate"
+        )
     elif not args.apply:
         print("dry run: nothing changed; run again with --apply to make these changes")
     return 0

@@ -44,6 +44,7 @@ from controller.ephemeralrunnerset.metrics import RunnerSetMetrics
 from controller.ephemeralrunnerset.objects import new_ephemeral_runner, proxy_secret
 from controller.ephemeralrunnerset.predicates import COUNTS_WINDOW_SECONDS, ER_COUNTS, ER_TO_ERS
 from controller.ephemeralrunnerset.rules import (
+    NAMESPACE_REFUSAL_HOLD,
     Children,
     Finalizing,
     Observed,
@@ -51,6 +52,7 @@ from controller.ephemeralrunnerset.rules import (
     SpecRevision,
     cleanup_candidates,
     counts_status,
+    creates_held,
     lineage,
     only_listener_fields_changed,
     owner_max_runners,
@@ -86,7 +88,7 @@ from shared.api.names import (
 )
 from shared.api.references import runner_spec_name_problems
 from shared.api.views import runner_id
-from shared.kube.errors import Conflict
+from shared.kube.errors import Conflict, NamespaceTerminating
 from shared.kube.objects import SECRET, Objects
 from shared.kube.views import (
     annotation_int,
@@ -113,6 +115,8 @@ class SetStep(Enum):
 
     CLEANUP_MARKER = "cleanup marker"
     """The `finishedRunnerCleanupPatchID` last written (or held back to go with the counts)."""
+    NAMESPACE_REFUSED = "namespace refused"
+    """When the namespace last refused a runner's create: it is being deleted."""
 
 
 @dataclass(slots=True)
@@ -216,7 +220,13 @@ class EphemeralRunnerSetReconciler:
             advancing=(
                 self._children_of(runner_set, memory, revision) if revision > applied else None
             ),
+            creates_refused_at=self._refused_at(memory),
         )
+
+    @staticmethod
+    def _refused_at(memory: Recall) -> datetime | None:
+        note = memory.noted(SetStep.NAMESPACE_REFUSED)
+        return note.value if note is not None and isinstance(note.value, datetime) else None
 
     def _children_of(self, runner_set: JSONDict, memory: Recall, revision: int) -> Children:
         namespace = metadata_of(runner_set).get("namespace", "")
@@ -338,6 +348,8 @@ class EphemeralRunnerSetReconciler:
                 return result
         if scaling.create:
             await self._create_runners(p, count=scaling.create, patch_id=decided.patch_id)
+            if refused := creates_held(self._refused_at(p), self._now()):
+                result = result.sooner(refused.total_seconds())
         if scaling.scale_down:
             await self._scale_down(p, observed.children, count=scaling.scale_down)
         return result
@@ -364,13 +376,38 @@ class EphemeralRunnerSetReconciler:
         if spec.get("proxy"):
             await self._ensure_proxy_secret(p, spec["proxy"])
         limit = asyncio.Semaphore(CREATE_CONCURRENCY)
+        sent = 0
 
         async def create() -> None:
+            nonlocal sent
             async with limit:
-                created = await p.create(EPHEMERAL_RUNNER, namespace, body)
+                if creates_held(self._refused_at(p), self._now()):
+                    return
+                sent += 1
+                try:
+                    created = await p.create(EPHEMERAL_RUNNER, namespace, body)
+                except NamespaceTerminating:
+                    self._refused(p, count - sent)
+                    return
             p.about(uid_of(created)).note(RunnerStep.CREATED_WITHOUT_SECRET)
 
-        await _gather_all(create() for _ in range(count))
+        # The first create alone: a namespace being deleted refuses it, and then none of the
+        # others is sent (on a real control plane a set sent every missing runner on each pass).
+        await create()
+        await _gather_all(create() for _ in range(count - 1))
+
+    def _refused(self, p: Pass, unsent: int) -> None:
+        """Note the refusal (`rules.creates_held` then holds creates) and say so once: no Event
+        can be posted into a namespace being deleted."""
+        if p.noted(SetStep.NAMESPACE_REFUSED) is None:
+            p.log.info(
+                "namespace %s is being deleted and refused a runner's create: creating none for "
+                "%d s (%d create(s) of this pass not sent)",
+                p.key.namespace,
+                NAMESPACE_REFUSAL_HOLD.total_seconds(),
+                unsent,
+            )
+        p.note(SetStep.NAMESPACE_REFUSED, self._now())
 
     async def _ensure_proxy_secret(self, p: Pass, proxy: JSONDict) -> None:
         """The Secret runner pods read their proxy variables from, brought up to date before

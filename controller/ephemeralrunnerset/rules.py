@@ -167,6 +167,8 @@ class ScalePlan:
     create: int = 0
     scale_down: int = 0
     suppressed_by_cleanup: bool = False
+    held_by_namespace: bool = False
+    """Runners were wanted, but the namespace refused a create lately: it is being deleted."""
 
 
 def owner_max_runners(
@@ -349,6 +351,22 @@ class Observed:
     replacement: ReplacementPolicy
     advancing: Children | None = None
     """With a revision to apply, the runners classified at that revision."""
+    creates_refused_at: datetime | None = None
+    """When the namespace last refused a runner's create because it is being deleted (this
+    process's memory of the set)."""
+
+
+NAMESPACE_REFUSAL_HOLD = timedelta(seconds=30)
+"""How long after a namespace refused a create (it is being deleted) a set creates nothing: the
+set's own deletion follows within it, and a create retried sooner is only refused again."""
+
+
+def creates_held(refused_at: datetime | None, now: datetime) -> timedelta | None:
+    """The time left of `NAMESPACE_REFUSAL_HOLD` after a refused create; None: creates go."""
+    if refused_at is None:
+        return None
+    left = refused_at + NAMESPACE_REFUSAL_HOLD - now
+    return left if left > timedelta(0) else None
 
 
 class Finalizing(Enum):
@@ -389,7 +407,7 @@ class Plan:
     """Failed runners whose backoff ran out: each goes, the first `replacements` replaced."""
     replacements: int = 0
     wait: timedelta | None = None
-    """Until the next failed runner is due for replacement."""
+    """Until the next failed runner is due for replacement, or creates may go again."""
     scaling: ScalePlan | None = None
     """None: this patch id was served already."""
     phase: str = ""
@@ -453,6 +471,11 @@ class Plan:
                     f"cleaning up {len(children.finished)} finished runner(s) under patch id "
                     f"{self.patch_id}"
                 )
+            if scaling.held_by_namespace:
+                parts.append(
+                    f"no scale-up to {self.replicas}: the namespace is being deleted and "
+                    "refuses new runners"
+                )
             if scaling.suppressed_by_cleanup:
                 parts.append(
                     f"no scale-up to {self.replicas} under patch id {self.patch_id}: the gap was "
@@ -503,7 +526,21 @@ def plan(observed: Observed) -> Plan:
     replicas = bounded_replicas(written, observed.max_runners)
     patch_id = spec_int(obj, patchid.SPEC_FIELD)
     due, wait = replacement_due(children.failed, now=observed.now, policy=observed.replacement)
-    replacements = plan_replacements(replicas=replicas, children=children, due=len(due))
+    held = creates_held(observed.creates_refused_at, observed.now)
+    replacements = (
+        0 if held else plan_replacements(replicas=replicas, children=children, due=len(due))
+    )
+    scaling = plan_scaling(
+        replicas=replicas,
+        patch_id=patch_id,
+        children=children,
+        cleanup_marker=observed.cleanup_marker,
+        retired_failed=len(due),
+        replacements=replacements,
+    )
+    if held and scaling is not None and scaling.create:
+        scaling = replace(scaling, create=0, held_by_namespace=True)
+        wait = held if wait is None else min(wait, held)
     return replace(
         first,
         stale=tuple(children.stale_outdated),
@@ -514,13 +551,6 @@ def plan(observed: Observed) -> Plan:
         replace=tuple(due),
         replacements=replacements,
         wait=wait,
-        scaling=plan_scaling(
-            replicas=replicas,
-            patch_id=patch_id,
-            children=children,
-            cleanup_marker=observed.cleanup_marker,
-            retired_failed=len(due),
-            replacements=replacements,
-        ),
+        scaling=scaling,
         phase=phase,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -207,6 +208,7 @@ async def test_apply_releases_arcs_objects_and_keeps_the_runners(
         (["--timeout", "0"], "--timeout must be positive"),
         (["--kubeconfig", "/does/not/exist"], "--kubeconfig /does/not/exist is not a file"),
         (["--force"], "unrecognized arguments: --force"),
+        (["--back", "--keep-helm-release"], "--back and --keep-helm-release do not go together"),
     ],
 )
 async def test_a_bad_argument_exits_2_with_one_line(
@@ -244,3 +246,48 @@ async def test_keep_helm_release_removes_only_arcs_listeners(
                 ("EphemeralRunner", f"arc-runners/{RUNNER}"),
                 *((kind.kind, f"arc-runners/{name}") for kind, name in HELM_OBJECTS)):  # fmt: skip
         assert after[key] == before[key], key
+
+
+async def test_back_leaves_arcs_listener_and_takes_only_its_own_finalizer_off_a_deleted_set(
+    kubeconfig: Path, objects: Objects
+) -> None:
+    """`--back` (docs/install.md#going-back-to-arc) on a runner set being deleted already: a new
+    finalizer may not be added then, so this controller's goes and ARC's stays for ARC. A
+    listener in ARC's namespace is ARC's, and stays."""
+    ours = "ephemeralrunnerset.actions.github.com/finalizer"
+    arcs = "ephemeralrunner.actions.github.com/finalizer"
+    await objects.patch(EPHEMERAL_RUNNER_SET, "arc-runners", RUNNER_SET,
+                        {"metadata": {"finalizers": [arcs, ours]}})  # fmt: skip
+    await objects.delete(EPHEMERAL_RUNNER_SET, "arc-runners", RUNNER_SET)
+    listener = await objects.get(AUTOSCALING_LISTENER, "arc-systems", LISTENER)
+    code, out, err = await _migrate(kubeconfig, "--back", "--apply")
+    assert (code, err) == (0, "")
+    assert out == [f"remove finalizer {ours} from ephemeralrunnerset arc-runners/{RUNNER_SET}"]
+    runner_set = await objects.get(EPHEMERAL_RUNNER_SET, "arc-runners", RUNNER_SET)
+    assert runner_set["metadata"]["finalizers"] == [arcs]
+    after = await objects.get(AUTOSCALING_LISTENER, "arc-systems", LISTENER)
+    assert after["metadata"]["resourceVersion"] == listener["metadata"]["resourceVersion"]
+
+
+async def test_back_refuses_while_this_controller_holds_its_lease(
+    kube: KubeEmulator, kubeconfig: Path, objects: Objects
+) -> None:
+    """Step 1 of docs/install.md#going-back-to-arc skipped: a running controller would put its
+    finalizer back and make its listeners again, so `--back` changes nothing and says why."""
+    kube.apply({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "gha-runner-scaler-system"}})  # fmt: skip
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    kube.apply({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": "gha-runner-scale-set-controller",
+                             "namespace": "gha-runner-scaler-system"},
+                "spec": {"holderIdentity": "gha-controller-7d9f", "leaseDurationSeconds": 15,
+                         "renewTime": now}})  # fmt: skip
+    before = await _versions(objects)
+    code, out, err = await _migrate(kubeconfig, "--back", "--apply")
+    assert (code, out) == (1, [])
+    assert err == (
+        "gha-controller migrate-from-arc: this controller is running: gha-controller-7d9f holds "
+        "the Lease gha-runner-scaler-system/gha-runner-scale-set-controller; stop it first "
+        "(docs/install.md#going-back-to-arc, step 1)\n"
+    )
+    assert await _versions(objects) == before

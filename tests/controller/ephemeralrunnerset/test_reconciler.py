@@ -17,9 +17,11 @@ import pytest
 
 from controller.runners.objects import proxy_secret_name
 from shared.api.kinds import AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
-from shared.kube.objects import EVENT
+from shared.kube.objects import EVENT, Kind
 from shared.typedefs import JSONDict
 from tests.controller.conftest import FAST, Rig, RigOptions, metric
+
+NAMESPACE = Kind("Namespace", "namespaces", namespaced=False)
 
 
 @pytest.fixture
@@ -765,3 +767,34 @@ async def test_a_set_runs_at_most_the_max_runners_of_its_autoscaling_runner_set(
     )
     await rig.scale(1000, 2)
     assert len(await converge(rig, 5)) == 5
+
+
+async def test_a_namespace_being_deleted_refuses_one_create_and_no_more_are_sent(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 41: on a real control plane, during a namespace's deletion a set sent every missing
+    runner on each pass (53 refused creates in half a second for 10 runners). The namespace
+    controller here sweeps a namespace at once; a real one takes seconds per kind, so the sweep
+    is held back and the set sees its namespace terminating before its own deletion."""
+    caplog.set_level(logging.INFO, logger="controller.ephemeralrunnerset")
+    await rig.create_runner_set(replicas=0)
+    await rig.settle()
+    monkeypatch.setattr(rig.kube.controllers, "_sweep_namespace", lambda name: None)
+    await rig.objects.delete(NAMESPACE, None, rig.namespace)
+    rig.kube.requests.reset()
+
+    await rig.scale(10, 1)
+    await rig.settle()
+    # The listener goes on asking while the namespace is being deleted.
+    await rig.scale(10, 2)
+    await rig.settle()
+    await rig.scale(12, 3)
+    await rig.settle()
+
+    creates = [
+        r for r in rig.kube.requests.log if r.verb == "create" and r.resource == "ephemeralrunners"
+    ]
+    assert [r.code for r in creates] == [403]
+    said = [r for r in caplog.records if "is being deleted and refused" in r.getMessage()]
+    assert len(said) == 1
+    assert "9 create(s) of this pass not sent" in said[0].getMessage()

@@ -405,7 +405,12 @@ def failed_runners(minutes: int) -> Children:
 
 
 def observe(
-    runner_set: JSONDict, children: Children, *, marker: int = 0, max_runners: int | None = None
+    runner_set: JSONDict,
+    children: Children,
+    *,
+    marker: int = 0,
+    max_runners: int | None = None,
+    refused_ago: float | None = None,
 ) -> Observed:
     return Observed(
         runner_set=runner_set,
@@ -414,6 +419,7 @@ def observe(
         max_runners=max_runners,
         now=NOW,
         replacement=ReplacementPolicy(),
+        creates_refused_at=None if refused_ago is None else NOW - timedelta(seconds=refused_ago),
     )
 
 
@@ -465,6 +471,18 @@ def failed_since(minutes: int) -> JSONDict:
         ),
         ("Outdated", observe(settled(2, 4, phase="Outdated"), kids(running=2, latest=3)), True),
         ("no finalizer yet", observe(listener_patched(2, 4), kids(running=2, latest=3)), True),
+        # A namespace being deleted refused a create: a runner going (the namespace controller
+        # deleting them) wakes nothing, until the hold is over.
+        (
+            "a runner missing, the namespace refused lately",
+            observe(settled(3, 4), kids(running=2, latest=3), refused_ago=5),
+            False,
+        ),
+        (
+            "a runner missing, the namespace refused long ago",
+            observe(settled(3, 4), kids(running=2, latest=3), refused_ago=31),
+            True,
+        ),
         # The listener's token may write any number; the set runs at most its owner's bound.
         (
             "above maxRunners, at the bound",
@@ -504,6 +522,21 @@ def test_a_plan_in_the_order_of_the_pass() -> None:
     assert (len(retiring.replace), retiring.replacements) == (1, 1)
 
 
+def test_after_the_namespace_refused_a_create_nothing_is_created_until_the_hold_ends() -> None:
+    """Issue 41: during a namespace's deletion a set sent every missing runner on each pass (53
+    refused creates in half a second for 10 runners)."""
+    held = plan(observe(settled(10, 1), kids(), refused_ago=10))
+    assert held.scaling == ScalePlan(held_by_namespace=True)
+    assert held.wait == timedelta(seconds=20)
+    # A failed runner due is still retired (a delete is allowed), and not replaced.
+    retiring = plan(observe(settled(1, 4), failed_runners(5), refused_ago=10))
+    assert (len(retiring.replace), retiring.replacements) == (1, 0)
+    # Scaling down is not held.
+    down = plan(observe(settled(1, 0), kids(pending=3), refused_ago=10))
+    assert down.scaling == ScalePlan(scale_down=2)
+    assert plan(observe(settled(10, 1), kids(), refused_ago=30)).scaling == ScalePlan(create=10)
+
+
 @pytest.mark.parametrize(
     ("observed", "line"),
     [
@@ -522,6 +555,10 @@ def test_a_plan_in_the_order_of_the_pass() -> None:
         ),
         (observe(settled(1, 0), kids(pending=3)), "scaling down by 2 idle runner(s) to replicas=1"),
         (observe(settled(2, 0), kids(pending=2)), ""),
+        (
+            observe(settled(3, 2), kids(running=1, latest=1), refused_ago=1),
+            "no scale-up to 3: the namespace is being deleted and refuses new runners",
+        ),
     ],
 )
 def test_the_plan_says_what_it_does_in_one_line(observed: Observed, line: str) -> None:
