@@ -22,7 +22,6 @@ from shared.api.names import GROUP
 from shared.kube.errors import Forbidden, KubeError, NotFound, Unauthorized
 from shared.kube.objects import (
     LEASE,
-    SELF_SUBJECT_ACCESS_REVIEW,
     SELF_SUBJECT_REVIEW,
     Kind,
     Objects,
@@ -54,7 +53,8 @@ class Permission:
             f"verbs: [{self.verb}]}}"
         )
 
-    def review(self, namespace: str) -> JSONDict:
+    def attributes(self, namespace: str) -> JSONDict:
+        """The resource attributes of a review of it in `namespace`."""
         attributes: JSONDict = {
             "namespace": namespace,
             "verb": self.verb,
@@ -65,11 +65,7 @@ class Permission:
             attributes["subresource"] = self.subresource
         if self.name:
             attributes["name"] = self.name
-        return {
-            "apiVersion": SELF_SUBJECT_ACCESS_REVIEW.api_version,
-            "kind": SELF_SUBJECT_ACCESS_REVIEW.kind,
-            "spec": {"resourceAttributes": attributes},
-        }
+        return attributes
 
 
 class MissingPermissions(Exception):
@@ -164,10 +160,7 @@ class RunnerSetClient:
         return True
 
     async def _allowed(self, permission: Permission) -> bool:
-        review = await self._objects.create(
-            SELF_SUBJECT_ACCESS_REVIEW, None, permission.review(self.namespace)
-        )
-        return bool(review.get("status", {}).get("allowed"))
+        return await self._objects.allowed(permission.attributes(self.namespace))
 
     def _who(self) -> str:
         if self.identity:

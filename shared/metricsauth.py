@@ -26,7 +26,6 @@ from typing import Any, cast
 
 from shared.kube.errors import KubeError
 from shared.kube.objects import (
-    SELF_SUBJECT_ACCESS_REVIEW,
     SUBJECT_ACCESS_REVIEW,
     TOKEN_REVIEW,
     Api,
@@ -116,17 +115,12 @@ class MetricsAuth:
         missing = []
         for kind in REVIEWS:
             attributes = {"verb": "create", "group": kind.group, "resource": kind.plural}
-            body: JSONDict = {
-                "apiVersion": SELF_SUBJECT_ACCESS_REVIEW.api_version,
-                "kind": SELF_SUBJECT_ACCESS_REVIEW.kind,
-                "spec": {"resourceAttributes": attributes},
-            }
             try:
-                review = await self._objects.create(SELF_SUBJECT_ACCESS_REVIEW, None, body)
+                allowed = await self._objects.allowed(attributes)
             except KubeError as exc:
                 log.warning("metrics: cannot ask whether this identity may review scrapes: %s", exc)
                 return None
-            if (review.get("status") or {}).get("allowed") is not True:
+            if not allowed:
                 missing.append(f"create {kind.plural}.{kind.group}")
         if not missing:
             return None

@@ -233,6 +233,21 @@ class Objects:
             raise BadResponse(f"{what} is not a JSON object", code=resp.status)
         return obj
 
+    async def allowed(self, attributes: JSONDict) -> bool:
+        """Whether this client's identity may do what the resource attributes name (`verb`,
+        `group`, `resource`, and `namespace`, `subresource`, `name` when given): a
+        SelfSubjectAccessReview, which every authenticated identity may make."""
+        review = await self.create(
+            SELF_SUBJECT_ACCESS_REVIEW,
+            None,
+            {
+                "apiVersion": SELF_SUBJECT_ACCESS_REVIEW.api_version,
+                "kind": SELF_SUBJECT_ACCESS_REVIEW.kind,
+                "spec": {"resourceAttributes": attributes},
+            },
+        )
+        return (review.get("status") or {}).get("allowed") is True
+
     async def get(self, kind: Kind, namespace: str | None, name: str) -> JSONDict:
         return await self._json("GET", kind.path(namespace, name))
 

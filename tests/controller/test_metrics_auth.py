@@ -67,12 +67,9 @@ def service_accounts(kube: KubeEmulator, *names: str) -> dict[str, str]:
     return tokens
 
 
-@contextlib.asynccontextmanager
-async def gha_controller(kubeconfig: Path, *args: str) -> AsyncIterator[str]:
-    """The process as its ServiceAccount, metrics and probes on one port; its base URL, once
-    /healthz answers (without a token). On exit SIGTERM, and it must exit 0."""
-    port = free_port()
-    process = await asyncio.create_subprocess_exec(
+async def spawn_controller(kubeconfig: Path, port: int, *args: str) -> asyncio.subprocess.Process:
+    """`gha-controller` as the kubeconfig's identity, metrics and probes on `port`."""
+    return await asyncio.create_subprocess_exec(
         str(CONTROLLER),
         "--kubeconfig",
         str(kubeconfig),
@@ -87,6 +84,14 @@ async def gha_controller(kubeconfig: Path, *args: str) -> AsyncIterator[str]:
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
+
+
+@contextlib.asynccontextmanager
+async def gha_controller(kubeconfig: Path, *args: str) -> AsyncIterator[str]:
+    """The process as its ServiceAccount; its base URL, once /healthz answers (without a
+    token). On exit SIGTERM, and it must exit 0."""
+    port = free_port()
+    process = await spawn_controller(kubeconfig, port, *args)
     base = f"http://127.0.0.1:{port}"
     try:
         while (await get(f"{base}/healthz"))[0] != 200:
@@ -260,19 +265,7 @@ async def test_gha_controller_without_the_review_binding_exits_2_with_one_line(
     process says what to bind at start instead of serving 500s."""
     async with KubeEmulator(tls=True) as kube:
         kubeconfig = await _install(kube, tmp_path, ROOT / "manifests", actions)
-        process = await asyncio.create_subprocess_exec(
-            str(CONTROLLER),
-            "--kubeconfig",
-            str(kubeconfig),
-            "--no-leader-elect",
-            "--metrics-port",
-            str(free_port()),
-            "--health-port",
-            str(free_port()),
-            "--metrics-auth",
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        process = await spawn_controller(kubeconfig, free_port(), "--metrics-auth")
         _, stderr = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 2
     assert stderr.decode().splitlines()[-1] == (
