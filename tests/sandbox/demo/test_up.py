@@ -24,6 +24,7 @@ from kubernetes_asyncio import client
 from sandbox.demo.cluster import CONTROLLER_NAMESPACE, CONTROLLER_USER, NAMESPACE, SCALE_SET
 from shared.api.names import LABEL_SCALE_SET_NAME
 from shared.kube.client import load_configuration
+from tests.sandbox.demo.test_cli import assert_each_job_ran_on_a_runner_of_its_own
 from tests.sandbox.test_leash import exits_within
 
 KUBECTL = shutil.which("kubectl")
@@ -176,7 +177,7 @@ def test_up_runs_added_jobs_and_sigterm_leaves_nothing_behind(
     assert sum(name.startswith("gha-controller-") for name in logs) == 2
     assert all(name.endswith(".log") for name in logs)
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["runners"]["lifecycles"] == {"New>Pending>Running>deleted": 2}
+    assert_each_job_ran_on_a_runner_of_its_own(report["runners"], jobs=2)
     assert report["invariant_violations"] == []
     assert report["leftovers"] == {"kubernetes": [], "actions": []}
 
