@@ -67,11 +67,15 @@ NOT_FOUND_EXIT = 127
 
 
 def _listener_port(env: dict[str, str]) -> str:
-    """The port of gha-listener's metrics_addr (its environment, else its config file)."""
+    """The port of gha-listener's metrics_addr (its environment, else its config file, or the
+    first of the folder of config files a listener group's pod reads: they agree on it)."""
     addr = env.get("LISTENER_METRICS_ADDR")
     if addr is None:
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            config = json.loads(Path(env.get("LISTENER_CONFIG_PATH", "")).read_text())
+        with contextlib.suppress(OSError, ValueError, AttributeError, StopIteration):
+            path = Path(env.get("LISTENER_CONFIG_PATH", ""))
+            if path.is_dir():
+                path = next(iter(sorted(path.glob("*.json"))))
+            config = json.loads(path.read_text())
             addr = str(config.get("metrics_addr", ":8080"))
     _, _, port = (addr or ":8080").rpartition(":")
     return port or "8080"
