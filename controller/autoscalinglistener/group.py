@@ -37,6 +37,9 @@ from shared.api.names import (
 from shared.kube.views import is_deleting, metadata_of
 from shared.typedefs import JSONDict, RawOwnerReference
 
+MAX_MEMBERS = 100
+"""Sets one group serves: its config Secret holds a config per member (about 1 KB with a PAT,
+3 KB with an App's key) and a Secret holds at most 1 MiB."""
 GROUP_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
 """A DNS label of at most 40 characters: the group's objects are `<group>-<8 hex>-listeners`."""
 
@@ -146,6 +149,12 @@ def group_members(listener: JSONDict, listeners: Iterable[JSONDict]) -> Group:
             members.append(candidate)
             continue
         first = members[0]
+        if len(members) == MAX_MEMBERS:
+            refused[metadata_of(candidate)["name"]] = (
+                f"listener group {name} of namespace {namespace} serves {MAX_MEMBERS} sets "
+                "already, the most one pod's config Secret holds: name another group"
+            )
+            continue
         differs = [
             key
             for key in SHARED_FIELDS

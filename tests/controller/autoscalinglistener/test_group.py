@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.autoscalinglistener.group import Group, group_members, group_problem
+from controller.autoscalinglistener.group import MAX_MEMBERS, Group, group_members, group_problem
 from shared.api.names import ANNOTATION_LISTENER_GROUP
 from shared.typedefs import JSONDict
 
@@ -92,3 +92,14 @@ def test_a_group_name_that_cannot_name_objects_and_standby_replicas_are_refused(
     bad = listener("bad", group="linux", listenerReplicas=2, created="2025-01-01T00:00:00Z")
     good = listener("good")
     assert names(group_members(good, [bad, good])) == ["good"]
+
+
+def test_a_group_serves_at_most_max_members_and_the_newest_beyond_are_refused() -> None:
+    listeners = [
+        listener(f"s{index:03}", created=f"2026-01-01T00:{index // 60:02}:{index % 60:02}Z")
+        for index in range(MAX_MEMBERS + 2)
+    ]
+    group = group_members(listeners[0], listeners)
+    assert names(group) == [f"s{index:03}" for index in range(MAX_MEMBERS)]
+    assert sorted(group.refused) == [f"s{MAX_MEMBERS:03}", f"s{MAX_MEMBERS + 1:03}"]
+    assert "name another group" in group.refused[f"s{MAX_MEMBERS:03}"]
