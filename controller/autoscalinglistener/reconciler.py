@@ -165,19 +165,16 @@ class AutoscalingListenerReconciler:
         return group_members(listener, self._listeners.list(metadata_of(listener)["namespace"]))
 
     def group_keys(self, listener: JSONDict) -> list[Request]:
-        """The other listeners naming its group: a member joining, changing or leaving makes
-        them plan the group again."""
-        if not group_of(listener):
+        """The first member of its group, which makes the group's objects: a member joining,
+        changing or leaving makes it plan the group again; and the listeners the group refuses,
+        which a member leaving may let in."""
+        group = self.group(listener)
+        if group is None:
             return []
-        meta = metadata_of(listener)
-        spec = listener.get("spec") or {}
         return [
-            Request.of(other)
-            for other in self._listeners.list(meta["namespace"])
-            if group_of(other) == group_of(listener)
-            and (other.get("spec") or {}).get("autoscalingRunnerSetNamespace")
-            == spec.get("autoscalingRunnerSetNamespace")
-            and metadata_of(other)["name"] != meta["name"]
+            Request(group.home, name)
+            for name in [*group.member_names()[:1], *group.refused]
+            if name != metadata_of(listener)["name"]
         ]
 
     async def _inputs(self, p: Pass) -> Inputs:
@@ -185,17 +182,22 @@ class AutoscalingListenerReconciler:
         keys and the CA: read each pass, so a rotation or an edit is found in a resync."""
         listener = p.object
         group = self.group(listener)
+        makes = True
         if group is not None and group.members:
-            # The group's: its first member's GitHub config, which every member shares.
+            # The group's: its first member's GitHub config, which every member shares. Only
+            # that member makes the group's objects; the others check their own config.
+            makes = group.member_names()[0] == metadata_of(listener)["name"]
             name, listener = group.object_name, group.members[0]
         else:
             name = metadata_of(listener)["name"]
         spec = listener.get("spec") or {}
         namespace = str(spec.get("autoscalingRunnerSetNamespace"))
-        current_role = await p.read(ROLE, namespace, name)
-        current_binding = await p.read(ROLE_BINDING, namespace, name)
+        current_role = await p.read(ROLE, namespace, name) if makes else None
+        current_binding = await p.read(ROLE_BINDING, namespace, name) if makes else None
         proxy = (
-            await proxy_data(self._objects, namespace, spec["proxy"]) if spec.get("proxy") else None
+            await proxy_data(self._objects, namespace, spec["proxy"])
+            if makes and spec.get("proxy")
+            else None
         )
         github = await self._objects.get(SECRET, namespace, str(spec.get("githubConfigSecret")))
         pem = await root_ca(self._objects, namespace, spec.get("githubServerTLS")) or ""

@@ -440,9 +440,10 @@ def _config(listener: JSONDict, inputs: Inputs, settings: ListenerSettings) -> J
 
 
 def _group_children(observed: Observed, group: Group, runner_set: JSONDict) -> Plan:
-    """A member's pass over its group: the group's objects made from every member it serves
-    (every member's pass makes the same ones, from the same cache), or why this set is not
-    served. One listener pod for the group, made again when a member joins or leaves."""
+    """A member's pass over its group, or why this set is not served. The group's first member
+    makes the group's objects from every member it serves (one listener pod, made again when a
+    member joins or leaves); the others check their own config and report the pod: a group's
+    change then costs one pass that builds every member's config, not one per member."""
     listener, settings = observed.listener, observed.settings
     name = metadata_of(listener)["name"]
     if (problem := group_problem(listener)) is not None or name in group.refused:
@@ -458,28 +459,31 @@ def _group_children(observed: Observed, group: Group, runner_set: JSONDict) -> P
     inputs = observed.inputs
     if inputs is None:
         return Plan(read=True)
+    leader = group.member_names()[0] == name
     configs: dict[str, JSONDict] = {}
     own_problem = None
-    for member in group.members:
+    for member in group.members if leader else (listener,):
         config = _config(member, inputs, settings)
         problem = config_problem(config)
         if problem is None:
             configs[metadata_of(member)["name"]] = config
         elif metadata_of(member)["name"] == name:
             own_problem = problem
+    own: tuple[Action, ...] = (Settle(REASON_CONFIG_INVALID),)
     if own_problem is not None:
         # Left out of the group's config: the one process would refuse every set for it.
+        own = (*_settle_but(REASON_CONFIG_INVALID), Warn(REASON_CONFIG_INVALID, own_problem))
+    if not leader or not configs:
+        shared = observed.pods.get(0) or {}
+        running = bool(shared) and not is_deleting(shared) and own_problem is None
         return Plan(
-            steps=(
-                *_settle_but(REASON_CONFIG_INVALID),
-                Warn(REASON_CONFIG_INVALID, own_problem),
-            ),
-            why=(f"no listener pod: {REASON_CONFIG_INVALID}",),
-            requeue_after=settings.resync_seconds,
-            running=False,
+            steps=own if own_problem else (*own, *(Settle(r) for r in REFUSALS)),
+            why=(f"no listener pod: {REASON_CONFIG_INVALID}",) if own_problem else (),
+            requeue_after=settings.resync_seconds if own_problem else None,
+            running=running and container_state(shared, "running"),
         )
     pseudo = group_listener(group)
-    refused = _refusal(replace(observed, listener=pseudo), configs[name])
+    refused = _refusal(replace(observed, listener=pseudo), next(iter(configs.values())))
     if refused is not None:
         reason, message = refused
         also_on = (runner_set,) if reason == REASON_TEMPLATE_REFUSED else ()
@@ -513,7 +517,7 @@ def _group_children(observed: Observed, group: Group, runner_set: JSONDict) -> P
         # gone, so a member leaving does not stop it with a 403 before it is replaced.
         served += _patched_runner_sets(inputs.role)
     steps: list[Action] = [
-        *(Settle(reason) for reason in REFUSALS),
+        *(own if own_problem else (Settle(reason) for reason in REFUSALS)),
         Ensure(SERVICE_ACCOUNT, group_service_account(group)),
         Ensure(ROLE, group_role(group, served), inputs.role, read=False, fields=("rules",)),
     ]
