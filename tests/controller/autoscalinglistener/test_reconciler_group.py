@@ -10,15 +10,17 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from controller.autoscalinglistener.group import Group
 from controller.autoscalinglistener.objects import role_rules
-from shared.api.kinds import AUTOSCALING_LISTENER
+from sandbox.demo.cluster import RUNNER_NAMESPACE_RBAC
+from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET
 from shared.api.names import ANNOTATION_LISTENER_GROUP, LISTENER_CONFIG_MOUNT_PATH
 from shared.kube.errors import NotFound
 from shared.kube.objects import EVENT, POD, ROLE, ROLE_BINDING, SECRET, SERVICE_ACCOUNT, Kind
 from shared.typedefs import JSONDict
-from tests.controller.autoscaling import create_ars
+from tests.controller.autoscaling import ars_body, create_ars
 from tests.controller.conftest import LISTENER_IMAGE, Rig, RigOptions
 
 GROUP = "linux"
@@ -29,14 +31,24 @@ def rig_options() -> RigOptions:
     return RigOptions(controllers=("autoscalinglistener",), kubelet=False)
 
 
-def group_name(rig: Rig) -> str:
-    return Group(namespace=rig.namespace, name=GROUP, home=rig.system_namespace).object_name
+def group_name(rig: Rig, namespace: str = "") -> str:
+    return Group(
+        namespace=namespace or rig.namespace, name=GROUP, home=rig.system_namespace
+    ).object_name
 
 
-async def member(rig: Rig, name: str, *, group: str = GROUP, **spec: Any) -> JSONDict:
-    """An AutoscalingRunnerSet `name` and its listener naming `group`, as the set's reconciler
-    makes it from the set's annotation."""
-    await create_ars(rig, name)
+async def member(
+    rig: Rig, name: str, *, group: str = GROUP, namespace: str = "", **spec: Any
+) -> JSONDict:
+    """An AutoscalingRunnerSet `name` (in `namespace`, the rig's by default) and its listener
+    naming `group`, as the set's reconciler makes it from the set's annotation."""
+    namespace = namespace or rig.namespace
+    if namespace == rig.namespace:
+        await create_ars(rig, name)
+    else:
+        body = ars_body(rig, name)
+        body["metadata"]["namespace"] = namespace
+        await rig.objects.create(AUTOSCALING_RUNNER_SET, namespace, body)
     body = {
         "apiVersion": "actions.github.com/v1alpha1",
         "kind": "AutoscalingListener",
@@ -49,7 +61,7 @@ async def member(rig: Rig, name: str, *, group: str = GROUP, **spec: Any) -> JSO
             "githubConfigUrl": rig.config_url,
             "githubConfigSecret": "github-secret",
             "runnerScaleSetId": rig.scale_set_id,
-            "autoscalingRunnerSetNamespace": rig.namespace,
+            "autoscalingRunnerSetNamespace": namespace,
             "autoscalingRunnerSetName": name,
             "ephemeralRunnerSetName": name,
             "maxRunners": 5,
@@ -203,3 +215,43 @@ async def test_a_member_leaving_remakes_the_pod_for_the_others_and_the_last_remo
         return all(obj is None for obj in left)
 
     await rig.until(all_gone, what="every object of the group gone")
+
+
+async def test_a_tenant_naming_the_group_from_another_namespace_gets_a_group_of_its_own(
+    rig: Rig,
+) -> None:
+    """A tenant of another namespace names the same group with its own Secret: not refused and
+    not merged, but another group, whose pod, config and Role are its own; the first group's
+    stay exactly its member's."""
+    tenant = f"{rig.namespace}-tenant"
+    rig.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant}})
+    for doc in yaml.safe_load_all(RUNNER_NAMESPACE_RBAC.read_text()):
+        if doc:
+            doc["metadata"]["namespace"] = tenant
+            rig.kube.apply(doc)
+    token = base64.b64encode(rig.gh.add_pat().encode()).decode()
+    rig.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "intruder-secret", "namespace": tenant},
+            "data": {"github_token": token},
+        }
+    )
+    await member(rig, "victim")
+    await group_config(rig, {"victim-listener.json"})
+    await member(rig, "intruder", namespace=tenant, githubConfigSecret="intruder-secret")
+
+    async def tenant_pod() -> JSONDict | None:
+        return await get(rig, POD, rig.system_namespace, group_name(rig, tenant))
+
+    await rig.until(tenant_pod, what="the tenant's group pod")
+    await rig.settle()
+    assert group_name(rig, tenant) != group_name(rig)
+    assert set(await group_config(rig, {"victim-listener.json"})) == {"victim-listener.json"}
+    await role_names(rig, ["victim"])
+    tenant_role = await get(rig, ROLE, tenant, group_name(rig, tenant))
+    assert tenant_role is not None
+    assert tenant_role["rules"] == role_rules("intruder")
+    events = (await rig.objects.list(EVENT, None))["items"]
+    assert [e for e in events if e["reason"] == "ListenerGroupRefused"] == []
