@@ -107,6 +107,11 @@ def _usage(system: System, workdir: Path) -> str:
             else []
         ),
         f"  gha-sandbox job add --workdir {workdir} --count 5 --duration 30",
+        *(
+            [f"  gha-sandbox node drain sandbox-node-2 --workdir {workdir}   # as kubectl drain"]
+            if system.options.nodes > 1
+            else []
+        ),
     ]
     if system.options.listener == "none":
         lines.append(
@@ -129,6 +134,7 @@ async def _up(args: argparse.Namespace) -> int:
         max_runners=args.max_runners,
         pod_start_latency=args.pod_start_latency,
         registration_latency=args.registration_latency,
+        nodes=args.nodes,
         listener=args.listener,
         listener_exit_stops=False,
     )
