@@ -104,10 +104,7 @@ async def _evict(
     while True:
         say(f"evicting pod {key}")
         try:
-            response = await core.create_namespaced_pod_eviction(
-                name, ns, body, _preload_content=False
-            )
-            response.release()
+            await core.create_namespaced_pod_eviction(name, ns, body)
             break
         except client.ApiException as exc:
             if exc.status == 404:
