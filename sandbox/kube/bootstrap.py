@@ -127,6 +127,7 @@ _EDIT_RULES = [
         WRITE,
     ),
     _rule([""], ["serviceaccounts/token"], ["create"]),
+    _rule([""], ["pods/eviction"], ["create"]),
     _rule(
         ["apps"],
         [

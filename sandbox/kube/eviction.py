@@ -1,6 +1,8 @@
 """The pods/eviction subresource (policy/v1 Eviction), as kube-apiserver's eviction REST
 storage answers it (docs/sandbox-kube.md#eviction).
 
+0. In a namespace being deleted, 403 (the NamespaceLifecycle admission, cause
+   `NamespaceTerminating`), which kubectl drain retries.
 1. A pod that may ignore budgets (phase Succeeded, Failed or Pending, or already terminating) is
    deleted straight away (a live Pending pod with a resourceVersion precondition).
 2. Otherwise the budgets of its namespace whose selector picks it: more than one is a 500; none
@@ -28,7 +30,7 @@ from sandbox.kube.kinds.pods import TERMINAL_PHASES
 from sandbox.kube.kubelet.podstatus import set_condition
 from sandbox.kube.registry import Registry
 from sandbox.kube.resources import ResourceType
-from sandbox.kube.status import ApiError, bad_request, conflict
+from sandbox.kube.status import ApiError, bad_request, conflict, namespace_terminating
 
 Obj = dict[str, Any]
 
@@ -94,6 +96,10 @@ def evict(
         raise bad_request("name in URL does not match name in Eviction object")
     options = _options(body, dry_run=dry_run)
     dry_run = dry_run or "All" in (options.get("dryRun") or [])
+    namespace = registry.store.get(("", "namespaces"), "", ns)
+    if namespace is not None and namespace["metadata"].get("deletionTimestamp"):
+        # The NamespaceLifecycle admission refuses every create there, an Eviction included.
+        raise namespace_terminating("pods", group="", name=name, namespace=ns)
     pod = registry.get(pods, ns=ns, name=name)
     if _can_ignore_budgets(pod):
         _delete(registry, pods, pod, options, dry_run=dry_run)

@@ -492,3 +492,22 @@ async def test_discovery_lists_pods_eviction_as_policy_v1(kube: KubeEmulator) ->
         "Eviction",
         ["create"],
     )
+
+
+async def test_eviction_in_a_terminating_namespace_is_403(
+    kube: KubeEmulator, apis: tuple[client.CoreV1Api, client.PolicyV1Api]
+) -> None:
+    """The NamespaceLifecycle admission refuses the Eviction's create; kubectl drain retries on
+    exactly this cause."""
+    core, _ = apis
+    await ready_pods(kube, core, "a")
+    held = {"name": "held", "finalizers": ["example.com/hold"]}
+    await core.create_namespaced_config_map(NS, {"metadata": held})
+    await core.delete_namespace(NS)
+    code, body, _ = await refused(core, "a")
+    assert (code, body["reason"]) == (403, "Forbidden")
+    assert body["message"] == (
+        f'pods "a" is forbidden: unable to create new content in namespace {NS} because it is '
+        "being terminated"
+    )
+    assert body["details"]["causes"][0]["reason"] == "NamespaceTerminating"
