@@ -308,6 +308,19 @@ BUILTIN_COLUMNS: dict[tuple[str, str], list[tuple[str, str, Cell]]] = {
     ("coordination.k8s.io", "leases"): [
         ("Holder", "string", lambda o: (o.get("spec") or {}).get("holderIdentity", ""))
     ],
+    ("policy", "poddisruptionbudgets"): [
+        ("Min Available", "string", lambda o: (o.get("spec") or {}).get("minAvailable", "N/A")),
+        (
+            "Max Unavailable",
+            "string",
+            lambda o: (o.get("spec") or {}).get("maxUnavailable", "N/A"),
+        ),
+        (
+            "Allowed Disruptions",
+            "integer",
+            lambda o: (o.get("status") or {}).get("disruptionsAllowed", 0),
+        ),
+    ],
     ("rbac.authorization.k8s.io", "rolebindings"): [("Role", "string", _role_ref)],
     ("rbac.authorization.k8s.io", "clusterrolebindings"): [("Role", "string", _role_ref)],
 }

@@ -118,6 +118,26 @@ async def test_drain_evicts_idle_pods_and_waits_for_a_protected_one(cluster: Clu
     idle = {p["metadata"]["name"] for p in live(kube, "web") if p["spec"]["nodeName"] == node}
     assert idle, "the spread put no idle pod on the busy pod's node"
 
+    await wait_for(
+        lambda: (
+            (kube.store.get(("policy", "poddisruptionbudgets"), NS, "busy") or {})
+            .get("status", {})
+            .get("observedGeneration")
+        )
+    )
+    pdbs = (await cluster.ok("get", "pdb", "-n", NS)).splitlines()
+    assert pdbs[0].split() == [
+        "NAME",
+        "MIN",
+        "AVAILABLE",
+        "MAX",
+        "UNAVAILABLE",
+        "ALLOWED",
+        "DISRUPTIONS",
+        "AGE",
+    ]
+    assert pdbs[1].split()[:4] == ["busy", str(HUGE), "N/A", "0"]
+
     drain = await cluster.start(
         "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=60s"
     )
