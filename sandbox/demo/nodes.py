@@ -75,8 +75,16 @@ async def drain(
         await cordon(core, node)
         say(f"node/{node} cordoned")
         listed = await core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
-        pods = [p for p in listed.items if _evictable(p)]
-        await asyncio.gather(*(_evict(core, p, result, retry=retry, say=say) for p in pods))
+        tasks = [
+            asyncio.create_task(_evict(core, p, result, retry=retry, say=say))
+            for p in listed.items
+            if _evictable(p)
+        ]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
     except client.ApiException as exc:
         raise DrainError(f"drain of node/{node} failed: {_reason(exc)}") from exc
     result.seconds = time.monotonic() - started
