@@ -193,7 +193,7 @@ async def test_nodes_out_of_range_is_a_one_line_error_with_exit_2(tmp_path: Path
     assert err == "--nodes: give 1 to 200, not 0\n"
 
 
-async def test_nodes_gives_that_many_ready_workers(tmp_path: Path) -> None:
+async def test_nodes_gives_that_many_worker_nodes(tmp_path: Path) -> None:
     proc, url, _ = await serve(tmp_path, "--nodes", "3", "--no-processes")
     try:
         async with aiohttp.ClientSession() as http, http.get(f"{url}/api/v1/nodes") as resp:
