@@ -14,13 +14,12 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from sandbox.demo.cluster import ER_KEY, NAMESPACE, System
+from sandbox.demo.cluster import NAMESPACE, System
 from sandbox.demo.nodes import RETRY, Drain, DrainError, drain
 from sandbox.demo.observe import Observer
 from sandbox.demo.report import failures
 
 POD_KEY = ("", "pods")
-POLL = 0.05
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +63,6 @@ class NodeDrain:
         self.result: Drain | None = None
         self.error = ""
         self.started_s: float | None = None
-        self.busy_jobs: set[int] = set()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -90,7 +88,6 @@ class NodeDrain:
         counts = Counter(pod["spec"]["nodeName"] for pod in runner_pods(self.system))
         self.node = counts.most_common(1)[0][0]
         self.started_s = round(self.observer.elapsed(), 2)
-        watching = asyncio.create_task(self._watch_busy())
         try:
             async with client.ApiClient(await self.system.kube.configuration()) as api:
                 self.result = await drain(
@@ -98,41 +95,25 @@ class NodeDrain:
                 )
         except DrainError as exc:
             self.error = str(exc)
-        finally:
-            watching.cancel()
-
-    async def _watch_busy(self) -> None:
-        """The jobs running on the node's runners while it drains."""
-        state = self.system.gh.state
-        while True:
-            for pod in runner_pods(self.system):
-                if pod["spec"]["nodeName"] != self.node:
-                    continue
-                runner = self.system.kube.store.get(ER_KEY, NAMESPACE, pod["metadata"]["name"])
-                runner_id = ((runner or {}).get("status") or {}).get("runnerId")
-                record = state.runners.get(runner_id) if isinstance(runner_id, int) else None
-                if record is not None and record.job_id is not None:
-                    job = state.jobs.get(record.job_id)
-                    if job is not None and job.state == "started":
-                        self.busy_jobs.add(job.id)
-            await asyncio.sleep(POLL)
 
     def amend(self, report: dict[str, Any]) -> None:
         """Add `drain`; a drain that did not finish fails the run."""
         result = self.result
-        jobs = self.system.gh.state.jobs
-        lost = [
-            i
-            for i in self.busy_jobs
-            if jobs[i].state == "completed" and jobs[i].final_result == "canceled"
+        evicted = {key.split("/", 1)[1] for key in result.evicted} if result else set()
+        # A runner runs one job and its name is its pod's: the jobs the evicted runners had.
+        hit = [
+            job
+            for job in self.system.gh.state.jobs.values()
+            if job.runner_name in evicted and job.runner_assign_time is not None
         ]
+        lost = [job for job in hit if job.final_result == "canceled"]
         report["drain"] = {
             "node": self.node,
             "at_s": self.started_s,
             "time_s": round(result.seconds * self.speedup, 2) if result else None,
             "pods_evicted": len(result.evicted) if result else 0,
             "evictions_refused": result.refusals if result else 0,
-            "jobs_running_on_node": len(self.busy_jobs),
+            "jobs_on_evicted_runners": len(hit),
             "jobs_lost": len(lost),
             "completed": result is not None,
             "error": self.error or (None if result else "the drain did not finish"),

@@ -230,8 +230,8 @@ def summary_table(report: dict[str, Any]) -> Table:
                 f"{drain['pods_evicted']} / {drain['evictions_refused']}",
             ),
             (
-                "  jobs on the node / lost",
-                f"{drain['jobs_running_on_node']} / {drain['jobs_lost']}",
+                "  jobs on evicted runners / lost",
+                f"{drain['jobs_on_evicted_runners']} / {drain['jobs_lost']}",
             ),
         ]
     for name, value in rows:
