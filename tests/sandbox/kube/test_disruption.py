@@ -3,6 +3,7 @@ subresource, through kubernetes-asyncio against the emulator."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import AsyncIterator, Callable
 from functools import partial
@@ -13,6 +14,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from sandbox.kube import KubeEmulator
+from sandbox.kube.disruption import budget_status
 from sandbox.kube.store import Event
 from tests.sandbox.kube.conftest import wait_for
 
@@ -511,3 +513,29 @@ async def test_eviction_in_a_terminating_namespace_is_403(
         "being terminated"
     )
     assert body["details"]["causes"][0]["reason"] == "NamespaceTerminating"
+
+
+def test_an_eviction_keeps_its_pod_out_of_current_healthy_for_two_minutes() -> None:
+    """The controller's DeletionTimeout, on the pure status computation: an entry of
+    disruptedPods younger than two minutes keeps its pod from counting and asks for a recheck
+    when it expires; an older one is dropped and the pod counts again."""
+    now = dt.datetime(2026, 12, 6, 12, 0, tzinfo=dt.UTC)
+    pods = [
+        {
+            "metadata": {"name": name, "namespace": NS, "labels": {"app": "web"}},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        for name in ("a", "b", "c")
+    ]
+    pdb = {
+        "metadata": {"name": "b", "namespace": NS, "generation": 1},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        "status": {
+            "disruptedPods": {"a": "2026-12-06T11:59:00Z", "b": "2026-12-06T11:57:00Z"},
+            "observedGeneration": 1,
+        },
+    }
+    budget = budget_status(pdb, pods, scale_of=lambda ref, ns: None, now=now)
+    assert budget.status["disruptedPods"] == {"a": "2026-12-06T11:59:00Z"}
+    assert (budget.status["currentHealthy"], budget.status["disruptionsAllowed"]) == (2, 1)
+    assert budget.recheck == dt.datetime(2026, 12, 6, 12, 1, tzinfo=dt.UTC)

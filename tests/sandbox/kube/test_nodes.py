@@ -14,6 +14,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from sandbox.kube import KubeEmulator
+from sandbox.kube.kubelet.scheduler import schedule
 from sandbox.kube.store import Event
 from tests.sandbox.kube.conftest import wait_for
 
@@ -182,3 +183,24 @@ async def test_a_deleted_node_has_its_pods_failed_and_deleted_by_pod_gc(
         "DeletionByPodGC",
         "PodGC: node no longer exists",
     )
+
+
+def test_a_node_selector_that_matches_no_node_is_in_the_message() -> None:
+    nodes: list[Obj] = [
+        {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}, "spec": {}}
+        for name in WORKERS
+    ]
+    nodes[2]["spec"]["unschedulable"] = True
+    placement = schedule(
+        pod("p", nodeSelector={"disk": "ssd"}), nodes=nodes, runnable=WORKERS, pods=[]
+    )
+    assert placement.node is None
+    assert placement.message == (
+        "0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't match Pod's "
+        "node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not "
+        "helpful for scheduling."
+    )
+    nodes[1]["metadata"]["labels"]["disk"] = "ssd"
+    assert schedule(
+        pod("p", nodeSelector={"disk": "ssd"}), nodes=nodes, runnable=WORKERS, pods=[]
+    ).node == ("sandbox-node-2")
