@@ -32,6 +32,7 @@ from sandbox.demo.cluster import (
 )
 from sandbox.demo.observe import Observer
 from sandbox.demo.report import write_report
+from sandbox.kube.kubelet.node import node_names
 
 STATE_FILE = "sandbox.json"
 ADMIN_KUBECONFIG = "kubeconfig"
@@ -86,6 +87,7 @@ def state(system: System, workdir: Path) -> dict[str, object]:
         "labels": system.labels,
         "listener": system.options.listener,
         "listener_identity": system.listener_user,
+        "nodes": list(node_names(system.options.nodes)),
         "pids": {"sandbox": os.getpid()}
         | {name: c.proc.pid for name, c in system.components.items()},
     }
