@@ -5,9 +5,12 @@ The store is the reconcilers' read path. It holds the dicts the server sent (wit
 of each object's controller owner. Stored dicts are shared and must never be edited: reconcilers
 wrap them in `LazyObject` to change them.
 
-Before an object is stored, `metadata.managedFields` and kubectl's last-applied-configuration
-annotation are dropped (`strip`): no reconciler reads them, and together they are most of a
-small object's bytes (docs/controller-runtime.md#what-the-cache-keeps).
+Before an object is stored it goes through the informer's transform (`Informer.transform`, as
+controller-runtime's cache transforms): `metadata.managedFields` and kubectl's
+last-applied-configuration annotation are dropped (`strip`), then every field no reader declared
+(`Informer.reads`, `Informer.narrow`), and the rest is rebuilt in fresh containers with equal
+labels, annotations, finalizers and specs shared between objects (`Subtrees`). What is left is
+what the reconcilers read (docs/controller-runtime.md#what-the-cache-keeps).
 
 The loop (why this one: docs/controller-runtime.md#informers): list, then watch from the list's
 resourceVersion with bookmarks; a stream that ends normally is resumed from the last
@@ -25,9 +28,12 @@ import asyncio
 import builtins
 import contextlib
 import logging
+import sys
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
+
+from pydantic_core import to_json
 
 from controller.runtime.echoes import from_list
 from controller.runtime.reconcile import Request
@@ -43,6 +49,20 @@ log = logging.getLogger(__name__)
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 ALWAYS_KEPT = frozenset({"apiVersion", "kind", "metadata"})
+
+Shape = Mapping[str, "Shape | None"]
+"""What a reader reads of a JSON object: the keys kept, each with the shape of its value (None:
+the whole value). A list's object items each take the list's shape."""
+
+SHARED = (
+    ("metadata", "labels"),
+    ("metadata", "annotations"),
+    ("metadata", "finalizers"),
+    ("spec",),
+)
+"""Where equal values recur across a kind's objects: a set's runners carry the same labels,
+annotations, finalizers and the spec (pod template) copied from the set; their pods the same
+labels and annotations."""
 
 
 def strip(obj: JSONDict) -> JSONDict:
@@ -63,6 +83,76 @@ def keep_only(obj: JSONDict, kept: Collection[str]) -> JSONDict:
     for field in [f for f in obj if f not in kept]:
         del obj[field]
     return obj
+
+
+def project(value: Any, shape: Shape | None) -> Any:
+    """A copy of `value` with only what `shape` keeps, in new containers (None: all of it).
+    Built fresh rather than pruned in place, so the decoded object, the API server's whole
+    answer, is freed at once instead of pinning the memory it was decoded into."""
+    if isinstance(value, dict):
+        if shape is None:
+            return {k: project(v, None) for k, v in value.items()}
+        return {k: project(v, shape[k]) for k, v in value.items() if k in shape}
+    if isinstance(value, list):
+        return [project(v, shape) for v in value]
+    return value
+
+
+def union(a: Shape | None, b: Shape | None) -> Shape | None:
+    """What two readers read together."""
+    if a is None or b is None:
+        return None
+    return {k: union(a[k], b[k]) if k in a and k in b else a.get(k, b.get(k)) for k in {*a, *b}}
+
+
+class Subtrees:
+    """One copy of each distinct value at the `SHARED` paths of a kind's stored objects: the
+    thousandth runner of a set holds the same labels, finalizers and spec dicts as the first.
+    Sharing is safe because stored objects are never edited (reconcilers copy them first:
+    `LazyObject`).
+
+    A value is found by its JSON text. Values no stored object holds any more are dropped when
+    the table has doubled since the last sweep, so the table stays within twice the distinct
+    values in use."""
+
+    MIN_SWEEP = 256
+
+    def __init__(self) -> None:
+        self._values: dict[bytes, Any] = {}
+        self._sweep_at = self.MIN_SWEEP
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def share(self, obj: JSONDict) -> JSONDict:
+        """`obj`, its values at the shared paths replaced by the equal ones already held."""
+        for path in SHARED:
+            parent: Any = obj
+            for key in path[:-1]:
+                parent = parent.get(key)
+                if not isinstance(parent, dict):
+                    break
+            else:
+                value = parent.get(path[-1])
+                if value:
+                    parent[path[-1]] = self._one(value)
+        return obj
+
+    def _one(self, value: Any) -> Any:
+        key = to_json(value)
+        held = self._values.setdefault(key, value)
+        if held is value and len(self._values) >= self._sweep_at:
+            self.sweep()
+        return held
+
+    def sweep(self) -> None:
+        """Drop the values only this table refers to: two references, the table's and
+        `getrefcount`'s argument."""
+        values = self._values
+        unused = [k for k in values if sys.getrefcount(values[k]) <= 2]
+        for key in unused:
+            del self._values[key]
+        self._sweep_at = max(self.MIN_SWEEP, 2 * len(self._values))
 
 
 class Store:
@@ -207,6 +297,8 @@ class Informer:
         self.kept: frozenset[str] | None = None
         """The top-level fields the store keeps; None for whole objects."""
         self._whole = False
+        self._narrowed: dict[str, Shape] = {}
+        self.subtrees = Subtrees()
 
     def reads(self, fields: Collection[str] | None) -> None:
         """Declare what one reader of the store reads, before `run`: top-level fields beside
@@ -217,6 +309,25 @@ class Informer:
             self._whole, self.kept = True, None
         elif not self._whole:
             self.kept = frozenset({*(self.kept or ALWAYS_KEPT), *fields})
+
+    def narrow(self, field: str, shape: Shape) -> None:
+        """Before `run`: of a top-level field, keep only `shape`, what every reader of the kind
+        reads of it (the composition root declares it for all of them, as controller-runtime's
+        `ByObject.Transform`; what each reads is checked by tests). Calls add up."""
+        self._narrowed[field] = union(self._narrowed.get(field), shape) or {}
+
+    def transform(self, obj: JSONDict) -> JSONDict:
+        """What the store keeps of a decoded object: a new object (`obj` is not kept) without
+        the fields no reader reads, sharing equal subtrees with the objects stored before."""
+        strip(obj)
+        kept = {
+            field: project(value, self._narrowed.get(field))
+            for field, value in obj.items()
+            if self.kept is None or field in self.kept
+        }
+        kept.setdefault("kind", self.kind.kind)
+        kept.setdefault("apiVersion", self.kind.api_version)
+        return self.subtrees.share(kept)
 
     def select(self, selectors: Collection[str], *, whole: Collection[str] = ()) -> None:
         """Before `run`: keep only the objects that match one of the label `selectors`, and
@@ -259,15 +370,8 @@ class Informer:
         for handler in self._handlers:
             self._emit(method, handler, *args)
 
-    def _stamp(self, obj: JSONDict) -> JSONDict:
-        strip(obj)
-        if self.kept is not None:
-            keep_only(obj, self.kept)
-        obj.setdefault("kind", self.kind.kind)
-        obj.setdefault("apiVersion", self.kind.api_version)
-        return obj
-
     def _upsert(self, obj: JSONDict, scope: Scope) -> None:
+        """Store `obj`, transformed already."""
         if self._held is not None:
             key = Request.of(obj)
             held = self._held.setdefault(key, set())
@@ -276,7 +380,7 @@ class Informer:
             if len(held) > 1 and current is not None and _older(obj, current):
                 # Another scope's stream delivered a later version already.
                 return
-        old = self.store.upsert(self._stamp(obj))
+        old = self.store.upsert(obj)
         if old is None:
             self._notify("on_add", obj)
         elif (old.get("metadata") or {}).get("resourceVersion") != (obj.get("metadata") or {}).get(
@@ -293,15 +397,19 @@ class Informer:
             del self._held[key]
         old = self.store.remove(key)
         if old is not None:
-            self._notify("on_delete", self._stamp(obj))
+            self._notify("on_delete", obj)
 
     async def _list(self, scope: Scope) -> str:
         """Replace the scope's part of the store with a fresh list; its resourceVersion.
 
-        Pages are read in full before the store changes, so handlers never see half a list; an
-        expired continue token is a 410 and restarts the list.
+        Read in pages, each transformed as it arrives and then dropped, so the list never holds
+        more than one page of whole objects (client-go's reflector pages the same way); an
+        object listed at the version already stored is kept as stored, so a re-list of an
+        unchanged cache allocates one page. The store changes once the last page is in, so
+        handlers never see half a list; an expired continue token is a 410 and restarts the
+        list.
         """
-        items: list[JSONDict] = []
+        listed: dict[Request, JSONDict] = {}
         token: str | None = None
         while True:
             page = await asyncio.wait_for(
@@ -314,20 +422,27 @@ class Informer:
                 ),
                 self.settings.request_timeout,
             )
-            items += page.get("items") or []
+            for item in page.get("items") or []:
+                key = Request.of(item)
+                stored = self.store.get(key.namespace, key.name)
+                if stored is not None and _version(stored) == _version(item):
+                    listed[key] = stored
+                else:
+                    listed[key] = self.transform(item)
             meta = page.get("metadata") or {}
+            del page
             token = meta.get("continue") or None
             if token is None:
                 break
         self.lists += 1
-        seen = set()
         listing = from_list.set(True)
         try:
-            for item in items:
-                seen.add(Request.of(item))
-                self._upsert(item, scope)
+            for obj in listed.values():
+                self._upsert(obj, scope)
             for key in self.store.keys_in(scope.namespace):
-                if key in seen or (self._held is not None and scope not in self._held.get(key, ())):
+                if key in listed or (
+                    self._held is not None and scope not in self._held.get(key, ())
+                ):
                     continue
                 gone = self.store.get(key.namespace, key.name)
                 if gone is not None:
@@ -363,9 +478,9 @@ class Informer:
                     continue
                 rv = meta.get("resourceVersion")
                 if kind in ("ADDED", "MODIFIED"):
-                    self._upsert(obj, scope)
+                    self._upsert(self.transform(obj), scope)
                 elif kind == "DELETED":
-                    self._delete(obj, scope)
+                    self._delete(self.transform(obj), scope)
                 elif kind != "BOOKMARK":
                     log.warning("unknown watch event type skipped", extra={"type": kind})
                     continue
@@ -422,6 +537,10 @@ class Informer:
                     extra={"kind": self.kind.kind, "error": str(exc), "delay": delay},
                 )
                 await self._clock.sleep(delay)
+
+
+def _version(obj: JSONDict) -> object:
+    return (obj.get("metadata") or {}).get("resourceVersion")
 
 
 def _older(obj: JSONDict, than: JSONDict) -> bool:
