@@ -78,13 +78,6 @@ def strip(obj: JSONDict) -> JSONDict:
     return obj
 
 
-def keep_only(obj: JSONDict, kept: Collection[str]) -> JSONDict:
-    """`obj` with only its `kept` top-level fields, in place."""
-    for field in [f for f in obj if f not in kept]:
-        del obj[field]
-    return obj
-
-
 def project(value: Any, shape: Shape | None) -> Any:
     """A copy of `value` with only what `shape` keeps, in new containers (None: all of it).
     Built fresh rather than pruned in place, so the decoded object, the API server's whole
@@ -98,11 +91,13 @@ def project(value: Any, shape: Shape | None) -> Any:
     return value
 
 
-def union(a: Shape | None, b: Shape | None) -> Shape | None:
+def merge(a: Shape, b: Shape) -> Shape:
     """What two readers read together."""
-    if a is None or b is None:
-        return None
-    return {k: union(a[k], b[k]) if k in a and k in b else a.get(k, b.get(k)) for k in {*a, *b}}
+    out: dict[str, Shape | None] = {}
+    for key in {*a, *b}:
+        x, y = a.get(key, {}), b.get(key, {})
+        out[key] = None if x is None or y is None else merge(x, y)
+    return out
 
 
 class Subtrees:
@@ -153,6 +148,50 @@ class Subtrees:
         for key in unused:
             del self._values[key]
         self._sweep_at = max(self.MIN_SWEEP, 2 * len(self._values))
+
+
+class Transform:
+    """What an informer's store keeps of each object its list or watch delivers (as
+    controller-runtime's cache transforms): a new object (the decoded one is not kept) without
+    managedFields and the last-applied annotation (`strip`), with only the top-level fields its
+    readers declared (`reads`) and of those only what `narrow` keeps, sharing equal subtrees
+    with the objects stored before it (`Subtrees`)."""
+
+    def __init__(self, kind: Kind) -> None:
+        self.kind = kind
+        self.kept: frozenset[str] | None = None
+        """The top-level fields kept; None for all of them."""
+        self._whole = False
+        self._narrowed: dict[str, Shape] = {}
+        self.subtrees = Subtrees()
+
+    def reads(self, fields: Collection[str] | None) -> None:
+        """Declare what one reader of the store reads: top-level fields beside `metadata` (e.g.
+        `("status",)`), or None for whole objects. The store keeps the union of what its
+        readers declared, and whole objects once one declared None. The event handlers see
+        what the store keeps."""
+        if fields is None:
+            self._whole, self.kept = True, None
+        elif not self._whole:
+            self.kept = frozenset({*(self.kept or ALWAYS_KEPT), *fields})
+
+    def narrow(self, field: str, shape: Shape) -> None:
+        """Of a top-level field, keep only `shape`: what every reader of the kind reads of it
+        (the composition root declares it for all of them, as controller-runtime's
+        `ByObject.Transform`; tests check each reader against it). Calls add up."""
+        current = self._narrowed.get(field)
+        self._narrowed[field] = shape if current is None else merge(current, shape)
+
+    def __call__(self, obj: JSONDict) -> JSONDict:
+        strip(obj)
+        kept = {
+            field: project(value, self._narrowed.get(field))
+            for field, value in obj.items()
+            if self.kept is None or field in self.kept
+        }
+        kept.setdefault("kind", self.kind.kind)
+        kept.setdefault("apiVersion", self.kind.api_version)
+        return self.subtrees.share(kept)
 
 
 class Store:
@@ -294,40 +333,15 @@ class Informer:
         # watch last had each key: it leaves the store when it left all of them.
         self._held: dict[Request, set[Scope]] | None = None
         self.synced = asyncio.Event()
-        self.kept: frozenset[str] | None = None
-        """The top-level fields the store keeps; None for whole objects."""
-        self._whole = False
-        self._narrowed: dict[str, Shape] = {}
-        self.subtrees = Subtrees()
+        self.transform = Transform(kind)
 
     def reads(self, fields: Collection[str] | None) -> None:
-        """Declare what one reader of the store reads, before `run`: top-level fields beside
-        `metadata` (e.g. `("status",)`), or None for whole objects. The store keeps the union of
-        what its readers declared, and whole objects once one declared None. The event handlers
-        see what the store keeps."""
-        if fields is None:
-            self._whole, self.kept = True, None
-        elif not self._whole:
-            self.kept = frozenset({*(self.kept or ALWAYS_KEPT), *fields})
+        """Before `run`: what one reader of the store reads (`Transform.reads`)."""
+        self.transform.reads(fields)
 
     def narrow(self, field: str, shape: Shape) -> None:
-        """Before `run`: of a top-level field, keep only `shape`, what every reader of the kind
-        reads of it (the composition root declares it for all of them, as controller-runtime's
-        `ByObject.Transform`; what each reads is checked by tests). Calls add up."""
-        self._narrowed[field] = union(self._narrowed.get(field), shape) or {}
-
-    def transform(self, obj: JSONDict) -> JSONDict:
-        """What the store keeps of a decoded object: a new object (`obj` is not kept) without
-        the fields no reader reads, sharing equal subtrees with the objects stored before."""
-        strip(obj)
-        kept = {
-            field: project(value, self._narrowed.get(field))
-            for field, value in obj.items()
-            if self.kept is None or field in self.kept
-        }
-        kept.setdefault("kind", self.kind.kind)
-        kept.setdefault("apiVersion", self.kind.api_version)
-        return self.subtrees.share(kept)
+        """Before `run`: what every reader reads of a top-level field (`Transform.narrow`)."""
+        self.transform.narrow(field, shape)
 
     def select(self, selectors: Collection[str], *, whole: Collection[str] = ()) -> None:
         """Before `run`: keep only the objects that match one of the label `selectors`, and
