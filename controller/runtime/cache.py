@@ -204,6 +204,7 @@ class Store:
         # needs no sort, which at hundreds of children per owner cost more than the reconcile.
         self._owned: dict[str, dict[Request, None]] = {}
         self._owner_of: dict[Request, str] = {}
+        self._in_namespace: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -213,6 +214,11 @@ class Store:
 
     def get(self, namespace: str, name: str) -> JSONDict | None:
         return self._objects.get(Request(namespace, name))
+
+    def count_in(self, namespace: str) -> int:
+        """How many objects are in `namespace`, without looking at them (a question asked on
+        every event of a kind: a scan would make each event cost O(N))."""
+        return self._in_namespace.get(namespace, 0)
 
     def keys_in(self, namespace: str | None = None) -> builtins.list[Request]:
         """Keys of the objects in `namespace` (all when None)."""
@@ -241,6 +247,8 @@ class Store:
         key = Request.of(obj)
         old = self._objects.get(key)
         self._objects[key] = obj
+        if old is None:
+            self._in_namespace[key.namespace] = self._in_namespace.get(key.namespace, 0) + 1
         uid = controller_owner_uid(obj)
         if self._owner_of.get(key) != uid:
             self._unindex(key)
@@ -251,7 +259,14 @@ class Store:
 
     def remove(self, key: Request) -> JSONDict | None:
         self._unindex(key)
-        return self._objects.pop(key, None)
+        old = self._objects.pop(key, None)
+        if old is not None:
+            left = self._in_namespace[key.namespace] - 1
+            if left:
+                self._in_namespace[key.namespace] = left
+            else:
+                del self._in_namespace[key.namespace]
+        return old
 
     def _unindex(self, key: Request) -> None:
         uid = self._owner_of.pop(key, None)
