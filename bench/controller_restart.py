@@ -77,13 +77,14 @@ async def run(*, runners: int, within: float = 900.0) -> tuple[Memory, Memory]:
 
 
 def report(runners: int, steady: Memory, restarted: Memory) -> str:
-    per_runner = (steady.settled_kib - steady.idle_kib) / runners
+    # MB and KB as bench.controller_scale shows them: MiB, and a thousandth of that.
+    per_runner = (steady.settled_kib - steady.idle_kib) / 1024 * 1000 / runners
     return "\n".join(
         [
             f"runners: {runners}",
             f"first process: RSS {steady.idle_kib / 1024:.1f} MB with no runner, "
             f"{steady.settled_kib / 1024:.1f} MB with {runners} (steady, "
-            f"{per_runner * 1.024:.1f} KB per runner), peak {steady.peak_kib / 1024:.1f} MB",
+            f"{per_runner:.1f} KB per runner), peak {steady.peak_kib / 1024:.1f} MB",
             f"after a restart: RSS {restarted.settled_kib / 1024:.1f} MB, "
             f"peak {restarted.peak_kib / 1024:.1f} MB",
             f"restart / steady: RSS {restarted.settled_kib / steady.settled_kib:.2f}, "
