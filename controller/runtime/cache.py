@@ -5,10 +5,10 @@ The store is the reconcilers' read path. It holds the dicts the server sent (wit
 of each object's controller owner. Stored dicts are shared and must never be edited: reconcilers
 wrap them in `LazyObject` to change them.
 
-Before an object is stored it goes through the informer's transform (`Informer.transform`, as
+Before an object is stored it goes through the informer's transform (`Transform`, as
 controller-runtime's cache transforms): `metadata.managedFields` and kubectl's
 last-applied-configuration annotation are dropped (`strip`), then every field no reader declared
-(`Informer.reads`, `Informer.narrow`), and the rest is rebuilt in fresh containers with equal
+(`Transform.reads`, `Transform.narrow`), and the rest is rebuilt in fresh containers with equal
 labels, annotations, finalizers and specs shared between objects (`Subtrees`). What is left is
 what the reconcilers read (docs/controller-runtime.md#what-the-cache-keeps).
 
