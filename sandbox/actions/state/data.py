@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -54,18 +55,27 @@ class RunnerTable(dict[int, Runner]):
         super().__init__()
         self._by_name: dict[str, Runner] = {}
         self._on_removed = on_removed
+        self.per_set: Counter[int] = Counter()
+        """Registered runners by scale set."""
+        self.busy: Counter[int] = Counter()
+        """Registered runners with a job, by scale set (kept by `Runner.__setattr__`)."""
 
     def __setitem__(self, runner_id: int, runner: Runner) -> None:
-        old = self.get(runner_id)
-        if old is not None:
-            self._by_name.pop(old.name.lower(), None)
+        if runner_id in self:
+            del self[runner_id]
         super().__setitem__(runner_id, runner)
         self._by_name[runner.name.lower()] = runner
+        self.per_set[runner.scale_set_id] += 1
+        self.busy[runner.scale_set_id] += runner.job_id is not None
+        runner.busy = self.busy
 
     def __delitem__(self, runner_id: int) -> None:
         runner = self[runner_id]
         super().__delitem__(runner_id)
         self._by_name.pop(runner.name.lower(), None)
+        self.per_set[runner.scale_set_id] -= 1
+        self.busy[runner.scale_set_id] -= runner.job_id is not None
+        runner.busy = None
         self._on_removed(runner_id)
 
     def pop(self, runner_id: int, default: Any = None) -> Any:
@@ -99,6 +109,8 @@ class ServiceData:
         self.sessions: dict[str, Session] = {}
         self.queues: dict[int, MessageQueue] = {}
         self.jobs: dict[int, Job] = {}
+        self.job_tally: Counter[tuple[int | None, str]] = Counter()
+        """Jobs by (scale set, state); add jobs with `add_job`."""
         self.runners = RunnerTable(on_removed=lambda runner_id: self.touch(("runner", runner_id)))
         self.requests: list[RequestRecord] = []
         self.runner_version_deprecated = False
@@ -200,18 +212,26 @@ class ServiceData:
             raise ServiceError(404, EX_AGENT_NOT_FOUND, f"No runner with ID {runner_id} exists.")
         return runner
 
+    def add_job(self, job: Job) -> None:
+        self.jobs[job.id] = job
+        self.job_tally[(job.scale_set_id, job.state)] += 1
+        job.tally = self.job_tally
+
     def statistics(self, scale_set_id: int) -> dict[str, int]:
-        jobs = [j for j in self.jobs.values() if j.scale_set_id == scale_set_id]
-        runners = [r for r in self.runners.values() if r.scale_set_id == scale_set_id]
-        busy = sum(1 for r in runners if r.job_id is not None)
+        """From the tallies the records keep (`Job.tally`, `RunnerTable`): a few lookups per
+        message, where walking every job and runner of the set made each message O(N)."""
+        jobs = self.job_tally
+        registered = self.runners.per_set[scale_set_id]
+        busy = self.runners.busy[scale_set_id]
+        assigned, started = jobs[(scale_set_id, "assigned")], jobs[(scale_set_id, "started")]
         return {
-            "totalAvailableJobs": sum(1 for j in jobs if j.state == "available"),
-            "totalAcquiredJobs": sum(1 for j in jobs if j.state == "acquired"),
-            "totalAssignedJobs": sum(1 for j in jobs if j.state in ("assigned", "started")),
-            "totalRunningJobs": sum(1 for j in jobs if j.state == "started"),
-            "totalRegisteredRunners": len(runners),
+            "totalAvailableJobs": jobs[(scale_set_id, "available")],
+            "totalAcquiredJobs": jobs[(scale_set_id, "acquired")],
+            "totalAssignedJobs": assigned + started,
+            "totalRunningJobs": started,
+            "totalRegisteredRunners": registered,
             "totalBusyRunners": busy,
-            "totalIdleRunners": len(runners) - busy,
+            "totalIdleRunners": registered - busy,
         }
 
     def group_size(self, group_id: int) -> int:

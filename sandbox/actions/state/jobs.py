@@ -44,7 +44,7 @@ class Jobs:
         )
         self.data.next_job_id += 1
         self.data.next_workflow_run_id += 1
-        self.data.jobs[job.id] = job
+        self.data.add_job(job)
         # The other queued jobs matched no scale set when they were routed, and every change
         # of a scale set routes them again: only the new one can be routed now.
         self._route(job)

@@ -8,6 +8,7 @@ import asyncio
 
 from sandbox.actions import ActionsEmulator
 from sandbox.actions.server import encode_jit
+from sandbox.actions.state.service import ServiceState
 
 
 async def _checks_per_job(runners: int) -> int:
@@ -55,3 +56,62 @@ async def test_a_runner_name_is_checked_unique_by_lookup() -> None:
         del state.runners[next(iter(state.runners))]
         assert state.runners_named("runner-a") == []
         state.generate_jit_config(scale_set.id, name="runner-a", work_folder="")
+
+
+def _scanned(state: ServiceState, scale_set_id: int) -> dict[str, int]:
+    """The statistics by walking every job and runner, as the emulator once computed them."""
+    jobs = [j for j in state.jobs.values() if j.scale_set_id == scale_set_id]
+    runners = [r for r in state.runners.values() if r.scale_set_id == scale_set_id]
+    busy = sum(1 for r in runners if r.job_id is not None)
+    return {
+        "totalAvailableJobs": sum(1 for j in jobs if j.state == "available"),
+        "totalAcquiredJobs": sum(1 for j in jobs if j.state == "acquired"),
+        "totalAssignedJobs": sum(1 for j in jobs if j.state in ("assigned", "started")),
+        "totalRunningJobs": sum(1 for j in jobs if j.state == "started"),
+        "totalRegisteredRunners": len(runners),
+        "totalBusyRunners": busy,
+        "totalIdleRunners": len(runners) - busy,
+    }
+
+
+async def test_statistics_from_tallies_match_a_walk_over_every_job_and_runner() -> None:
+    """Offers, acquisitions, bindings, a runner gone offline, a re-offer, completions, a runner
+    removed and a scale set deleted: after each, the kept tallies give what a walk gives."""
+    async with ActionsEmulator(require_acquire=True) as actions:
+        state = actions.state
+        sets = [
+            state.create_scale_set(name=n, runner_group_id=1, labels=[], runner_setting={}).id
+            for n in ("a", "b")
+        ]
+
+        def check() -> None:
+            for scale_set_id in sets:
+                if scale_set_id in state.scale_sets:
+                    assert state.statistics(scale_set_id) == _scanned(state, scale_set_id)
+
+        runners = []
+        for index in range(4):
+            runner, _ = state.generate_jit_config(sets[0], name=f"r{index}", work_folder="")
+            runners.append(runner)
+        jobs = [actions.enqueue_job(labels=["a"]) for _ in range(3)]
+        jobs.append(actions.enqueue_job(labels=["b"]))
+        check()
+        state.acquire_jobs(sets[0], jobs[:3])
+        check()
+        for runner in runners[:3]:
+            state.runner_online(runner.id, runner.token)
+        check()
+        state.runner_offline(runners[0].id)
+        check()
+        bound = next(j for j in jobs[:3] if state.jobs[j].runner_id is not None)
+        state.start_job(bound)
+        check()
+        state.finish_job(bound)
+        check()
+        other = next(j for j in jobs[:3] if state.jobs[j].state == "assigned")
+        actions.reoffer_job(other)
+        check()
+        state.remove_runner(runners[3].id)
+        check()
+        state.delete_scale_set(sets[0])
+        check()
