@@ -1,11 +1,13 @@
 """The controller at scale: one EphemeralRunnerSet scaled to N runners, what one runner costs.
 
-Both emulators, the `gha-controller` reconcilers (installed by `controller.app.install_reconcilers`
-as the process does, production settings, 4 workers) and, with `--jobs`, the real
-listener all run in this process over loopback HTTP; the kubelet runs the Actions emulator's
-simulated runners as the runner containers. With `--controller-process` the controller is the
-real `gha-controller` process instead (its own core; its CPU time is reported), read through its
-/metrics endpoint.
+Each part of the system runs in its own process, as in a cluster: the Actions emulator and the
+Kubernetes emulator (`bench.emulators`; the kubelet runs the Actions emulator's simulated runners
+as the runner containers, over one WebSocket), the real listener (`gha-listener`, with
+`--jobs`), and the `gha-controller` reconcilers, either in this process's event loop (installed
+by `controller.app.install_reconcilers` as the process does, production settings, 4 workers) or,
+with `--controller-process`, as the real `gha-controller` process (its CPU time and memory are
+reported), read through its /metrics endpoint. This process only drives the phases and reads
+the counts from the emulators' admin endpoints; each process's CPU time comes from /proc.
 
 1. Scale-up: the EphemeralRunnerSet is patched to N replicas (what the listener sends, by a user
    of its own) and timed until all N EphemeralRunners exist, their pods run, and each runner is
@@ -15,9 +17,11 @@ real `gha-controller` process instead (its own core; its CPU time is reported), 
    completed and the set is back to 0 replicas, no runner and no pod left, controllers idle.
 
 Counted per runner: Kubernetes requests by user, verb and resource (informer lists and watches
-are shown apart: they are per process, not per runner), Actions requests by sender (the
-User-Agent's subsystem), reconciles, predicate drops and lazy copies per controller; and the
-same per-runner counts against ARC's figures (docs/reconcilers.md#arcs-figures).
+are shown apart: they are per process, not per runner), kube-controller-manager's garbage
+collector's included (`gc`: docs/sandbox.md#the-garbage-collectors-requests), Actions requests
+by sender (the User-Agent's subsystem), reconciles, predicate drops and lazy copies per
+controller; and the same per-runner counts against ARC's figures
+(docs/reconcilers.md#arcs-figures), with and without the garbage collector on both sides.
 
     .venv/bin/python -m bench.controller_scale --runners 100 --jobs [--controller-process]
     .venv/bin/python -m bench.controller_scale --runners 10 --sets 100 --controller-process
@@ -54,6 +58,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controller.app import install_reconcilers
 from controller.runtime import Manager, RuntimeSettings
+from sandbox import leash
 from sandbox.kube.gc import GC_USER
 from shared.typedefs import JSONDict
 
@@ -336,7 +341,7 @@ async def _child(
     log = workdir / f"{name}.log"
     with log.open("wb") as err:
         proc = await asyncio.create_subprocess_exec(
-            *args,
+            *leash.command(*args),
             stdout=asyncio.subprocess.PIPE,
             stderr=err,
             env=None if env is None else {**os.environ, **env},
