@@ -15,6 +15,8 @@ the counts from the emulators' admin endpoints; each process's CPU time comes fr
 2. With `--jobs`: N jobs are queued on the Actions emulator (direct assignment, as github.com
    does) and the listener is started; the idle runners take them. Timed until every job has
    completed and the set is back to 0 replicas, no runner and no pod left, controllers idle.
+   The jobs must outlast the listener process's start (its first statistics then count them;
+   started later, with `minRunners` 0, it scales the finished set down and the next message up).
 
 Counted per runner: Kubernetes requests by user, verb and resource (informer lists and watches
 are shown apart: they are per process, not per runner), kube-controller-manager's garbage
@@ -411,6 +413,8 @@ class Bench:
         counts.actions.update(self.actions_state["counts"])
         counts.actions_errors.update(self.actions_state["errors"])
         counts.metrics = _metric_counts(await self.controller.metrics())
+        # What the Actions emulator's mutations cost it, counted: flat per runner as N grows.
+        counts.metrics["actions_emulator_waiter_checks all"] = self.actions_state["checks"]
         counts.cpu["bench process"] = time.process_time()
         for child in self.children:
             if child.proc.returncode is None:

@@ -181,7 +181,13 @@ async def _actions(args: argparse.Namespace) -> None:
             while completed < len(jobs) and gh.state.jobs[jobs[completed]].state == "completed":
                 completed += 1
             return web.json_response(
-                {"counts": counts, "errors": errors, "jobs": len(jobs), "completed": completed}
+                {
+                    "counts": counts,
+                    "errors": errors,
+                    "jobs": len(jobs),
+                    "completed": completed,
+                    "checks": gh.state.data.checks,
+                }
             )
 
         async def enqueue(request: web.Request) -> web.Response:

@@ -27,7 +27,8 @@ RUNNERS = 3
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def result() -> AsyncIterator[Result]:
-    yield await run(runners=RUNNERS, jobs=True, job_seconds=1.0, within=60.0)
+    # The jobs outlast the listener process's start (bench/controller_scale.py, phase 2).
+    yield await run(runners=RUNNERS, jobs=True, job_seconds=5.0, within=60.0)
 
 
 async def test_each_runner_is_created_once_and_no_refill_follows_the_jobs(result: Result) -> None:
@@ -104,3 +105,11 @@ async def test_every_process_of_the_system_reports_its_cpu(result: Result) -> No
     scale_up, jobs = result.phases
     assert {"kube process", "actions process"} <= scale_up.counts.cpu.keys()
     assert "listener process" in jobs.counts.cpu
+
+
+async def test_runners_coming_online_check_no_waiting_runner(result: Result) -> None:
+    """The scale-up wakes nobody in the Actions emulator: each simulated runner waits on its own
+    key, which only a job for it touches; the jobs phase checks the runners it binds."""
+    scale_up, jobs = result.phases
+    assert scale_up.counts.metric("actions_emulator_waiter_checks", "all") == 0
+    assert jobs.counts.metric("actions_emulator_waiter_checks", "all") > 0
