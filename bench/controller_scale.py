@@ -338,13 +338,21 @@ class Child:
 
 @contextlib.asynccontextmanager
 async def _child(
-    name: str, args: list[str], workdir: Path, env: dict[str, str] | None = None
+    name: str,
+    args: list[str],
+    workdir: Path,
+    env: dict[str, str] | None = None,
+    *,
+    first_line: bool = False,
 ) -> AsyncIterator[Child]:
+    """A leashed child process logging to `<name>.log`; with `first_line` its stdout is a pipe
+    for the one line it prints once it serves (a child that logs to stdout must not have one:
+    unread, the pipe fills, the child blocks on its next log line and never exits)."""
     log = workdir / f"{name}.log"
     with log.open("wb") as err:
         proc = await asyncio.create_subprocess_exec(
             *leash.command(*args),
-            stdout=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE if first_line else err,
             stderr=err,
             env=None if env is None else {**os.environ, **env},
         )
@@ -601,7 +609,12 @@ async def run(
         workdir = logs or Path(tmp)
         async with (
             aiohttp.ClientSession() as http,
-            _child("actions", [*emulators, "actions", f"--sets={','.join(names)}"], workdir) as gh,
+            _child(
+                "actions",
+                [*emulators, "actions", f"--sets={','.join(names)}"],
+                workdir,
+                first_line=True,
+            ) as gh,
         ):
             actions = await _read_line(gh.proc, gh.log, "the Actions emulator")
             kube_args = [
@@ -612,7 +625,7 @@ async def run(
                 f"--workdir={workdir}",
                 f"--unrelated-pods={unrelated_pods}",
             ]
-            async with _child("kube", kube_args, workdir) as kube:
+            async with _child("kube", kube_args, workdir, first_line=True) as kube:
                 kube_line = await _read_line(kube.proc, kube.log, "the Kubernetes emulator")
                 admin_kubeconfig = workdir / "controller.kubeconfig"
                 controller = (
