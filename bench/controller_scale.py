@@ -13,10 +13,11 @@ the counts from the emulators' admin endpoints; each process's CPU time comes fr
    of its own) and timed until all N EphemeralRunners exist, their pods run, and each runner is
    `Pending` with `ready: true` (registered, idle); then until the controllers are idle.
 2. With `--jobs`: N jobs are queued on the Actions emulator (direct assignment, as github.com
-   does) and the listener is started; the idle runners take them. Timed until every job has
-   completed and the set is back to 0 replicas, no runner and no pod left, controllers idle.
-   The jobs must outlast the listener process's start (its first statistics then count them;
-   started later, with `minRunners` 0, it scales the finished set down and the next message up).
+   does) and the listener is started; the idle runners take them, and the jobs run 5 s
+   (`--job-seconds`) from when the listener has its session (until then they are held: a job
+   done before its first statistics would leave it to scale the idle set to 0 and back up).
+   Timed until every job has completed and the set is back to 0 replicas, no runner and no pod
+   left, controllers idle.
 
 Counted per runner: Kubernetes requests by user, verb and resource (informer lists and watches
 are shown apart: they are per process, not per runner), kube-controller-manager's garbage
@@ -402,12 +403,26 @@ class Bench:
         self.kube_state = await self._get(self.kube_admin + "/state")
         self.actions_state = await self._get(self.actions_admin + "/state")
 
-    async def enqueue_jobs(self, count: int, *, label: str, duration: float) -> None:
-        body = {"count": count, "label": label, "duration": duration}
+    async def _post(self, path: str, body: JSONDict) -> None:
         async with self.http.post(
-            self.actions_admin + "/jobs", json=body, timeout=aiohttp.ClientTimeout(120)
+            self.actions_admin + path, json=body, timeout=aiohttp.ClientTimeout(120)
         ) as reply:
             reply.raise_for_status()
+
+    async def enqueue_held_jobs(self, count: int, *, label: str) -> None:
+        """Jobs that run (their runners busy) until `release_jobs`."""
+        await self._post("/jobs", {"count": count, "label": label})
+
+    async def release_jobs(self, duration: float) -> None:
+        await self._post("/release", {"duration": duration})
+
+    def listener_has_session(self, before: int) -> Callable[[], Awaitable[bool]]:
+        async def created() -> bool:
+            await self.refresh()
+            made: bool = self.actions_state["counts"].get("listener create_session", 0) > before
+            return made
+
+        return created
 
     async def snapshot(self) -> Counts:
         await self.refresh()
@@ -531,9 +546,10 @@ async def _subprocess(
     log = workdir / "controller.log"
     async with aiohttp.ClientSession() as http:
         with log.open("wb") as out:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, *args, stdout=out, stderr=out, cwd=source
-            )
+            # Leashed (dies with this process) unless it runs another tree, which may predate
+            # `sandbox.leash`.
+            argv = [sys.executable, *args] if source else leash.command(sys.executable, *args)
+            proc = await asyncio.create_subprocess_exec(*argv, stdout=out, stderr=out, cwd=source)
         try:
             ready_url = f"http://127.0.0.1:{health_port}/readyz"
             deadline = time.monotonic() + 60
@@ -735,11 +751,20 @@ async def _jobs(
     the set is back at 0, with no runner and no pod left."""
     before = await bench.snapshot()
     started = time.monotonic()
-    await bench.enqueue_jobs(runners, label=SCALE_SET, duration=job_seconds)
+    # The jobs are held until the listener has its session, as for a listener already running
+    # when they come: jobs done before its first statistics would leave it to scale the idle
+    # set to 0 (`minRunners` 0) and the backlog of their messages back up.
+    await bench.enqueue_held_jobs(runners, label=SCALE_SET)
     listener_args = [sys.executable, "-m", "listener"]
     async with _child("listener", listener_args, workdir, env) as listener:
         bench.children.append(listener)
         try:
+            await bench.until(
+                bench.listener_has_session(before.actions["listener create_session"]),
+                within=within,
+                what="the listener's session",
+            )
+            await bench.release_jobs(job_seconds)
             done = await bench.until(
                 bench.jobs_done_and_empty,
                 within=within,

@@ -38,6 +38,8 @@ ERS_KEY = ("actions.github.com", "ephemeralrunnersets")
 ER_KEY = ("actions.github.com", "ephemeralrunners")
 POD_KEY = ("", "pods")
 SCALER_USER = "bench-scaler"
+# A held job's duration: it runs until the bench releases it.
+HELD = 86400.0
 
 
 def subsystem(headers: dict[str, str]) -> str:
@@ -191,18 +193,36 @@ async def _actions(args: argparse.Namespace) -> None:
             )
 
         async def enqueue(request: web.Request) -> web.Response:
+            """Queue `count` jobs that run until released (`/release`)."""
             body = await request.json()
             for index in range(int(body["count"])):
                 jobs.append(
                     gh.enqueue_job(
-                        labels=[str(body["label"])],
-                        duration=float(body["duration"]),
-                        display_name=f"job-{index}",
+                        labels=[str(body["label"])], duration=HELD, display_name=f"job-{index}"
                     )
                 )
             return web.json_response({"jobs": len(jobs)})
 
-        admin, admin_url = await _serve_admin({"/state": state, "/jobs": enqueue})
+        def finish(job_id: int) -> None:
+            if gh.state.jobs[job_id].state == "started":
+                gh.complete_job(job_id)
+
+        async def release(request: web.Request) -> web.Response:
+            """The held jobs run `duration` seconds more: from now if started, else from their
+            start."""
+            seconds = float((await request.json())["duration"])
+            loop = asyncio.get_running_loop()
+            for job_id in jobs:
+                job = gh.state.jobs[job_id]
+                if job.state == "started":
+                    loop.call_later(seconds, finish, job_id)
+                elif job.state != "completed":
+                    job.duration = seconds
+            return web.json_response({})
+
+        admin, admin_url = await _serve_admin(
+            {"/state": state, "/jobs": enqueue, "/release": release}
+        )
         try:
             print(
                 json.dumps(

