@@ -1,23 +1,30 @@
 """The controller at scale: one EphemeralRunnerSet scaled to N runners, what one runner costs.
 
-Both emulators, the `gha-controller` reconcilers (installed by `controller.app.install_reconcilers`
-as the process does, production settings, 4 workers) and, with `--jobs`, the real
-listener all run in this process over loopback HTTP; the kubelet runs the Actions emulator's
-simulated runners as the runner containers. With `--controller-process` the controller is the
-real `gha-controller` process instead (its own core; its CPU time is reported), read through its
-/metrics endpoint.
+Each part of the system runs in its own process, as in a cluster: the Actions emulator and the
+Kubernetes emulator (`bench.emulators`; the kubelet runs the Actions emulator's simulated runners
+as the runner containers, over one WebSocket), the real listener (`gha-listener`, with
+`--jobs`), and the `gha-controller` reconcilers, either in this process's event loop (installed
+by `controller.app.install_reconcilers` as the process does, production settings, 4 workers) or,
+with `--controller-process`, as the real `gha-controller` process (its CPU time and memory are
+reported), read through its /metrics endpoint. This process only drives the phases and reads
+the counts from the emulators' admin endpoints; each process's CPU time comes from /proc.
 
 1. Scale-up: the EphemeralRunnerSet is patched to N replicas (what the listener sends, by a user
    of its own) and timed until all N EphemeralRunners exist, their pods run, and each runner is
    `Pending` with `ready: true` (registered, idle); then until the controllers are idle.
 2. With `--jobs`: N jobs are queued on the Actions emulator (direct assignment, as github.com
-   does) and the listener is started; the idle runners take them. Timed until every job has
-   completed and the set is back to 0 replicas, no runner and no pod left, controllers idle.
+   does) and the listener is started; the idle runners take them, and the jobs run 5 s
+   (`--job-seconds`) from when the listener has its session (until then they are held: a job
+   done before its first statistics would leave it to scale the idle set to 0 and back up).
+   Timed until every job has completed and the set is back to 0 replicas, no runner and no pod
+   left, controllers idle.
 
 Counted per runner: Kubernetes requests by user, verb and resource (informer lists and watches
-are shown apart: they are per process, not per runner), Actions requests by sender (the
-User-Agent's subsystem), reconciles, predicate drops and lazy copies per controller; and the
-same per-runner counts against ARC's figures (docs/reconcilers.md#arcs-figures).
+are shown apart: they are per process, not per runner), kube-controller-manager's garbage
+collector's included (`gc`: docs/sandbox.md#the-garbage-collectors-requests), Actions requests
+by sender (the User-Agent's subsystem), reconciles, predicate drops and lazy copies per
+controller; and the same per-runner counts against ARC's figures
+(docs/reconcilers.md#arcs-figures), with and without the garbage collector on both sides.
 
     .venv/bin/python -m bench.controller_scale --runners 100 --jobs [--controller-process]
     .venv/bin/python -m bench.controller_scale --runners 10 --sets 100 --controller-process
@@ -43,24 +50,19 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import aiohttp
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, config
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.app import install_reconcilers
 from controller.runtime import Manager, RuntimeSettings
-from listener.app import credentials_of, serve
-from listener.config import ListenerSettings
-from sandbox.actions.emulator import ActionsEmulator
-from sandbox.demo.cluster import runner_set, setup_cluster
-from sandbox.kube.emulator import KubeEmulator
-from sandbox.kube.store import Event as StoreEvent
-from sandbox.kube.store import Store
+from sandbox import leash
+from sandbox.kube.gc import GC_USER
 from shared.typedefs import JSONDict
 
 NAMESPACE = "bench"
@@ -68,7 +70,12 @@ SCALE_SET = "scale-runners"
 CONTROLLER_USER = "kubernetes-admin"
 SCALER_USER = "bench-scaler"
 LISTENER_USER = f"system:serviceaccount:{NAMESPACE}:gha-listener"
-USERS = {CONTROLLER_USER: "controller", SCALER_USER: "scaler", LISTENER_USER: "listener"}
+USERS = {
+    CONTROLLER_USER: "controller",
+    SCALER_USER: "scaler",
+    LISTENER_USER: "listener",
+    GC_USER: "gc",
+}
 ERS_KEY = ("actions.github.com", "ephemeralrunnersets")
 ER_KEY = ("actions.github.com", "ephemeralrunners")
 POD_KEY = ("", "pods")
@@ -85,6 +92,10 @@ ARC_LISTENER_KUBE = (3, 4)
 # Actions requests: controller 2 (generatejitconfig and the agent DELETE), listener 4 / 6.
 ARC_CONTROLLER_ACTIONS = (2, 2)
 ARC_LISTENER_ACTIONS = (4, 6)
+# kube-controller-manager's garbage collector: ARC deletes the runner's pod and JIT Secret
+# itself (in its 10 writes above) before it lets the runner go, so the collector finds no
+# dependent left to delete (docs/sandbox.md#the-garbage-collectors-requests).
+ARC_GC_KUBE = (0, 0)
 # Reconciles: (ARC as it is, ARC with this project's projection predicates).
 ARC_RECONCILES = {"ephemeralrunner": (14, 13), "ephemeralrunnerset": (15, 14)}
 # Scale-up only (to a registered, idle, ready runner), ER and ERS controllers without the
@@ -237,17 +248,6 @@ def _gauge(text: str, name: str) -> float:
     )
 
 
-def _subsystem(headers: dict[str, str]) -> str:
-    try:
-        agent = json.loads(headers.get("User-Agent", ""))
-    except ValueError:
-        return "other"
-    subsystem = agent.get("subsystem") if isinstance(agent, dict) else None
-    return {"gha-scale-set-controller": "controller", "ghalistener": "listener"}.get(
-        str(subsystem), "other"
-    )
-
-
 class ControllerHandle(Protocol):
     """The controller under measurement, in this process or in its own."""
 
@@ -290,11 +290,7 @@ class Subprocess:
             return await reply.text()
 
     def cpu_seconds(self) -> float | None:
-        # /proc/<pid>/stat fields 14 and 15 (user and system time, in clock ticks); the command
-        # name in parentheses may hold spaces, so count from its closing parenthesis.
-        stat = Path(f"/proc/{self.pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2 :].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return _cpu_seconds(self.pid)
 
     def memory_kib(self) -> tuple[int, int] | None:
         status = Path(f"/proc/{self.pid}/status").read_text()
@@ -302,114 +298,167 @@ class Subprocess:
         return int(found["VmRSS"]), int(found["VmHWM"])
 
 
-class Tracker:
-    """The bench namespace's runners and pods, followed through the store's events.
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-2000:]
 
-    Polling a phase's condition by scanning every runner and pod cost O(N) per poll, so O(N^2)
-    over a scale-up whose length grows with N: at 2,500 runners the polls were 15 % of this
-    process's CPU. Each event costs O(1) here instead."""
 
-    def __init__(self, store: Store) -> None:
-        self._subscription = store.subscribe({ER_KEY, POD_KEY})
-        self._runners: dict[str, bool] = {}
-        """Name: Pending with `ready: true`."""
-        self._pods: dict[str, bool] = {}
-        """Name: Running."""
-        self._ready: set[str] = set()
-        """Runners Pending and ready whose pod runs."""
-        for key in (ER_KEY, POD_KEY):
-            for obj in store.items(key, NAMESPACE):
-                self._apply(key, obj, deleted=False)
+async def _read_line(proc: asyncio.subprocess.Process, log: Path, what: str) -> JSONDict:
+    """The one JSON line a `bench.emulators` process prints once it serves."""
+    assert proc.stdout is not None
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), 120)
+    except TimeoutError:
+        line = b""
+    if not line:
+        raise RuntimeError(f"{what} did not start: {_tail(log)}")
+    answer: JSONDict = json.loads(line)
+    return answer
 
-    @property
-    def runners(self) -> int:
-        return len(self._runners)
 
-    @property
-    def pods(self) -> int:
-        return len(self._pods)
+@dataclass
+class Child:
+    """A process of the system under measurement: its pid for /proc, its log."""
 
-    @property
-    def ready(self) -> int:
-        return len(self._ready)
+    name: str
+    proc: asyncio.subprocess.Process
+    log: Path
 
-    def catch_up(self) -> None:
-        """Apply the events published since the last call."""
-        queue = self._subscription.queue
-        while not queue.empty():
-            event = queue.get_nowait()
-            if isinstance(event, StoreEvent):
-                self._apply(event.key, event.obj, deleted=event.type == "DELETED")
+    def cpu_seconds(self) -> float:
+        return _cpu_seconds(self.proc.pid)
 
-    def _apply(self, key: tuple[str, str], obj: JSONDict, *, deleted: bool) -> None:
-        meta = obj["metadata"]
-        if meta.get("namespace") != NAMESPACE:
-            return
-        name = meta["name"]
-        status = obj.get("status") or {}
-        if key == ER_KEY:
-            table = self._runners
-            good = status.get("phase") == "Pending" and status.get("ready") is True
-        else:
-            table = self._pods
-            good = status.get("phase") == "Running"
-        if deleted:
-            table.pop(name, None)
-        else:
-            table[name] = good
-        if self._runners.get(name) and self._pods.get(name):
-            self._ready.add(name)
-        else:
-            self._ready.discard(name)
+    async def stop(self) -> int:
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), 60)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        return self.proc.returncode or 0
+
+
+@contextlib.asynccontextmanager
+async def _child(
+    name: str,
+    args: list[str],
+    workdir: Path,
+    env: dict[str, str] | None = None,
+    *,
+    first_line: bool = False,
+) -> AsyncIterator[Child]:
+    """A leashed child process logging to `<name>.log`; with `first_line` its stdout is a pipe
+    for the one line it prints once it serves (a child that logs to stdout must not have one:
+    unread, the pipe fills, the child blocks on its next log line and never exits)."""
+    log = workdir / f"{name}.log"
+    with log.open("wb") as err:
+        proc = await asyncio.create_subprocess_exec(
+            *leash.command(*args),
+            stdout=asyncio.subprocess.PIPE if first_line else err,
+            stderr=err,
+            env=None if env is None else {**os.environ, **env},
+        )
+    child = Child(name, proc, log)
+    try:
+        yield child
+    finally:
+        await child.stop()
+
+
+def _cpu_seconds(pid: int) -> float:
+    # /proc/<pid>/stat fields 14 and 15 (user and system time, in clock ticks); the command
+    # name in parentheses may hold spaces, so count from its closing parenthesis.
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Bench:
+    """The phases' view of the system: the emulators' admin endpoints, the controller's
+    metrics, the processes' CPU time."""
+
     def __init__(
-        self, *, kube: KubeEmulator, gh: ActionsEmulator, controller: ControllerHandle
+        self,
+        *,
+        http: aiohttp.ClientSession,
+        kube_admin: str,
+        actions_admin: str,
+        controller: ControllerHandle,
+        children: list[Child],
     ) -> None:
-        self.kube = kube
-        self.gh = gh
+        self.http = http
+        self.kube_admin = kube_admin
+        self.actions_admin = actions_admin
         self.controller = controller
-        self.tracker = Tracker(kube.store)
-        self._jobs_done = 0
+        self.children = children
+        self.kube_state: JSONDict = {}
+        self.actions_state: JSONDict = {}
+
+    async def _get(self, url: str) -> JSONDict:
+        async with self.http.get(url, timeout=aiohttp.ClientTimeout(60)) as reply:
+            reply.raise_for_status()
+            answer: JSONDict = await reply.json()
+            return answer
+
+    async def refresh(self) -> None:
+        self.kube_state = await self._get(self.kube_admin + "/state")
+        self.actions_state = await self._get(self.actions_admin + "/state")
+
+    async def _post(self, path: str, body: JSONDict) -> None:
+        async with self.http.post(
+            self.actions_admin + path, json=body, timeout=aiohttp.ClientTimeout(120)
+        ) as reply:
+            reply.raise_for_status()
+
+    async def enqueue_held_jobs(self, count: int, *, label: str) -> None:
+        """Jobs that run (their runners busy) until `release_jobs`."""
+        await self._post("/jobs", {"count": count, "label": label})
+
+    async def release_jobs(self, duration: float) -> None:
+        await self._post("/release", {"duration": duration})
+
+    def listener_has_session(self, before: int) -> Callable[[], Awaitable[bool]]:
+        async def created() -> bool:
+            await self.refresh()
+            made: bool = self.actions_state["counts"].get("listener create_session", 0) > before
+            return made
+
+        return created
 
     async def snapshot(self) -> Counts:
+        await self.refresh()
         counts = Counts()
-        for r in self.kube.requests.log:
-            if r.namespace not in (NAMESPACE, ""):
-                continue
-            who = USERS.get(r.user, "other")
-            resource = f"{r.resource}/{r.subresource}" if r.subresource else r.resource
-            counts.kube[f"{who} {r.verb} {resource}"] += 1
-            if r.code >= 400:
-                counts.kube_errors[f"{who} {r.verb} {resource} {r.code}"] += 1
-        for a in self.gh.state.requests:
-            counts.actions[f"{_subsystem(a.headers)} {a.endpoint}"] += 1
-            if a.status >= 400:
-                counts.actions_errors[f"{_subsystem(a.headers)} {a.endpoint} {a.status}"] += 1
+        for key, n in self.kube_state["counts"].items():
+            user, verb, resource = key.split("\t")
+            counts.kube[f"{USERS.get(user, 'other')} {verb} {resource}"] += n
+        for key, n in self.kube_state["errors"].items():
+            user, verb, resource, code = key.split("\t")
+            counts.kube_errors[f"{USERS.get(user, 'other')} {verb} {resource} {code}"] += n
+        counts.actions.update(self.actions_state["counts"])
+        counts.actions_errors.update(self.actions_state["errors"])
         counts.metrics = _metric_counts(await self.controller.metrics())
-        controller_cpu = self.controller.cpu_seconds()
+        # What the Actions emulator's mutations cost it, counted: flat per runner as N grows.
+        counts.metrics["actions_emulator_waiter_checks all"] = self.actions_state["checks"]
         counts.cpu["bench process"] = time.process_time()
+        for child in self.children:
+            if child.proc.returncode is None:
+                counts.cpu[f"{child.name} process"] = child.cpu_seconds()
+        controller_cpu = self.controller.cpu_seconds()
         if controller_cpu is not None:
             counts.cpu["controller process"] = controller_cpu
         return counts
 
-    def all_pending_ready(self, n: int) -> bool:
-        self.tracker.catch_up()
-        return self.tracker.runners == n and self.tracker.ready == n
+    async def all_pending_ready(self, n: int) -> bool:
+        await self.refresh()
+        ready: bool = self.kube_state["runners"] == n and self.kube_state["ready"] == n
+        return ready
 
-    def jobs_done_and_empty(self, jobs: list[int]) -> bool:
-        # Jobs complete about in order: resume from the first one not seen completed.
-        while self._jobs_done < len(jobs) and (
-            self.gh.state.jobs[jobs[self._jobs_done]].state == "completed"
-        ):
-            self._jobs_done += 1
-        if self._jobs_done < len(jobs):
+    async def jobs_done_and_empty(self) -> bool:
+        await self.refresh()
+        jobs = self.actions_state
+        if jobs["completed"] < jobs["jobs"]:
             return False
-        self.tracker.catch_up()
-        runner_set = self.kube.store.get(ERS_KEY, NAMESPACE, SCALE_SET) or {}
-        replicas = (runner_set.get("spec") or {}).get("replicas") or 0
-        return replicas == 0 and self.tracker.runners == 0 and self.tracker.pods == 0
+        state = self.kube_state
+        return not any(state["replicas"].values()) and state["runners"] == 0 and state["pods"] == 0
 
     async def idle(self) -> bool:
         text = await self.controller.metrics()
@@ -418,12 +467,17 @@ class Bench:
             and _gauge(text, "controller_runtime_active_workers") == 0
         )
 
-    async def until(self, condition: Callable[[], bool], *, within: float, what: str) -> float:
+    async def until(
+        self, condition: Callable[[], Awaitable[bool]], *, within: float, what: str
+    ) -> float:
         """Seconds until `condition()` held; fails after `within` seconds."""
         started = time.monotonic()
-        while not condition():
+        while not await condition():
             if time.monotonic() - started > within:
                 raise TimeoutError(f"{what}: not reached within {within:.0f}s")
+            for child in self.children:
+                if child.proc.returncode is not None:
+                    raise RuntimeError(f"the {child.name} process exited: {_tail(child.log)}")
             await asyncio.sleep(POLL)
         return time.monotonic() - started
 
@@ -433,8 +487,10 @@ class Bench:
         seen = -1
         quiet_since = time.monotonic()
         while time.monotonic() < deadline:
-            if len(self.kube.requests.log) != seen or not await self.idle():
-                seen = len(self.kube.requests.log)
+            await self.refresh()
+            total = self.kube_state["requests"]
+            if total != seen or not await self.idle():
+                seen = total
                 quiet_since = time.monotonic()
             elif time.monotonic() - quiet_since >= 0.5:
                 return
@@ -443,9 +499,11 @@ class Bench:
 
 
 @contextlib.asynccontextmanager
-async def _in_process(kube: KubeEmulator) -> AsyncIterator[ControllerHandle]:
+async def _in_process(kubeconfig: Path) -> AsyncIterator[ControllerHandle]:
     """The reconcilers `gha-controller` installs, on a manager in this event loop."""
-    async with client.ApiClient(await kube.configuration()) as api:
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    async with client.ApiClient(configuration) as api:
         manager = Manager(
             api=api,
             settings=RuntimeSettings(namespaces=frozenset({NAMESPACE}), leader_election=None),
@@ -469,12 +527,10 @@ def _free_port() -> int:
 
 @contextlib.asynccontextmanager
 async def _subprocess(
-    kube: KubeEmulator, workdir: Path, source: Path | None = None
+    kubeconfig: Path, workdir: Path, source: Path | None = None
 ) -> AsyncIterator[ControllerHandle]:
     """`gha-controller` in its own process (own interpreter, own core), as in a cluster; with
     `source`, the `controller` package of that tree (`python -m` imports from its directory)."""
-    kubeconfig = workdir / "controller.kubeconfig"
-    kube.write_kubeconfig(kubeconfig)
     metrics_port, health_port = _free_port(), _free_port()
     args = [
         "-m",
@@ -490,15 +546,16 @@ async def _subprocess(
     log = workdir / "controller.log"
     async with aiohttp.ClientSession() as http:
         with log.open("wb") as out:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, *args, stdout=out, stderr=out, cwd=source
-            )
+            # Leashed (dies with this process) unless it runs another tree, which may predate
+            # `sandbox.leash`.
+            argv = [sys.executable, *args] if source else leash.command(sys.executable, *args)
+            proc = await asyncio.create_subprocess_exec(*argv, stdout=out, stderr=out, cwd=source)
         try:
             ready_url = f"http://127.0.0.1:{health_port}/readyz"
             deadline = time.monotonic() + 60
             while True:
                 if proc.returncode is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"gha-controller did not start: {log.read_text()[-2000:]}")
+                    raise RuntimeError(f"gha-controller did not start: {_tail(log)}")
                 with contextlib.suppress(aiohttp.ClientError):
                     async with http.get(ready_url, timeout=aiohttp.ClientTimeout(5)) as reply:
                         if reply.status == 200:
@@ -517,55 +574,29 @@ async def _subprocess(
                     await proc.wait()
 
 
-@contextlib.contextmanager
-def _kubeconfig_env(path: Path) -> Iterator[None]:
-    """The listener reads its cluster from KUBECONFIG, as in a pod-less run."""
-    before = os.environ.get("KUBECONFIG")
-    os.environ["KUBECONFIG"] = str(path)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("KUBECONFIG", None)
-        else:
-            os.environ["KUBECONFIG"] = before
-
-
-def unrelated_pod(index: int) -> JSONDict:
-    """A pod of another application, as a Deployment makes it: labels, an owner, plain env
-    values, probes and resources; bound to another node."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"web-7d4b9c8f6d-{index:05d}",
-            "namespace": NAMESPACE,
-            "labels": {"app": "web", "pod-template-hash": "7d4b9c8f6d", "tier": "frontend"},
-            "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
-        },
-        "spec": {
-            "nodeName": "another-node",
-            "containers": [
-                {
-                    "name": "web",
-                    "image": "registry.example.com/shop/web:2.14.3",
-                    "ports": [{"containerPort": 8080, "name": "http"}],
-                    "env": [
-                        {"name": f"SETTING_{k}", "value": f"value-{k}-{index}"} for k in range(12)
-                    ],
-                    "resources": {
-                        "requests": {"cpu": "100m", "memory": "128Mi"},
-                        "limits": {"memory": "256Mi"},
-                    },
-                    "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}},
-                }
-            ],
-        },
-    }
-
-
 def _load() -> tuple[float, float, float]:
     return os.getloadavg()
+
+
+def _listener_config(workdir: Path, actions: JSONDict, *, scale_set_id: int, runners: int) -> Path:
+    """The listener's config file, as the controller writes it for the listener pod."""
+    path = workdir / "listener-config.json"
+    path.write_text(
+        json.dumps(
+            {
+                "configure_url": actions["config_url"],
+                "github_token": actions["pat"],
+                "ephemeral_runner_set_namespace": NAMESPACE,
+                "ephemeral_runner_set_name": SCALE_SET,
+                "runner_scale_set_id": scale_set_id,
+                "min_runners": 0,
+                "max_runners": runners,
+                "metrics_addr": "",
+            }
+        )
+    )
+    path.chmod(0o600)
+    return path
 
 
 async def run(
@@ -580,82 +611,81 @@ async def run(
     unrelated_pods: int = 0,
     controller_source: Path | None = None,
 ) -> Result:
-    """Both phases against fresh emulators; raises TimeoutError when a phase does not finish.
+    """Both phases against fresh emulators, each in its own process; raises TimeoutError when a
+    phase does not finish.
 
     `sets` > 1: that many EphemeralRunnerSets of `runners` each in the one namespace, all
     scaled up at once (the scale-up phase only); counts are per runner of all of them."""
     if sets > 1 and jobs:
         raise ValueError("the jobs phase runs one set's listener: use sets=1 with jobs")
     phases: list[Phase] = []
-    async with (
-        ActionsEmulator(require_acquire=False) as gh,
-        KubeEmulator(container_runtime=gh.runtime) as kube,
-    ):
-        pat = gh.add_pat()
-        scale_set = gh.state.create_scale_set(
-            name=SCALE_SET, runner_group_id=1, labels=[], runner_setting={}
-        )
-        setup_cluster(
-            kube,
-            config_url=gh.config_url(),
-            pat=pat,
-            scale_set_id=scale_set.id,
-            namespace=NAMESPACE,
-            name=SCALE_SET,
-        )
-        for index in range(unrelated_pods):
-            kube.apply(unrelated_pod(index))
-        names = [SCALE_SET] + [f"{SCALE_SET}-{index}" for index in range(1, sets)]
-        for name in names[1:]:
-            other = gh.state.create_scale_set(
-                name=name, runner_group_id=1, labels=[], runner_setting={}
-            )
-            kube.apply(
-                runner_set(
-                    name=name,
-                    namespace=NAMESPACE,
-                    config_url=gh.config_url(),
-                    scale_set_id=other.id,
+    names = [SCALE_SET] + [f"{SCALE_SET}-{index}" for index in range(1, sets)]
+    emulators = [sys.executable, "-m", "bench.emulators"]
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = logs or Path(tmp)
+        async with (
+            aiohttp.ClientSession() as http,
+            _child(
+                "actions",
+                [*emulators, "actions", f"--sets={','.join(names)}"],
+                workdir,
+                first_line=True,
+            ) as gh,
+        ):
+            actions = await _read_line(gh.proc, gh.log, "the Actions emulator")
+            kube_args = [
+                *emulators,
+                "kube",
+                f"--actions={json.dumps(actions)}",
+                f"--namespace={NAMESPACE}",
+                f"--workdir={workdir}",
+                f"--unrelated-pods={unrelated_pods}",
+            ]
+            async with _child("kube", kube_args, workdir, first_line=True) as kube:
+                kube_line = await _read_line(kube.proc, kube.log, "the Kubernetes emulator")
+                admin_kubeconfig = workdir / "controller.kubeconfig"
+                controller = (
+                    _subprocess(admin_kubeconfig, workdir, controller_source)
+                    if controller_process
+                    else _in_process(admin_kubeconfig)
                 )
-            )
-        with tempfile.TemporaryDirectory() as tmp:
-            workdir = logs or Path(tmp)
-            controller = (
-                _subprocess(kube, workdir, controller_source)
-                if controller_process
-                else _in_process(kube)
-            )
-            scaler_token = kube.user_token(SCALER_USER, ["system:masters"])
-            async with (
-                client.ApiClient(await kube.configuration(token=scaler_token)) as scaler,
-                controller as handle,
-            ):
-                bench = Bench(kube=kube, gh=gh, controller=handle)
-                await bench.settle(within=within)
-                idle_memory = handle.memory_kib()
-                phases.append(
-                    await _scale_up(bench, scaler, runners=runners, sets=names, within=within)
+                scaler_config = client.Configuration()
+                await config.load_kube_config(
+                    config_file=str(workdir / "scaler.kubeconfig"),
+                    client_configuration=scaler_config,
                 )
-                if jobs:
-                    kubeconfig = workdir / "listener.kubeconfig"
-                    kube.write_kubeconfig(
-                        kubeconfig, token=kube.service_account_token(NAMESPACE, "gha-listener")
+                async with (
+                    client.ApiClient(scaler_config) as scaler,
+                    controller as handle,
+                ):
+                    bench = Bench(
+                        http=http,
+                        kube_admin=kube_line["admin"],
+                        actions_admin=actions["admin"],
+                        controller=handle,
+                        children=[gh, kube],
                     )
-                    settings = ListenerSettings(
-                        configure_url=gh.config_url(),
-                        github_token=pat,
-                        ephemeral_runner_set_namespace=NAMESPACE,
-                        ephemeral_runner_set_name=SCALE_SET,
-                        runner_scale_set_id=scale_set.id,
-                        min_runners=0,
-                        max_runners=runners,
-                        metrics_addr="",
+                    await bench.settle(within=within)
+                    idle_memory = handle.memory_kib()
+                    phases.append(
+                        await _scale_up(bench, scaler, runners=runners, sets=names, within=within)
                     )
-                    with _kubeconfig_env(kubeconfig):
+                    if jobs:
+                        config_path = _listener_config(
+                            workdir,
+                            actions,
+                            scale_set_id=actions["scale_sets"][SCALE_SET],
+                            runners=runners,
+                        )
+                        env = {
+                            "KUBECONFIG": str(workdir / "listener.kubeconfig"),
+                            "LISTENER_CONFIG_PATH": str(config_path),
+                        }
                         phases.append(
                             await _jobs(
                                 bench,
-                                settings,
+                                env,
+                                workdir,
                                 runners=runners,
                                 job_seconds=job_seconds,
                                 within=within,
@@ -710,33 +740,43 @@ async def _scale_up(
 
 async def _jobs(
     bench: Bench,
-    settings: ListenerSettings,
+    env: dict[str, str],
+    workdir: Path,
     *,
     runners: int,
     job_seconds: float,
     within: float,
 ) -> Phase:
+    """N jobs queued, then the real `gha-listener` process started; until every job is done and
+    the set is back at 0, with no runner and no pod left."""
     before = await bench.snapshot()
     started = time.monotonic()
-    job_ids = [
-        bench.gh.enqueue_job(labels=[SCALE_SET], duration=job_seconds, display_name=f"job-{i}")
-        for i in range(runners)
-    ]
-    stop = asyncio.Event()
-    listener = asyncio.create_task(serve(settings, credentials_of(settings), stop=stop))
-    try:
-        done = await bench.until(
-            lambda: bench.jobs_done_and_empty(job_ids),
-            within=within,
-            what="jobs completed and the set back to 0",
-        )
-        await bench.settle(within=within)
-        counts = (await bench.snapshot()) - before
-    finally:
-        stop.set()
-        code = await asyncio.wait_for(listener, 60)
+    # The jobs are held until the listener has its session, as for a listener already running
+    # when they come: jobs done before its first statistics would leave it to scale the idle
+    # set to 0 (`minRunners` 0) and the backlog of their messages back up.
+    await bench.enqueue_held_jobs(runners, label=SCALE_SET)
+    listener_args = [sys.executable, "-m", "listener"]
+    async with _child("listener", listener_args, workdir, env) as listener:
+        bench.children.append(listener)
+        try:
+            await bench.until(
+                bench.listener_has_session(before.actions["listener create_session"]),
+                within=within,
+                what="the listener's session",
+            )
+            await bench.release_jobs(job_seconds)
+            done = await bench.until(
+                bench.jobs_done_and_empty,
+                within=within,
+                what="jobs completed and the set back to 0",
+            )
+            await bench.settle(within=within)
+            counts = (await bench.snapshot()) - before
+        finally:
+            bench.children.remove(listener)
+        code = await listener.stop()
     if code != 0:
-        raise RuntimeError(f"the listener exited with {code}")
+        raise RuntimeError(f"the listener exited with {code}: {_tail(listener.log)}")
     return Phase(
         name="jobs",
         runners=runners,
@@ -799,6 +839,31 @@ def comparison(result: Result) -> list[tuple[str, float, str]]:
             "listener (and scale-up patch) Kubernetes requests",
             listener_kube,
             _ratio(listener_kube, ARC_LISTENER_KUBE),
+        ),
+    ]
+    gc = counts.kube_total("gc") / n
+    rows.append(
+        (
+            "garbage collector Kubernetes requests",
+            gc,
+            f"ARC: {ARC_GC_KUBE[0]} (it deletes the pod and JIT Secret itself)",
+        )
+    )
+    everyone = controller_kube + listener_kube + gc
+    arc_everyone = (
+        ARC_CONTROLLER_KUBE[0] + ARC_LISTENER_KUBE[0] + ARC_GC_KUBE[0],
+        ARC_CONTROLLER_KUBE[1] + ARC_LISTENER_KUBE[1] + ARC_GC_KUBE[1],
+    )
+    rows += [
+        (
+            "Kubernetes requests without the garbage collector (controller, listener)",
+            controller_kube + listener_kube,
+            _ratio(controller_kube + listener_kube, arc_everyone),
+        ),
+        (
+            "Kubernetes requests with the garbage collector",
+            everyone,
+            _ratio(everyone, arc_everyone),
         ),
     ]
     for who, arc in (("controller", ARC_CONTROLLER_ACTIONS), ("listener", ARC_LISTENER_ACTIONS)):

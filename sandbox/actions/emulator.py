@@ -11,6 +11,7 @@ from aiohttp import web
 from sandbox import tls
 from sandbox.actions.credentials import AppCredentials, CredentialStore
 from sandbox.actions.faults import Faults
+from sandbox.actions.remote import RUNTIME_PATH, RuntimeSocket
 from sandbox.actions.runtime import RunnerRuntime
 from sandbox.actions.server import (
     MESSAGE_QUEUE_PATH,
@@ -83,7 +84,9 @@ class ActionsEmulator:
             certificate = tls.generate((self._host, "localhost"))
             self.ca_pem = certificate.ca_pem
             context = certificate.server_context()
-        self._runner = web.AppRunner(self._app.build(), shutdown_timeout=1.0, access_log=None)
+        app = self._app.build()
+        app.router.add_get(RUNTIME_PATH, RuntimeSocket(self.runtime).handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port, ssl_context=context)
         try:

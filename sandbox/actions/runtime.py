@@ -78,7 +78,9 @@ class RunnerRuntime:
     async def _take_one_job(self, runner: Runner) -> int:
         state = self._state
         await state.wait_for(
-            lambda: runner.job_id is not None or runner.id not in state.runners, within=None
+            lambda: runner.job_id is not None or runner.id not in state.runners,
+            within=None,
+            key=("runner", runner.id),
         )
         if runner.job_id is None:
             log.info("runner %s was removed from the service, exiting", runner.name)
@@ -88,7 +90,9 @@ class RunnerRuntime:
             return 0
         state.start_job(job.id)
         try:
-            await state.wait_for(lambda: job.state == "completed", within=job.duration)
+            await state.wait_for(
+                lambda: job.state == "completed", within=job.duration, key=("job", job.id)
+            )
         except TimeoutError:
             state.finish_job(job.id)
         return 0

@@ -22,6 +22,7 @@ import logging
 from typing import Any
 
 from sandbox.kube.bootstrap import CONTROL_PLANE
+from sandbox.kube.faults import Request, Requests
 from sandbox.kube.registry import FOREGROUND, ORPHAN, Registry
 from sandbox.kube.status import ApiError
 from sandbox.kube.store import Event, Store, TypeKey
@@ -33,6 +34,9 @@ log = logging.getLogger("sandbox.kube.gc")
 NAMESPACES: TypeKey = ("", "namespaces")
 PODS: TypeKey = ("", "pods")
 RBAC_GROUP = "rbac.authorization.k8s.io"
+# kube-controller-manager's garbage collector as kubeadm runs it (`--use-service-account-
+# credentials`): each controller with its own ServiceAccount.
+GC_USER = "system:serviceaccount:kube-system:generic-garbage-collector"
 
 
 class Controllers:
@@ -44,6 +48,23 @@ class Controllers:
         self.dependents: dict[str, set[Ref]] = {}
         self.owners_of: dict[Ref, set[str]] = {}
         self.terminating: set[str] = set()
+        self.requests: Requests | None = None
+        """Where the garbage collector's requests are counted, as the real one sends them
+        (docs/sandbox.md#the-garbage-collectors-requests); None (the default) leaves them out of
+        the request log, as they were before."""
+
+    def _count(self, verb: str, key: TypeKey, ns: str, code: int = 200) -> None:
+        if self.requests is not None:
+            self.requests.record(
+                Request(
+                    verb=verb,
+                    resource=key[1],
+                    subresource="",
+                    user=GC_USER,
+                    namespace=ns,
+                    code=code,
+                )
+            )
 
     async def run(self) -> None:
         sub = self.store.subscribe(None)
@@ -146,30 +167,44 @@ class Controllers:
                 out.append((key, obj))
         return out
 
-    def _delete(self, key: TypeKey, obj: Obj, *, policy: str) -> None:
+    def _delete(self, key: TypeKey, obj: Obj, *, policy: str, collector: bool = False) -> None:
         rt = self.registry.catalog.preferred(*key)
         if rt is None:
             return
         meta = obj["metadata"]
-        with contextlib.suppress(ApiError):
+        ns = meta.get("namespace", "")
+        if collector:
+            # The real collector reads each dependent live before it deletes it.
+            self._count("get", key, ns)
+        code = 200
+        try:
             self.registry.delete(
                 rt,
-                ns=meta.get("namespace", ""),
+                ns=ns,
                 name=meta["name"],
                 options={"propagationPolicy": policy, "preconditions": {"uid": meta["uid"]}},
             )
+        except ApiError as exc:
+            code = exc.code
+        if collector:
+            self._count("delete", key, ns, code)
 
     def _collect(self, owner_uid: str) -> None:
         """Background: delete dependents once none of their owners exists."""
         for key, obj in self._objects(self.dependents.get(owner_uid, set())):
             owners = [o.get("uid") for o in obj["metadata"].get("ownerReferences") or []]
             if all(self.store.by_uid(str(u)) is None for u in owners):
-                self._delete(key, obj, policy="Background")
+                self._delete(key, obj, policy="Background", collector=True)
 
     def _foreground(self, ev: Event, uid: str) -> None:
         for key, obj in self._objects(self.dependents.get(uid, set())):
             if not obj["metadata"].get("deletionTimestamp"):
-                self._delete(key, obj, policy="Foreground")
+                # As the real collector: foreground again only for a dependent that has
+                # dependents of its own, otherwise background (no finalizer to remove later).
+                policy = (
+                    "Foreground" if self.dependents.get(obj["metadata"]["uid"]) else "Background"
+                )
+                self._delete(key, obj, policy=policy, collector=True)
         self._check_foreground(uid)
 
     def _check_foreground(self, uid: str) -> None:
@@ -198,6 +233,7 @@ class Controllers:
                 new["metadata"]["ownerReferences"] = refs
             else:
                 new["metadata"].pop("ownerReferences", None)
+            self._count("patch", key, obj["metadata"].get("namespace", ""))
             self.registry.commit(rt, cur=obj, new=new)
         owner = self.store.by_uid(uid)
         if owner is not None:
@@ -216,6 +252,8 @@ class Controllers:
             new["metadata"]["finalizers"] = remaining
         else:
             new["metadata"].pop("finalizers", None)
+        self._count("get", where[0], obj["metadata"].get("namespace", ""))
+        self._count("patch", where[0], obj["metadata"].get("namespace", ""))
         self.registry.commit(rt, cur=obj, new=new)
 
     def _sweep_namespace(self, name: str) -> None:

@@ -84,3 +84,31 @@ async def test_the_report_names_every_phase_and_comparison(result: Result) -> No
     assert "[scale-up]" in text
     assert "[jobs]" in text
     assert all(row[0] in text for row in comparison(result))
+
+
+async def test_the_garbage_collector_reads_then_deletes_each_pod_and_jit_secret(
+    result: Result,
+) -> None:
+    """The pods and JIT Secrets go with their runner through kube-controller-manager's garbage
+    collector, counted as it sends its requests: a GET and a DELETE per dependent."""
+    gc = {k: v for k, v in result.lifecycle().kube.items() if k.startswith("gc ")}
+    assert gc == {
+        "gc get pods": RUNNERS,
+        "gc delete pods": RUNNERS,
+        "gc get secrets": RUNNERS,
+        "gc delete secrets": RUNNERS,
+    }
+
+
+async def test_every_process_of_the_system_reports_its_cpu(result: Result) -> None:
+    scale_up, jobs = result.phases
+    assert {"kube process", "actions process"} <= scale_up.counts.cpu.keys()
+    assert "listener process" in jobs.counts.cpu
+
+
+async def test_runners_coming_online_check_no_waiting_runner(result: Result) -> None:
+    """The scale-up wakes nobody in the Actions emulator: each simulated runner waits on its own
+    key, which only a job for it touches; the jobs phase checks the runners it binds."""
+    scale_up, jobs = result.phases
+    assert scale_up.counts.metric("actions_emulator_waiter_checks", "all") == 0
+    assert jobs.counts.metric("actions_emulator_waiter_checks", "all") > 0

@@ -2,16 +2,20 @@
 mutation ends with, and the reads that several entities share.
 
 All mutations are synchronous and happen on the event loop, so no locks are needed; every
-mutation ends with `notify`, which checks each waiter's condition (`wait_for`, long polls,
-simulated runners) and wakes only those whose condition now holds: with thousands of idle
-simulated runners waiting for a job, resuming every one of them on every mutation made a burst
-quadratic (docs/sandbox-actions.md, Inspection).
+mutation ends with `notify`, which checks waiters' conditions (`wait_for`, long polls, simulated
+runners) and wakes only those whose condition now holds: with thousands of idle simulated runners
+waiting for a job, resuming every one of them on every mutation made a burst quadratic. A waiter
+may also name what its condition reads (`key`: a runner or a job); it is then checked only after a
+mutation that `touch`ed that key, so that one mutation costs O(1) checks however many runners
+wait, not one per waiting runner (docs/sandbox-actions.md, Inspection).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import heapq
+from collections import Counter
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +46,49 @@ def _always() -> bool:
     return True
 
 
+class RunnerTable(dict[int, Runner]):
+    """The registered runners by id, with an index by name (case-insensitive, as the service
+    compares them) kept in step, so that a JIT config's unique-name check is one lookup instead
+    of a walk over every runner."""
+
+    def __init__(self, on_removed: Callable[[int], None]) -> None:
+        super().__init__()
+        self._by_name: dict[str, Runner] = {}
+        self._on_removed = on_removed
+        self.per_set: Counter[int] = Counter()
+        """Registered runners by scale set."""
+        self.busy: Counter[int] = Counter()
+        """Registered runners with a job, by scale set (kept by `Runner.__setattr__`)."""
+
+    def __setitem__(self, runner_id: int, runner: Runner) -> None:
+        if runner_id in self:
+            del self[runner_id]
+        super().__setitem__(runner_id, runner)
+        self._by_name[runner.name.lower()] = runner
+        self.per_set[runner.scale_set_id] += 1
+        self.busy[runner.scale_set_id] += runner.job_id is not None
+        runner.busy = self.busy
+
+    def __delitem__(self, runner_id: int) -> None:
+        runner = self[runner_id]
+        super().__delitem__(runner_id)
+        self._by_name.pop(runner.name.lower(), None)
+        self.per_set[runner.scale_set_id] -= 1
+        self.busy[runner.scale_set_id] -= runner.job_id is not None
+        runner.busy = None
+        self._on_removed(runner_id)
+
+    def pop(self, runner_id: int, default: Any = None) -> Any:
+        if runner_id not in self:
+            return default
+        runner = self[runner_id]
+        del self[runner_id]
+        return runner
+
+    def named(self, name: str) -> Runner | None:
+        return self._by_name.get(name.lower())
+
+
 class ServiceData:
     def __init__(
         self,
@@ -62,11 +109,21 @@ class ServiceData:
         self.sessions: dict[str, Session] = {}
         self.queues: dict[int, MessageQueue] = {}
         self.jobs: dict[int, Job] = {}
-        self.runners: dict[int, Runner] = {}
+        self.job_tally: Counter[tuple[int | None, str]] = Counter()
+        """Jobs by (scale set, state); add jobs with `add_job`."""
+        self.runners = RunnerTable(on_removed=lambda runner_id: self.touch(("runner", runner_id)))
         self.requests: list[RequestRecord] = []
         self.runner_version_deprecated = False
         # In the order they started waiting, which is the order they are woken in.
         self._waiters: dict[_Waiter, None] = {}
+        self._keyed: dict[Hashable, dict[_Waiter, None]] = {}
+        self._touched: dict[Hashable, None] = {}
+        self.checks = 0
+        """Waiter conditions evaluated by `notify` so far: what a mutation costs, counted."""
+        # Per scale set, as heaps by id (oldest first), with entries checked when taken: the
+        # assigned jobs waiting for a runner and the online runners without a job (`Jobs.dispatch`).
+        self.waiting_jobs: dict[int, list[tuple[int, Job]]] = {}
+        self.idle_runners: dict[int, list[tuple[int, Runner]]] = {}
         self.next_scale_set_id = 1
         self.next_runner_group_id = 2
         self.next_message_id = 1
@@ -76,12 +133,22 @@ class ServiceData:
 
     # -- change notification -------------------------------------------------------------
 
+    def touch(self, key: Hashable) -> None:
+        """A mutation changed what waiters keyed `key` read; the next `notify` checks them."""
+        self._touched[key] = None
+
     def notify(self) -> None:
         """A mutation happened: wake the waiters whose condition holds now (a condition that
-        raises wakes its waiter with the exception, as it would have raised in its task)."""
-        for waiter in list(self._waiters):
+        raises wakes its waiter with the exception, as it would have raised in its task): every
+        waiter without a key, and those whose key was touched since the last notify."""
+        waiters = list(self._waiters)
+        touched, self._touched = self._touched, {}
+        for key in touched:
+            waiters.extend(self._keyed.get(key, ()))
+        for waiter in waiters:
             if waiter.woken.done():
                 continue
+            self.checks += 1
             try:
                 holds = waiter.condition()
             except Exception as exc:
@@ -90,27 +157,42 @@ class ServiceData:
             if holds:
                 waiter.woken.set_result(None)
 
-    async def _woken(self, condition: Callable[[], bool]) -> None:
+    async def _woken(self, condition: Callable[[], bool], key: Hashable | None) -> None:
         """Until a mutation finds `condition()` true."""
         waiter = _Waiter(condition, asyncio.get_running_loop().create_future())
-        self._waiters[waiter] = None
+        table = self._waiters if key is None else self._keyed.setdefault(key, {})
+        table[waiter] = None
         try:
             await waiter.woken
         finally:
-            del self._waiters[waiter]
+            del table[waiter]
+            if key is not None and not table:
+                del self._keyed[key]
 
-    async def wait_for(self, predicate: Callable[[], bool], *, within: float | None) -> None:
-        """Return once `predicate()` holds; TimeoutError after `within` seconds (None: never)."""
+    async def wait_for(
+        self, predicate: Callable[[], bool], *, within: float | None, key: Hashable | None = None
+    ) -> None:
+        """Return once `predicate()` holds; TimeoutError after `within` seconds (None: never).
+        With `key`, `predicate` must read only what mutations `touch(key)` for."""
         async with asyncio.timeout(within):
             # Checked again once woken: a later mutation in the same loop turn may undo it.
             while not predicate():
-                await self._woken(predicate)
+                await self._woken(predicate, key)
+
+    def job_waits(self, job: Job) -> None:
+        """`job` is assigned to its scale set and waits for a runner (`Jobs.dispatch`)."""
+        if job.scale_set_id is not None:
+            heapq.heappush(self.waiting_jobs.setdefault(job.scale_set_id, []), (job.id, job))
+
+    def runner_idles(self, runner: Runner) -> None:
+        """`runner` is online without a job (`Jobs.dispatch`)."""
+        heapq.heappush(self.idle_runners.setdefault(runner.scale_set_id, []), (runner.id, runner))
 
     async def wait_changed(self, *, within: float) -> None:
         """Wait for the next mutation, or `within` seconds, whichever comes first."""
         try:
             async with asyncio.timeout(within):
-                await self._woken(_always)
+                await self._woken(_always, None)
         except TimeoutError:
             return
 
@@ -130,18 +212,26 @@ class ServiceData:
             raise ServiceError(404, EX_AGENT_NOT_FOUND, f"No runner with ID {runner_id} exists.")
         return runner
 
+    def add_job(self, job: Job) -> None:
+        self.jobs[job.id] = job
+        self.job_tally[(job.scale_set_id, job.state)] += 1
+        job.tally = self.job_tally
+
     def statistics(self, scale_set_id: int) -> dict[str, int]:
-        jobs = [j for j in self.jobs.values() if j.scale_set_id == scale_set_id]
-        runners = [r for r in self.runners.values() if r.scale_set_id == scale_set_id]
-        busy = sum(1 for r in runners if r.job_id is not None)
+        """From the tallies the records keep (`Job.tally`, `RunnerTable`): a few lookups per
+        message, where walking every job and runner of the set made each message O(N)."""
+        jobs = self.job_tally
+        registered = self.runners.per_set[scale_set_id]
+        busy = self.runners.busy[scale_set_id]
+        assigned, started = jobs[(scale_set_id, "assigned")], jobs[(scale_set_id, "started")]
         return {
-            "totalAvailableJobs": sum(1 for j in jobs if j.state == "available"),
-            "totalAcquiredJobs": sum(1 for j in jobs if j.state == "acquired"),
-            "totalAssignedJobs": sum(1 for j in jobs if j.state in ("assigned", "started")),
-            "totalRunningJobs": sum(1 for j in jobs if j.state == "started"),
-            "totalRegisteredRunners": len(runners),
+            "totalAvailableJobs": jobs[(scale_set_id, "available")],
+            "totalAcquiredJobs": jobs[(scale_set_id, "acquired")],
+            "totalAssignedJobs": assigned + started,
+            "totalRunningJobs": started,
+            "totalRegisteredRunners": registered,
             "totalBusyRunners": busy,
-            "totalIdleRunners": len(runners) - busy,
+            "totalIdleRunners": registered - busy,
         }
 
     def group_size(self, group_id: int) -> int:

@@ -3,6 +3,7 @@ bound to an idle runner, started and completed."""
 
 from __future__ import annotations
 
+import heapq
 import time
 import uuid
 from typing import Any
@@ -43,7 +44,7 @@ class Jobs:
         )
         self.data.next_job_id += 1
         self.data.next_workflow_run_id += 1
-        self.data.jobs[job.id] = job
+        self.data.add_job(job)
         # The other queued jobs matched no scale set when they were routed, and every change
         # of a scale set routes them again: only the new one can be routed now.
         self._route(job)
@@ -78,6 +79,7 @@ class Jobs:
         job.state = "assigned"
         job.scale_set_assign_time = time.time()
         self.queues.emit(job, "JobAssigned")
+        self.data.job_waits(job)
         self.dispatch()
 
     def acquire_jobs(self, scale_set_id: int, request_ids: list[int]) -> list[int]:
@@ -132,10 +134,14 @@ class Jobs:
         runner = self.data.runners.get(job.runner_id) if job.runner_id is not None else None
         if runner is not None:
             runner.job_id = None
+            self.data.touch(("runner", runner.id))
+            if runner.online:
+                self.data.runner_idles(runner)
         job.runner_id, job.runner_name = None, ""
         job.reoffers += 1
         if job.reoffers > MAX_REOFFERS:
             job.state = "completed"
+            self.data.touch(("job", job.id))
         else:
             job.final_result, job.finish_time = "", None
             job.state, job.scale_set_id, job.scale_set_assign_time = "queued", None, None
@@ -145,6 +151,7 @@ class Jobs:
 
     def complete(self, job: Job, *, result: str) -> None:
         job.state = "completed"
+        self.data.touch(("job", job.id))
         job.final_result = result
         job.finish_time = time.time()
         self.queues.emit(job, "JobCompleted")
@@ -156,28 +163,33 @@ class Jobs:
     def dispatch(self) -> None:
         """Bind assigned jobs to idle online runners of their scale set, oldest first.
 
-        The runners are looked at only when a job waits: every runner coming online dispatches,
-        and walking all runners each time made a scale-up of N runners cost N x N steps."""
-        waiting: dict[int, list[Job]] = {}
-        for job in self.data.jobs.values():
-            if job.state == "assigned" and job.runner_id is None and job.scale_set_id is not None:
-                waiting.setdefault(job.scale_set_id, []).append(job)
-        for scale_set_id in self.data.scale_sets:
-            jobs = waiting.get(scale_set_id)
-            if not jobs:
-                continue
-            idle = sorted(
-                (
-                    r
-                    for r in self.data.runners.values()
-                    if r.scale_set_id == scale_set_id and r.online and r.job_id is None
-                ),
-                key=lambda r: r.id,
-            )
-            for runner, job in zip(idle, sorted(jobs, key=lambda j: j.id), strict=False):
+        Both sides are kept per scale set as they become ready (`ServiceData.job_waits`,
+        `runner_idles`), and an entry is checked when taken: walking every job and runner on
+        each call made a scale-up or a burst of N cost N x N steps."""
+        for scale_set_id, jobs in self.data.waiting_jobs.items():
+            runners = self.data.idle_runners.get(scale_set_id)
+            while jobs and runners:
+                _, job = jobs[0]
+                if not (
+                    job.state == "assigned"
+                    and job.runner_id is None
+                    and job.scale_set_id == scale_set_id
+                    and self.data.jobs.get(job.id) is job
+                ):
+                    heapq.heappop(jobs)
+                    continue
+                _, runner = heapq.heappop(runners)
+                if not (
+                    runner.online
+                    and runner.job_id is None
+                    and self.data.runners.get(runner.id) is runner
+                ):
+                    continue
+                heapq.heappop(jobs)
                 runner.job_id = job.id
                 job.runner_id = runner.id
                 job.runner_name = runner.name
+                self.data.touch(("runner", runner.id))
 
     def start_job(self, request_id: int) -> Job:
         job = self.data.jobs[request_id]

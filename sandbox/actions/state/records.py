@@ -4,6 +4,7 @@ its error answer, and the exception type names the Go client matches on."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -112,6 +113,19 @@ class Job:
     # offered the available jobs whose offer was already consumed.
     offer_outstanding: bool = False
     reoffers: int = 0
+    tally: Counter[tuple[int | None, str]] | None = field(default=None, repr=False, compare=False)
+    """The service's jobs by (scale set, state), kept in step with this job's fields while it
+    is in the service's table, so that a scale set's statistics are a few lookups rather than a
+    walk over every job (`ServiceData.statistics`)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        tally = self.__dict__.get("tally")
+        if tally is None or name not in ("state", "scale_set_id"):
+            object.__setattr__(self, name, value)
+            return
+        tally[(self.scale_set_id, self.state)] -= 1
+        object.__setattr__(self, name, value)
+        tally[(self.scale_set_id, self.state)] += 1
 
     @property
     def owner_name(self) -> str:
@@ -134,6 +148,15 @@ class Runner:
     # which the service deregisters after its job.
     online_time: float | None = None
     job_id: int | None = None
+    busy: Counter[int] | None = field(default=None, repr=False, compare=False)
+    """The service's busy runners (with a job) by scale set, kept in step with `job_id` while
+    this runner is in the service's table (`RunnerTable`)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        busy = self.__dict__.get("busy")
+        if busy is not None and name == "job_id":
+            busy[self.scale_set_id] += (value is not None) - (self.job_id is not None)
+        object.__setattr__(self, name, value)
 
     def to_wire(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "runnerScaleSetId": self.scale_set_id}

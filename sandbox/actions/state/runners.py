@@ -29,7 +29,7 @@ class Runners:
         scale_set = self.data.scale_set(scale_set_id)
         if not name:
             raise ServiceError(400, EX_ARGUMENT, "The runner name is required.")
-        if any(r.name.lower() == name.lower() for r in self.data.runners.values()):
+        if self.data.runners.named(name) is not None:
             raise ServiceError(409, EX_AGENT_EXISTS, f"A runner named {name} already exists.")
         runner = Runner(
             id=self.data.next_runner_id,
@@ -56,7 +56,8 @@ class Runners:
         return runner, {".runner": settings, ".credentials": credentials}
 
     def runners_named(self, name: str) -> list[Runner]:
-        return [r for r in self.data.runners.values() if r.name.lower() == name.lower()]
+        runner = self.data.runners.named(name)
+        return [] if runner is None else [runner]
 
     def remove_runner(self, runner_id: int) -> None:
         runner = self.data.runner(runner_id)
@@ -77,6 +78,8 @@ class Runners:
         runner.online = True
         if runner.online_time is None:
             runner.online_time = time.time()
+        if runner.job_id is None:
+            self.data.runner_idles(runner)
         self.jobs.dispatch()
         self.data.notify()
         return runner
@@ -93,5 +96,7 @@ class Runners:
         elif job is not None:
             job.runner_id, job.runner_name = None, ""
             runner.job_id = None
+            self.data.touch(("runner", runner.id))
+            self.data.job_waits(job)
             self.jobs.dispatch()
         self.data.notify()
