@@ -19,12 +19,17 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubernetes_asyncio import client
+import aiohttp
+from kubernetes_asyncio import client, config
 
-from bench.controller_scale import NAMESPACE, SCALE_SET, SCALER_USER, Bench, _scale_up, _subprocess
-from sandbox.actions.emulator import ActionsEmulator
-from sandbox.demo.cluster import setup_cluster
-from sandbox.kube.emulator import KubeEmulator
+from bench.controller_scale import (
+    SCALE_SET,
+    Bench,
+    ControllerHandle,
+    _scale_up,
+    _subprocess,
+    emulators,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,38 +44,41 @@ class Memory:
 
 async def run(*, runners: int, within: float = 900.0) -> tuple[Memory, Memory]:
     """(the process that scaled up, the one started after it) against one cluster."""
-    async with (
-        ActionsEmulator(require_acquire=False) as gh,
-        KubeEmulator(container_runtime=gh.runtime) as kube,
-    ):
-        pat = gh.add_pat()
-        scale_set = gh.state.create_scale_set(
-            name=SCALE_SET, runner_group_id=1, labels=[], runner_setting={}
-        )
-        setup_cluster(
-            kube,
-            config_url=gh.config_url(),
-            pat=pat,
-            scale_set_id=scale_set.id,
-            namespace=NAMESPACE,
-            name=SCALE_SET,
-        )
-        scaler_token = kube.user_token(SCALER_USER, ["system:masters"])
-        with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        async with (
+            aiohttp.ClientSession() as http,
+            emulators(workdir, [SCALE_SET]) as (actions, kube_line, gh, kube),
+        ):
+            kubeconfig = workdir / "controller.kubeconfig"
+            scaler_config = client.Configuration()
+            await config.load_kube_config(
+                config_file=str(workdir / "scaler.kubeconfig"), client_configuration=scaler_config
+            )
+
+            def bench(controller: ControllerHandle) -> Bench:
+                return Bench(
+                    http=http,
+                    kube_admin=kube_line["admin"],
+                    actions_admin=actions["admin"],
+                    controller=controller,
+                    children=[gh, kube],
+                )
+
             async with (
-                client.ApiClient(await kube.configuration(token=scaler_token)) as scaler,
-                _subprocess(kube, Path(tmp)) as first,
+                client.ApiClient(scaler_config) as scaler,
+                _subprocess(kubeconfig, workdir) as first,
             ):
-                bench = Bench(kube=kube, gh=gh, controller=first)
-                await bench.settle(within=within)
+                await bench(first).settle(within=within)
                 idle = first.memory_kib()
-                await _scale_up(bench, scaler, runners=runners, sets=[SCALE_SET], within=within)
+                await _scale_up(
+                    bench(first), scaler, runners=runners, sets=[SCALE_SET], within=within
+                )
                 steady = first.memory_kib()
             assert idle is not None
             assert steady is not None
-            async with _subprocess(kube, Path(tmp)) as second:
-                bench = Bench(kube=kube, gh=gh, controller=second)
-                await bench.settle(within=within)
+            async with _subprocess(kubeconfig, workdir) as second:
+                await bench(second).settle(within=within)
                 restarted = second.memory_kib()
             assert restarted is not None
     return Memory(idle[0], *steady), Memory(0, *restarted)

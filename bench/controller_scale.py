@@ -599,6 +599,31 @@ def _listener_config(workdir: Path, actions: JSONDict, *, scale_set_id: int, run
     return path
 
 
+@contextlib.asynccontextmanager
+async def emulators(
+    workdir: Path, names: list[str], *, unrelated_pods: int = 0
+) -> AsyncIterator[tuple[JSONDict, JSONDict, Child, Child]]:
+    """The Actions emulator and the Kubernetes emulator, each in its own process, with the
+    scale sets `names`: (the Actions emulator's first line, the Kubernetes emulator's, their
+    processes)."""
+    command = [sys.executable, "-m", "bench.emulators"]
+    async with _child(
+        "actions", [*command, "actions", f"--sets={','.join(names)}"], workdir, first_line=True
+    ) as gh:
+        actions = await _read_line(gh.proc, gh.log, "the Actions emulator")
+        kube_args = [
+            *command,
+            "kube",
+            f"--actions={json.dumps(actions)}",
+            f"--namespace={NAMESPACE}",
+            f"--workdir={workdir}",
+            f"--unrelated-pods={unrelated_pods}",
+        ]
+        async with _child("kube", kube_args, workdir, first_line=True) as kube:
+            kube_line = await _read_line(kube.proc, kube.log, "the Kubernetes emulator")
+            yield actions, kube_line, gh, kube
+
+
 async def run(
     *,
     runners: int,
@@ -620,77 +645,65 @@ async def run(
         raise ValueError("the jobs phase runs one set's listener: use sets=1 with jobs")
     phases: list[Phase] = []
     names = [SCALE_SET] + [f"{SCALE_SET}-{index}" for index in range(1, sets)]
-    emulators = [sys.executable, "-m", "bench.emulators"]
     with tempfile.TemporaryDirectory() as tmp:
         workdir = logs or Path(tmp)
         async with (
             aiohttp.ClientSession() as http,
-            _child(
-                "actions",
-                [*emulators, "actions", f"--sets={','.join(names)}"],
-                workdir,
-                first_line=True,
-            ) as gh,
+            emulators(workdir, names, unrelated_pods=unrelated_pods) as (
+                actions,
+                kube_line,
+                gh,
+                kube,
+            ),
         ):
-            actions = await _read_line(gh.proc, gh.log, "the Actions emulator")
-            kube_args = [
-                *emulators,
-                "kube",
-                f"--actions={json.dumps(actions)}",
-                f"--namespace={NAMESPACE}",
-                f"--workdir={workdir}",
-                f"--unrelated-pods={unrelated_pods}",
-            ]
-            async with _child("kube", kube_args, workdir, first_line=True) as kube:
-                kube_line = await _read_line(kube.proc, kube.log, "the Kubernetes emulator")
-                admin_kubeconfig = workdir / "controller.kubeconfig"
-                controller = (
-                    _subprocess(admin_kubeconfig, workdir, controller_source)
-                    if controller_process
-                    else _in_process(admin_kubeconfig)
+            admin_kubeconfig = workdir / "controller.kubeconfig"
+            controller = (
+                _subprocess(admin_kubeconfig, workdir, controller_source)
+                if controller_process
+                else _in_process(admin_kubeconfig)
+            )
+            scaler_config = client.Configuration()
+            await config.load_kube_config(
+                config_file=str(workdir / "scaler.kubeconfig"),
+                client_configuration=scaler_config,
+            )
+            async with (
+                client.ApiClient(scaler_config) as scaler,
+                controller as handle,
+            ):
+                bench = Bench(
+                    http=http,
+                    kube_admin=kube_line["admin"],
+                    actions_admin=actions["admin"],
+                    controller=handle,
+                    children=[gh, kube],
                 )
-                scaler_config = client.Configuration()
-                await config.load_kube_config(
-                    config_file=str(workdir / "scaler.kubeconfig"),
-                    client_configuration=scaler_config,
+                await bench.settle(within=within)
+                idle_memory = handle.memory_kib()
+                phases.append(
+                    await _scale_up(bench, scaler, runners=runners, sets=names, within=within)
                 )
-                async with (
-                    client.ApiClient(scaler_config) as scaler,
-                    controller as handle,
-                ):
-                    bench = Bench(
-                        http=http,
-                        kube_admin=kube_line["admin"],
-                        actions_admin=actions["admin"],
-                        controller=handle,
-                        children=[gh, kube],
+                if jobs:
+                    config_path = _listener_config(
+                        workdir,
+                        actions,
+                        scale_set_id=actions["scale_sets"][SCALE_SET],
+                        runners=runners,
                     )
-                    await bench.settle(within=within)
-                    idle_memory = handle.memory_kib()
+                    env = {
+                        "KUBECONFIG": str(workdir / "listener.kubeconfig"),
+                        "LISTENER_CONFIG_PATH": str(config_path),
+                    }
                     phases.append(
-                        await _scale_up(bench, scaler, runners=runners, sets=names, within=within)
-                    )
-                    if jobs:
-                        config_path = _listener_config(
+                        await _jobs(
+                            bench,
+                            env,
                             workdir,
-                            actions,
-                            scale_set_id=actions["scale_sets"][SCALE_SET],
                             runners=runners,
+                            job_seconds=job_seconds,
+                            within=within,
                         )
-                        env = {
-                            "KUBECONFIG": str(workdir / "listener.kubeconfig"),
-                            "LISTENER_CONFIG_PATH": str(config_path),
-                        }
-                        phases.append(
-                            await _jobs(
-                                bench,
-                                env,
-                                workdir,
-                                runners=runners,
-                                job_seconds=job_seconds,
-                                within=within,
-                            )
-                        )
+                    )
     return Result(
         runners=runners * sets,
         unrelated_pods=unrelated_pods,
