@@ -171,7 +171,7 @@ class EphemeralRunnerReconciler:
         memory = self._passes.recall(runner)
         # The event holds the pod's last state, which no cache keeps: the node and the cause a
         # busy runner's failure names (docs/reconcilers.md#a-busy-runner-loses-its-pod).
-        memory.note(Step.POD_LOST, PodLoss.of(pod))
+        memory.note(Step.POD_LOST, PodLoss.of(pod, node=self._node_of(memory, pod)))
         return plan_runner(self._observe(runner, None, memory)).waits_for_pod
 
     def _observe(self, runner: JSONDict, pod: JSONDict | None, memory: Recall) -> ObservedRunner:
@@ -186,10 +186,16 @@ class EphemeralRunnerReconciler:
             registered=bool(written.get("runnerId")),
             pod_created_ago=memory.age(created) if created is not None else None,
             lost_pod=self._lost_pod(memory),
+            pod_node=self._node_of(memory, pod) if pod is not None else "",
             listener_skips_running=awaits_promotion(runner)
             and written.get("phase") != RUNNING
             and self._listener_skips_running(runner),
         )
+
+    @staticmethod
+    def _node_of(memory: Recall, pod: JSONDict) -> str:
+        note = memory.noted((Step.POD_NODE, uid_of(pod)))
+        return str(note.value) if note is not None else ""
 
     @staticmethod
     def _lost_pod(memory: Recall) -> PodLoss | None:
@@ -300,8 +306,11 @@ class EphemeralRunnerReconciler:
         noted = runner.noted(step)
         if not changes or (noted is not None and noted.value == changes):
             return
-        await runner.patch(POD, pod, {"metadata": changes})
+        answer = await runner.patch(POD, pod, {"metadata": changes})
         runner.note(step, changes)
+        if node := ((answer or {}).get("spec") or {}).get("nodeName"):
+            # Named if the job is lost with the pod (`rules.lost_job`): no request of its own.
+            runner.note((Step.POD_NODE, uid_of(pod)), node)
         runner.log.info("busy pod metadata written: %s", changes)
 
     # --- deletion ------------------------------------------------------------------------------

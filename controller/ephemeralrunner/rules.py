@@ -185,15 +185,18 @@ class PodLoss:
     message: str = ""
 
     @classmethod
-    def of(cls, pod: JSONDict) -> PodLoss:
+    def of(cls, pod: JSONDict, *, node: str = "") -> PodLoss:
+        """`node`: where the pod runs when its cached copy has no spec (the reconciler's cache
+        keeps only its status)."""
+        node = str((pod.get("spec") or {}).get("nodeName") or node)
         for condition in status_of(pod).get("conditions") or []:
             if condition.get("type") == DISRUPTION_TARGET and condition.get("status") == "True":
                 return cls(
-                    node=str((pod.get("spec") or {}).get("nodeName") or ""),
+                    node=node,
                     reason=str(condition.get("reason") or DISRUPTION_TARGET),
                     message=str(condition.get("message") or ""),
                 )
-        return cls(node=str((pod.get("spec") or {}).get("nodeName") or ""))
+        return cls(node=node)
 
 
 def pod_taken(pod: JSONDict) -> bool:
@@ -258,17 +261,19 @@ def decide_from_pod(
     now: datetime,
     policy: FailurePolicy,
     promote: bool = False,
+    node: str = "",
 ) -> PodOutcome:
     """The writes that bring a live, non-terminal runner in line with its pod.
 
     `ready` is `pod_ready(pod)`, passed in so readiness has one definition (the predicate's).
     `promote`: the runner's listener does not write `Running` (ARC's), so a runner whose
-    container runs and that `awaits_promotion` is made `Running` here.
+    container runs and that `awaits_promotion` is made `Running` here. `node`: where the pod
+    runs, when known beside it (`PodLoss.of`).
     """
     reading = read_pod(pod)
     current = status_of(runner)
     if has_job(runner) and reading.state is not PodState.SUCCEEDED and pod_taken(pod):
-        return lost_job(runner, PodLoss.of(pod))
+        return lost_job(runner, PodLoss.of(pod, node=node))
     if reading.state is PodState.NO_RUNNER_STATUS:
         return PodOutcome()
     if reading.state is PodState.STARTED:
@@ -531,6 +536,8 @@ class ObservedRunner:
     """Seconds since this process created the runner's pod; None when it did not."""
     lost_pod: PodLoss | None = None
     """The runner's pod as last seen in a delete event (this process's memory)."""
+    pod_node: str = ""
+    """The node `pod` runs on, as this process learnt it (the cache keeps no pod spec)."""
     listener_skips_running: bool = False
     """The runner's set is scaled by ARC's listener, which writes a job without `Running`
     (docs/reconcilers.md#arcs-listener); asked only of a runner that `awaits_promotion`."""
@@ -599,6 +606,7 @@ def plan_runner(observed: ObservedRunner) -> RunnerPlan:
         now=observed.now,
         policy=observed.policy,
         promote=observed.listener_skips_running,
+        node=observed.pod_node,
     )
     if outcome.delete_runner:
         return RunnerPlan(Route.POD, outcome, delete_self=True, why="its pod says it goes")

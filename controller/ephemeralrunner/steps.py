@@ -14,6 +14,9 @@ class Step(Enum):
     """With the pod's uid."""
     BUSY_POD_ANNOTATIONS = "busy pod annotations"
     """With the pod's uid; the value is the metadata patch written (annotations, busy label)."""
+    POD_NODE = "pod node"
+    """With the pod's uid; the value is the node it runs on, from the answer to the busy-pod
+    patch (the cache keeps no pod spec)."""
     POD_LOST = "pod lost"
     """The runner's pod as its delete event showed it last (`rules.PodLoss`)."""
     LEFT_BEHIND = "left registered"
