@@ -54,6 +54,11 @@ async def budget_as_the_set_needs(rig: Rig, runner_set: JSONDict) -> JSONDict:
     return result
 
 
+@pytest.mark.parametrize(
+    "rig_options",
+    [RigOptions(kubelet=False), RigOptions(kubelet=False, cluster_role=False)],
+    ids=["cluster-role", "without-cluster-role"],
+)
 async def test_a_set_owns_one_budget_over_its_busy_pods(rig: Rig) -> None:
     runner_set = await rig.create_runner_set()
     found = await budget_as_the_set_needs(rig, runner_set)
