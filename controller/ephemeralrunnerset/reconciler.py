@@ -11,6 +11,8 @@ docs/reconcilers.md#ephemeralrunnerset):
    drop the finalizer once no runner is left.
 2. Finalizer, in one write with the runner spec's hash and, for a set no AutoscalingRunnerSet
    controls whose runner spec changed, an advanced `spec.actionableRevision`.
+   Then the set's PodDisruptionBudget over its busy runner pods, made once and its spec kept
+   (docs/reconcilers.md#busy-pods).
 3. A `spec.actionableRevision` above `appliedActionableRevision`: clean up (terminated and idle
    runners go, busy ones finish) and record `appliedActionableRevision`, resetting
    `finishedRunnerCleanupPatchID`; then plan again on the set as written.
