@@ -205,8 +205,9 @@ class RunnerSettings(BaseSettings):
     protect_busy_pods: bool = True
     """While a runner is busy, annotate its pod `karpenter.sh/do-not-disrupt: "true"` and
     `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` and label it for its set's
-    PodDisruptionBudget, which each set owns: node consolidation empties idle nodes first, and a
-    drain evicts idle runners and waits for busy ones (not in ARC: docs/reconcilers.md#busy-pods)."""
+    PodDisruptionBudget, which each set owns: node consolidation empties idle nodes first, and
+    a drain evicts idle runners and waits for busy ones (not in ARC:
+    docs/reconcilers.md#busy-pods)."""
     exclude_label_propagation_prefixes: tuple[str, ...] = ()
     """Label key prefixes never copied onto runners (ARC's --exclude-label-propagation-prefix)."""
 
