@@ -97,7 +97,7 @@ from shared.api.names import (
 )
 from shared.api.references import runner_spec_name_problems
 from shared.api.views import runner_id
-from shared.kube.errors import Conflict, NamespaceTerminating
+from shared.kube.errors import Conflict, Forbidden, NamespaceTerminating
 from shared.kube.objects import POD_DISRUPTION_BUDGET, SECRET, Objects
 from shared.kube.views import (
     annotation_int,
@@ -118,6 +118,7 @@ CLEANUP_MARKER = patchid.CLEANUP_MARKER_FIELD
 REASON_ABOVE_MAX_RUNNERS = "ReplicasAboveMaxRunners"
 REASON_REPLACING_FAILED = "ReplacingFailedRunner"
 REASON_BUDGET_TAKEN = "BusyRunnerBudgetTaken"
+REASON_BUDGET_REFUSED = "BusyRunnerBudgetRefused"
 
 
 class SetStep(Enum):
@@ -355,12 +356,24 @@ class EphemeralRunnerSetReconciler:
             # A merge patch keeps a field it does not name: null removes it.
             desired["spec"]["maxUnavailable"] = None
         set_uid = p.uid
-        await p.ensure(
-            POD_DISRUPTION_BUDGET,
-            desired,
-            current,
-            drift=lambda found, _: budget_drift(found, set_uid),
-        )
+        try:
+            await p.ensure(
+                POD_DISRUPTION_BUDGET,
+                desired,
+                current,
+                drift=lambda found, _: budget_drift(found, set_uid),
+            )
+        except NamespaceTerminating:
+            return  # the set's deletion follows
+        except Forbidden as exc:
+            # RBAC from before the budgets (manifests/ not re-applied): scaling goes on.
+            await p.warn(
+                REASON_BUDGET_REFUSED,
+                f"PodDisruptionBudget {p.key.name} refused ({exc.status_message}): its busy "
+                "runners are not kept off drains",
+            )
+            return
+        p.settle(REASON_BUDGET_REFUSED)
 
     # --- scaling -------------------------------------------------------------------------------
 

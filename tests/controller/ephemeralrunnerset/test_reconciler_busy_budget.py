@@ -11,6 +11,7 @@ import pytest
 from controller.runners.busy import BUDGET_MIN_AVAILABLE, LABEL_RUNNER_BUSY
 from shared.api.kinds import EPHEMERAL_RUNNER_SET
 from shared.kube.errors import NotFound
+from shared.kube.names import NameRule
 from shared.kube.objects import EVENT, POD_DISRUPTION_BUDGET, Kind
 from shared.typedefs import JSONDict
 from tests.controller.conftest import CONTROLLER_USER, FAST, Rig, RigOptions
@@ -220,3 +221,30 @@ async def test_a_busy_pod_is_labelled_for_its_sets_budget_in_the_annotations_pat
     await rig.settle()
     assert rig.controller_requests().get("patch pods", 0) - before == 2
     assert (await rig.pod(name) or {})["metadata"]["annotations"].get(KARPENTER) is None
+
+
+CLUSTER_ROLE = Kind(
+    "ClusterRole",
+    "clusterroles",
+    group="rbac.authorization.k8s.io",
+    namespaced=False,
+    names=NameRule.PATH_SEGMENT,
+)
+
+
+async def test_a_budget_refused_by_rbac_stops_no_scaling(rig: Rig) -> None:
+    """An install upgraded without re-applying manifests/: the controller may not create the
+    budget. The set says so and scales as before."""
+    role = await rig.objects.get(CLUSTER_ROLE, None, "gha-controller-runner-namespace")
+    rules = [r for r in role["rules"] if "poddisruptionbudgets" not in r["resources"]]
+    await rig.objects.patch(CLUSTER_ROLE, None, role["metadata"]["name"], {"rules": rules})
+    await rig.create_runner_set(replicas=2, patch_id=1)
+    await rig.count_runners(2)
+
+    async def warned() -> list[JSONDict]:
+        events = (await rig.objects.list(EVENT, rig.namespace))["items"]
+        return [e for e in events if e["reason"] == "BusyRunnerBudgetRefused"]
+
+    [event] = await rig.until(warned, what="a Warning Event")
+    assert "busy runners are not kept off drains" in event["message"]
+    assert await budget(rig) is None
