@@ -550,7 +550,7 @@ class RunnerPlan:
     """With a pod: what its state means for the runner; without one, for a busy runner, the
     job lost (`lost_job`)."""
     delete_self: bool = False
-    """The runner goes now: its job is done, its pod vanished with the job, or the pod says so."""
+    """The runner goes now: its job is done, or its pod says so."""
     create_pod: bool = False
     retry_after: timedelta | None = None
     why: str = ""
