@@ -252,7 +252,8 @@ class EphemeralRunnerReconciler:
         pod, decided = self._plan(runner)
         if decided.route is Route.FINALIZE:
             return await self._finalize(runner)
-        await self._record_timeline(runner, pod)
+        if decided.route is not Route.POD:
+            await self._record_timeline(runner, pod)
         if decided.route is Route.FINISHED:
             await self._delete_resources(runner)
             return Result()
@@ -284,6 +285,9 @@ class EphemeralRunnerReconciler:
         await self._apply(runner, pod, outcome)
         if not (outcome.delete_pod or is_deleting(pod)):
             await self._protect_busy_pod(runner, pod)
+        # After the protection, which matters while the job runs; a pass that ends earlier (the
+        # runner goes, or fails) leaves it to the pass on the runner finished or deleted.
+        await self._record_timeline(runner, pod)
         if outcome.recheck_after is not None:
             return Result(requeue_after=max(outcome.recheck_after.total_seconds(), 0.001))
         return Result()
