@@ -168,3 +168,23 @@ async def test_the_set_refills_the_slot_of_a_runner_that_lost_its_pod(rig: Rig) 
     assert not await rig.exists(EPHEMERAL_RUNNER, rig.namespace, name) or (
         (await rig.runner(name) or {}).get("status", {}).get("phase") == "Failed"
     )
+
+
+async def test_an_idle_runner_evicted_gets_a_new_pod(rig: Rig) -> None:
+    """A drain takes idle runners at once: the runner stays, unfailed, with a new pod."""
+    created = await rig.create_runner()
+    name = created["metadata"]["name"]
+    old = await rig.until(lambda: rig.pod(name), what="pod")
+    await disrupt(rig, name, "EvictionByEvictionAPI")
+    await rig.objects.delete(POD, rig.namespace, name, grace_period_seconds=0)
+
+    async def new_pod() -> JSONDict | None:
+        pod = await rig.pod(name)
+        return pod if pod and pod["metadata"]["uid"] != old["metadata"]["uid"] else None
+
+    await rig.until(new_pod, what="a new pod")
+    runner = await rig.runner(name)
+    assert runner is not None
+    assert runner["status"].get("phase") != "Failed"
+    assert not runner["status"].get("failures")
+    assert await warnings(rig, name) == []
