@@ -248,3 +248,35 @@ async def test_a_budget_refused_by_rbac_stops_no_scaling(rig: Rig) -> None:
     [event] = await rig.until(warned, what="a Warning Event")
     assert "busy runners are not kept off drains" in event["message"]
     assert await budget(rig) is None
+
+
+async def test_a_budget_in_another_namespace_naming_the_set_is_not_the_sets(rig: Rig) -> None:
+    """A tenant of another namespace copies the set's owner reference (kind, name and uid) onto
+    a budget of their own: owner references never cross namespaces, so the set neither adopts
+    nor corrects it, and its own budget stays as it needs it."""
+    runner_set = await rig.create_runner_set()
+    await budget_as_the_set_needs(rig, runner_set)
+    other = f"{rig.namespace}-tenant"
+    await rig.objects.create(NAMESPACE, None, {"metadata": {"name": other}})
+    [owner] = (await budget(rig) or {})["metadata"]["ownerReferences"]
+    forged: JSONDict = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "arc", "namespace": other, "ownerReferences": [owner]},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "theirs"}}},
+    }
+    await rig.objects.create(POD_DISRUPTION_BUDGET, other, forged)
+    # Its events reach the controller's handlers: a pass would run, on this namespace's set.
+    await rig.objects.patch(POD_DISRUPTION_BUDGET, other, "arc", {"spec": {"maxUnavailable": 2}})
+    await rig.settle()
+    theirs = await rig.objects.get(POD_DISRUPTION_BUDGET, other, "arc")
+    assert theirs["spec"]["maxUnavailable"] == 2
+    writes = [
+        r
+        for r in rig.kube.requests.log
+        if r.resource == "poddisruptionbudgets"
+        and r.user == CONTROLLER_USER
+        and r.verb not in ("list", "watch")
+    ]
+    assert [(r.verb, r.namespace) for r in writes] == [("create", rig.namespace)]
+    await budget_as_the_set_needs(rig, runner_set)
