@@ -42,6 +42,7 @@ from shared.actions.models import RunnerScaleSet
 
 GHA_LISTENER = str(Path(sys.executable).parent / "gha-listener")
 IDLE_POLLS = 3
+LISTENER_USER = f"system:serviceaccount:{NAMESPACE}:gha-listener"
 WITHIN = 300.0
 
 
@@ -180,9 +181,26 @@ def set_object(runner_set: dict[str, Any], name: str) -> dict[str, Any]:
     return other
 
 
+@dataclass
+class SetsSample:
+    """One `gha-listener` process serving some scale sets, from its start until every set's
+    session is open and has polled IDLE_POLLS times."""
+
+    rss_kib: int
+    kube_requests: int
+    """Sent by the listener's identity."""
+    actions_requests: int
+    sessions: int
+
+
 async def measure_sets(count: int) -> int:
     """Idle VmRSS (KiB) of one `gha-listener` process serving `count` scale sets (a config
     directory), once every set's session is open and has polled IDLE_POLLS times."""
+    return (await sample_sets(count)).rss_kib
+
+
+async def sample_sets(count: int) -> SetsSample:
+    """`measure_sets` with the requests the process sent and the sessions it holds."""
     async with (
         KubeEmulator(kubelet=False) as kube,
         ActionsEmulator(long_poll_timeout=1.0) as gh,
@@ -231,6 +249,7 @@ async def measure_sets(count: int) -> int:
                 "LISTENER_GITHUB_TOKEN": token,
                 "KUBECONFIG": str(kubeconfig),
             }
+            setup_requests = len(gh.state.requests)
             proc = await asyncio.create_subprocess_exec(
                 GHA_LISTENER,
                 env=env,
@@ -244,12 +263,17 @@ async def measure_sets(count: int) -> int:
                         and gh.state.count("get_message") >= IDLE_POLLS * count
                     )
                 )
-                rss = status_kib(proc.pid, "VmRSS")
+                sample = SetsSample(
+                    rss_kib=status_kib(proc.pid, "VmRSS"),
+                    kube_requests=kube.requests.count(user=LISTENER_USER),
+                    actions_requests=len(gh.state.requests) - setup_requests,
+                    sessions=len(gh.state.sessions),
+                )
             finally:
                 proc.terminate()
                 await proc.wait()
         await client.aclose()
-    return rss
+    return sample
 
 
 def main() -> None:

@@ -12,6 +12,10 @@ COMPONENTS = {
     "demo": ("sandbox.demo", "a workload through the whole system, with a summary"),
     "up": ("sandbox.demo.up", "the whole system left running, to explore with kubectl"),
     "job": ("sandbox.demo.jobs", "queue jobs on a sandbox that `up` started"),
+    "node": (
+        "sandbox.demo.nodes",
+        "list, cordon, uncordon or drain the nodes of a sandbox that `up` started",
+    ),
 }
 
 

@@ -140,20 +140,24 @@ def pod_name(listener: JSONDict, replica: int) -> str:
     return name if replica == 0 else f"{name}-{replica}"
 
 
-def role_rules(runner_set_name: str, *, lease: str = "") -> list[JSONDict]:
+def role_rules(*runner_set_names: str, lease: str = "") -> list[JSONDict]:
     """The listener's least privilege (docs/autoscaling.md#the-listeners-role): read runners (it
     reads a runner before promoting it, which ARC's Role cannot) and patch their status only,
-    patch its one runner set (manifests/admission/ confines that patch to `replicas` and
-    `patchID`); with standby replicas, read and renew their one Lease (never create it: the
+    patch its runner sets, one rule naming each (a listener group's pod serves several:
+    docs/autoscaling.md#listener-groups; manifests/admission/ confines that patch to `replicas`
+    and `patchID`); with standby replicas, read and renew their one Lease (never create it: the
     controller does). The admission policy on the controller's Roles accepts exactly these
     shapes (docs/security.md#identities)."""
     rules: list[JSONDict] = [
         {
             "apiGroups": ["actions.github.com"],
             "resources": ["ephemeralrunnersets"],
-            "resourceNames": [runner_set_name],
+            "resourceNames": [name],
             "verbs": ["patch"],
-        },
+        }
+        for name in runner_set_names
+    ]
+    rules += [
         {
             "apiGroups": ["actions.github.com"],
             "resources": ["ephemeralrunners"],
@@ -392,7 +396,7 @@ def config_secret(listener: JSONDict, config: JSONDict) -> JSONDict:
             digest=json_digest(data),
             owned=True,
         ),
-        "data": _encoded(data),
+        "data": encoded(data),
     }
 
 
@@ -408,11 +412,11 @@ def proxy_secret(listener: JSONDict, data: Mapping[str, str]) -> JSONDict:
             "annotations": {ANNOTATION_INTEGRITY_HASH: json_digest(dict(data))},
             "ownerReferences": [owner_reference(listener)],
         },
-        "data": _encoded(data),
+        "data": encoded(data),
     }
 
 
-def _encoded(data: Mapping[str, str]) -> dict[str, str]:
+def encoded(data: Mapping[str, str]) -> dict[str, str]:
     return {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
 
 
@@ -523,9 +527,10 @@ def _container(
     entrypoint: str,
     arc: bool,
     resources: Mapping[str, Mapping[str, str]],
+    config_path: str,
 ) -> JSONDict:
     spec = listener.get("spec") or {}
-    env: list[JSONDict] = [{"name": ENV_LISTENER_CONFIG_PATH, "value": LISTENER_CONFIG_PATH}]
+    env: list[JSONDict] = [{"name": ENV_LISTENER_CONFIG_PATH, "value": config_path}]
     proxy = spec.get("proxy") or {}
     proxy_name = f"{metadata_of(listener)['name']}-proxy"
     for variable, present in (
@@ -593,13 +598,16 @@ def listener_pod(
     replica: int = 0,
     entrypoint: str = LISTENER_COMMAND,
     resources: Mapping[str, Mapping[str, str]] | None = None,
+    config_path: str = LISTENER_CONFIG_PATH,
 ) -> JSONDict:
     """The listener pod of `replica`, with `spec.template` merged over it (`merge_template`).
     Replicas differ in their name only. The container runs `entrypoint` (ARC's
     `LISTENER_ENTRYPOINT`), or `/ghalistener` when it runs ARC's image. `runAsNonRoot`, uid
     and gid 10001 and the seccomp profile are the pod's, unless a trusted template adds
     containers: theirs are the template's to set, so ours are set on the listener container
-    only. `resources` replaces the default requests and limits (the controller's setting)."""
+    only. `resources` replaces the default requests and limits (the controller's setting);
+    `config_path` is what `LISTENER_CONFIG_PATH` names (a listener group's: the folder of its
+    members' configs)."""
     meta = metadata_of(listener)
     spec = listener.get("spec") or {}
     template_spec = (spec.get("template") or {}).get("spec") or {}
@@ -609,6 +617,7 @@ def listener_pod(
         entrypoint=entrypoint,
         arc=runs_arc_listener(listener),
         resources=LISTENER_RESOURCES if resources is None else resources,
+        config_path=config_path,
     )
     restricted: JSONDict = {
         "runAsNonRoot": True,

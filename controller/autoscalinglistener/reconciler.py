@@ -22,6 +22,7 @@ from dataclasses import replace
 
 from opentelemetry.metrics import Meter
 
+from controller.autoscalinglistener.group import Group, group_members, group_of
 from controller.autoscalinglistener.metrics import RunningListeners
 from controller.autoscalinglistener.rules import (
     REASON_CANNOT_DELETE,
@@ -57,16 +58,18 @@ from controller.runtime import (
     Request,
     Result,
     Store,
+    Watches,
     add_finalizers,
     remove_finalizers,
 )
 from controller.runtime.plans import AddFinalizer, RemoveFinalizer, Settle, Warn
 from controller.settings import ListenerSettings
 from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET
-from shared.api.names import FINALIZER_AUTOSCALING_LISTENER
+from shared.api.names import FINALIZER_AUTOSCALING_LISTENER, LABEL_LISTENER_GROUP
 from shared.kube.errors import Forbidden, KubeError, NamespaceTerminating
 from shared.kube.objects import POD, ROLE, ROLE_BINDING, SECRET, Objects
 from shared.kube.views import metadata_of
+from shared.typedefs import JSONDict
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +96,7 @@ class AutoscalingListenerReconciler:
             logger=log,
             events=events,
         )
+        self._listeners = listeners
         self._sets = sets
         self._pods = pods
         self._objects = objects
@@ -129,6 +133,15 @@ class AutoscalingListenerReconciler:
         listener = p.object
         spec = listener.get("spec") or {}
         memory = p.recalled(ListenerMemory) or ListenerMemory()
+        group = self.group(listener)
+        if group is None:
+            pods = pods_by_replica(listener, self._pods.get)
+            restarts = memory.restarts
+        else:
+            pod = self._pods.get(group.home, group.object_name)
+            pods = {} if pod is None else {0: pod}
+            shared = p.about(group.memory_key).recalled(ListenerMemory)
+            restarts = shared.restarts if shared is not None else {}
         return Observed(
             listener=listener,
             settings=self._settings,
@@ -137,24 +150,54 @@ class AutoscalingListenerReconciler:
                 str(spec.get("autoscalingRunnerSetNamespace")),
                 str(spec.get("autoscalingRunnerSetName")),
             ),
-            pods=pods_by_replica(listener, self._pods.get),
-            restarts=dict(memory.restarts),
+            pods=pods,
+            restarts=dict(restarts),
             lease_owed=memory.lease_owed,
             gone=memory.gone,
             foreign_said=p.done(ListenerStep.FOREIGN_SAID),
+            group=group,
         )
+
+    def group(self, listener: JSONDict) -> Group | None:
+        """The listener group it names, from the cache's listeners; None without one."""
+        if not group_of(listener):
+            return None
+        return group_members(listener, self._listeners.list(metadata_of(listener)["namespace"]))
+
+    def group_keys(self, listener: JSONDict) -> list[Request]:
+        """The first member of its group, which makes the group's objects: a member joining,
+        changing or leaving makes it plan the group again; and the listeners the group refuses,
+        which a member leaving may let in."""
+        group = self.group(listener)
+        if group is None:
+            return []
+        return [
+            Request(group.home, name)
+            for name in [*group.member_names()[:1], *group.refused]
+            if name != metadata_of(listener)["name"]
+        ]
 
     async def _inputs(self, p: Pass) -> Inputs:
         """The Role and RoleBinding as stored, the proxy data, the GitHub Secret's credential
         keys and the CA: read each pass, so a rotation or an edit is found in a resync."""
         listener = p.object
+        group = self.group(listener)
+        makes = True
+        if group is not None and group.members:
+            # The group's: its first member's GitHub config, which every member shares. Only
+            # that member makes the group's objects; the others check their own config.
+            makes = group.member_names()[0] == metadata_of(listener)["name"]
+            name, listener = group.object_name, group.members[0]
+        else:
+            name = metadata_of(listener)["name"]
         spec = listener.get("spec") or {}
         namespace = str(spec.get("autoscalingRunnerSetNamespace"))
-        name = metadata_of(listener)["name"]
-        current_role = await p.read(ROLE, namespace, name)
-        current_binding = await p.read(ROLE_BINDING, namespace, name)
+        current_role = await p.read(ROLE, namespace, name) if makes else None
+        current_binding = await p.read(ROLE_BINDING, namespace, name) if makes else None
         proxy = (
-            await proxy_data(self._objects, namespace, spec["proxy"]) if spec.get("proxy") else None
+            await proxy_data(self._objects, namespace, spec["proxy"])
+            if makes and spec.get("proxy")
+            else None
         )
         github = await self._objects.get(SECRET, namespace, str(spec.get("githubConfigSecret")))
         pem = await root_ca(self._objects, namespace, spec.get("githubServerTLS")) or ""
@@ -172,7 +215,9 @@ class AutoscalingListenerReconciler:
         if decided.why:
             p.log.info("%s", decided.describe())
         if decided.restarts is not None:
-            p.memory(ListenerMemory).restarts = dict(decided.restarts)
+            group = self.group(p.object)
+            holder = p if group is None else p.about(group.memory_key)
+            holder.memory(ListenerMemory).restarts = dict(decided.restarts)
         if decided.lease_owed:
             p.memory(ListenerMemory).lease_owed = True
         if decided.running is not None:
@@ -182,7 +227,9 @@ class AutoscalingListenerReconciler:
         for step in decided.steps:
             match step:
                 case Ensure():
-                    if step.read:
+                    if step.prune:
+                        await self._ensure_pruned(p, step)
+                    elif step.read:
                         await p.ensure(step.kind, step.desired, drift=step.drift)
                     else:
                         await p.ensure(step.kind, step.desired, step.current, drift=step.drift)
@@ -212,6 +259,18 @@ class AutoscalingListenerReconciler:
         if decided.finalizing:
             return Result(requeue_after=WAIT) if left else None
         return Result(requeue_after=requeue) if requeue is not None else Result()
+
+    async def _ensure_pruned(self, p: Pass, step: Ensure) -> None:
+        """`step.desired` with a null for each `data` key the stored object has beyond it, so
+        that the merge patch removes them."""
+        meta = step.desired["metadata"]
+        current = await p.read(step.kind, meta["namespace"], meta["name"])
+        desired = step.desired
+        if current is not None:
+            data = desired.get("data") or {}
+            stale = {key: None for key in current.get("data") or {} if key not in data}
+            desired = {**desired, "data": {**data, **stale}}
+        await p.ensure(step.kind, desired, current, drift=step.drift)
 
     async def _create_pod(self, p: Pass, step: CreatePod) -> bool:
         """Whether the API server took the pod. Pod Security admission (the namespace enforces
@@ -268,6 +327,23 @@ def setup(manager: Manager, deps: Deps) -> AutoscalingListenerReconciler:
             for_=AUTOSCALING_LISTENER,
             reconciler=reconciler,
             owns=[Owns(POD)],
+            watches=[
+                Watches(AUTOSCALING_LISTENER, map=reconciler.group_keys),
+                # A group's pod has every member as owner, none as controller.
+                Watches(POD, map=group_pod_owners),
+            ],
         )
     )
     return reconciler
+
+
+def group_pod_owners(pod: JSONDict) -> list[Request]:
+    """The listeners owning a listener group's pod (docs/autoscaling.md#listener-groups)."""
+    meta = metadata_of(pod)
+    if LABEL_LISTENER_GROUP not in (meta.get("labels") or {}):
+        return []
+    return [
+        Request(meta["namespace"], str(ref["name"]))
+        for ref in meta.get("ownerReferences") or []
+        if ref.get("kind") == AUTOSCALING_LISTENER.kind and not ref.get("controller")
+    ]

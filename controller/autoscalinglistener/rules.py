@@ -32,6 +32,17 @@ from enum import Enum
 
 from pydantic import ValidationError
 
+from controller.autoscalinglistener.group import (
+    Group,
+    group_config_secret,
+    group_listener,
+    group_pod,
+    group_problem,
+    group_proxy_secret,
+    group_role,
+    group_role_binding,
+    group_service_account,
+)
 from controller.autoscalinglistener.objects import (
     config_secret,
     grants_lease,
@@ -83,11 +94,13 @@ REASON_POD_REFUSED = "ListenerPodRefused"
 REASON_CONTAINER_WAITING = "ListenerContainerWaiting"
 REASON_CRASH_LOOPING = "ListenerCrashLooping"
 REASON_CANNOT_DELETE = "CannotDelete"
+REASON_GROUP_REFUSED = "ListenerGroupRefused"
 REFUSALS = (
     REASON_VAULT_NOT_SUPPORTED,
     REASON_CONFIG_INVALID,
     REASON_TEMPLATE_REFUSED,
     REASON_TEMPLATE_INVALID,
+    REASON_GROUP_REFUSED,
 )
 """Why a listener gets no config and no pod; one holds at a time."""
 
@@ -158,6 +171,9 @@ class Observed:
     foreign_said: bool = False
     inputs: Inputs | None = None
     """None until the plan asks for them (`Plan.read`)."""
+    group: Group | None = None
+    """The listener group it names (docs/autoscaling.md#listener-groups), None when it has a
+    pod of its own; `pods` and `restarts` are then the group's."""
 
 
 # --- what a pass does ----------------------------------------------------------------------------
@@ -185,6 +201,9 @@ class Ensure:
     read: bool = True
     fields: tuple[str, ...] = ()
     create_only: bool = False
+    prune: bool = False
+    """The keys of `data` that `desired` no longer has are removed (a listener group's config
+    Secret when a member leaves: a merge patch keeps the keys it does not name)."""
 
     def drift(self, current: JSONDict, desired: JSONDict) -> list[str]:
         if self.create_only:
@@ -276,6 +295,8 @@ def plan(observed: Observed) -> Plan:
             return Plan()
         return Plan(steps=(NoteForeign(),), why=(f"not reconciled: listeners live in {home}",))
     if is_deleting(listener):
+        if observed.group is not None:
+            return _finalize_grouped(observed, observed.group)
         return _finalize(observed)
     if FINALIZER_AUTOSCALING_LISTENER not in (meta.get("finalizers") or []):
         return Plan(steps=(AddFinalizer(),), why=("finalizer added",))
@@ -294,6 +315,8 @@ def plan(observed: Observed) -> Plan:
             ),
             why=(f"no listener pod: {REASON_VAULT_NOT_SUPPORTED}",),
         )
+    if observed.group is not None:
+        return _group_children(observed, observed.group, runner_set)
     if observed.inputs is None:
         return Plan(read=True)
     return _children(observed, observed.inputs, runner_set)
@@ -341,18 +364,7 @@ def _children(observed: Observed, inputs: Inputs, runner_set: JSONDict) -> Plan:
     if spec.get("proxy"):
         steps.append(Ensure(SECRET, proxy_secret(listener, inputs.proxy or {})))
 
-    config = listener_config(
-        listener,
-        credentials=inputs.credentials,
-        root_ca=inputs.root_ca,
-        log_level=settings.log_level,
-        log_format=settings.log_format,
-        metrics_addr=settings.metrics_addr,
-        metrics_endpoint=settings.metrics_endpoint if settings.metrics_addr else "",
-        standby=settings.standby,
-        allow_insecure_github=settings.allow_insecure_github,
-        metrics_auth=settings.metrics_auth,
-    )
+    config = _config(listener, inputs, settings)
     refused = _refusal(observed, config)
     if refused is not None:
         reason, message = refused
@@ -387,7 +399,15 @@ def _children(observed: Observed, inputs: Inputs, runner_set: JSONDict) -> Plan:
     delays: list[float] = []
     states: list[bool] = []
     for replica in range(replicas):
-        pod = _pod(observed, replica, digest)
+        desired = listener_pod(
+            listener,
+            config_digest=digest,
+            metrics_addr=settings.metrics_addr,
+            replica=replica,
+            entrypoint=settings.entrypoint,
+            resources=settings.resources,
+        )
+        pod = _pod(observed, replica, desired)
         steps += pod.steps
         why += pod.why
         restarts[replica] = pod.restarts
@@ -402,6 +422,176 @@ def _children(observed: Observed, inputs: Inputs, runner_set: JSONDict) -> Plan:
         running=any(states) if states else None,
         restarts=restarts,
     )
+
+
+def _config(listener: JSONDict, inputs: Inputs, settings: ListenerSettings) -> JSONDict:
+    return listener_config(
+        listener,
+        credentials=inputs.credentials,
+        root_ca=inputs.root_ca,
+        log_level=settings.log_level,
+        log_format=settings.log_format,
+        metrics_addr=settings.metrics_addr,
+        metrics_endpoint=settings.metrics_endpoint if settings.metrics_addr else "",
+        standby=settings.standby,
+        allow_insecure_github=settings.allow_insecure_github,
+        metrics_auth=settings.metrics_auth,
+    )
+
+
+def _group_children(observed: Observed, group: Group, runner_set: JSONDict) -> Plan:
+    """A member's pass over its group, or why this set is not served. The group's first member
+    makes the group's objects from every member it serves (one listener pod, made again when a
+    member joins or leaves); the others check their own config and report the pod: a group's
+    change then costs one pass that builds every member's config, not one per member."""
+    listener, settings = observed.listener, observed.settings
+    name = metadata_of(listener)["name"]
+    if (problem := group_problem(listener)) is not None or name in group.refused:
+        message = problem or group.refused[name]
+        return Plan(
+            steps=(
+                *_settle_but(REASON_GROUP_REFUSED),
+                Warn(REASON_GROUP_REFUSED, message, also_on=(runner_set,)),
+            ),
+            why=(f"no listener pod: {REASON_GROUP_REFUSED}",),
+            running=False,
+        )
+    inputs = observed.inputs
+    if inputs is None:
+        return Plan(read=True)
+    leader = group.member_names()[0] == name
+    configs: dict[str, JSONDict] = {}
+    own_problem = None
+    for member in group.members if leader else (listener,):
+        config = _config(member, inputs, settings)
+        problem = config_problem(config)
+        if problem is None:
+            configs[metadata_of(member)["name"]] = config
+        elif metadata_of(member)["name"] == name:
+            own_problem = problem
+    own: tuple[Action, ...] = (Settle(REASON_CONFIG_INVALID),)
+    if own_problem is not None:
+        # Left out of the group's config: the one process would refuse every set for it.
+        own = (*_settle_but(REASON_CONFIG_INVALID), Warn(REASON_CONFIG_INVALID, own_problem))
+    if not leader or not configs:
+        shared = observed.pods.get(0) or {}
+        running = bool(shared) and not is_deleting(shared) and own_problem is None
+        return Plan(
+            steps=own if own_problem else (*own, *(Settle(r) for r in REFUSALS)),
+            why=(f"no listener pod: {REASON_CONFIG_INVALID}",) if own_problem else (),
+            requeue_after=settings.resync_seconds if own_problem else None,
+            running=running and container_state(shared, "running"),
+        )
+    pseudo = group_listener(group)
+    refused = _refusal(replace(observed, listener=pseudo), next(iter(configs.values())))
+    if refused is not None:
+        reason, message = refused
+        also_on = (runner_set,) if reason == REASON_TEMPLATE_REFUSED else ()
+        return Plan(
+            steps=(*_settle_but(reason), Warn(reason, message, also_on=also_on)),
+            why=(f"no listener pod: {reason}",),
+            running=False,
+        )
+    served = [
+        str((member.get("spec") or {}).get("ephemeralRunnerSetName", ""))
+        for member in group.members
+        if metadata_of(member)["name"] in configs
+    ]
+    secret = group_config_secret(group, configs)
+    digest = str(secret["metadata"]["annotations"][ANNOTATION_INTEGRITY_HASH])
+    desired = group_pod(
+        group,
+        config_digest=digest,
+        metrics_addr=settings.metrics_addr,
+        entrypoint=settings.entrypoint,
+        resources=settings.resources,
+    )
+    current_pod = observed.pods.get(0)
+    hash_key = ANNOTATION_INTEGRITY_HASH
+    if current_pod is not None and (
+        is_deleting(current_pod)
+        or (metadata_of(current_pod).get("annotations") or {}).get(hash_key)
+        != desired["metadata"]["annotations"][hash_key]
+    ):
+        # The pod still running serves the sets it was made for: their rules stay until it is
+        # gone, so a member leaving does not stop it with a 403 before it is replaced.
+        served += _patched_runner_sets(inputs.role)
+    steps: list[Action] = [
+        *(own if own_problem else (Settle(reason) for reason in REFUSALS)),
+        Ensure(SERVICE_ACCOUNT, group_service_account(group)),
+        Ensure(ROLE, group_role(group, served), inputs.role, read=False, fields=("rules",)),
+    ]
+    binding = group_role_binding(group)
+    current = inputs.role_binding
+    why: list[str] = []
+    if current is not None and normalized(current.get("roleRef")) != binding["roleRef"]:
+        why.append("RoleBinding's roleRef edited: made again")
+        steps.append(
+            Delete(ROLE_BINDING, binding["metadata"]["namespace"], binding["metadata"]["name"])
+        )
+        current = None
+    steps.append(Ensure(ROLE_BINDING, binding, current, read=False, fields=("subjects",)))
+    if (pseudo.get("spec") or {}).get("proxy"):
+        steps.append(Ensure(SECRET, group_proxy_secret(group, inputs.proxy or {}), prune=True))
+    steps.append(Ensure(SECRET, secret, prune=True))
+    pod = _pod(observed, 0, desired)
+    return Plan(
+        steps=(*steps, *pod.steps),
+        why=(*why, *pod.why),
+        requeue_after=pod.requeue_after,
+        running=pod.running,
+        restarts={0: pod.restarts},
+    )
+
+
+def _patched_runner_sets(role: JSONDict | None) -> list[str]:
+    """The EphemeralRunnerSets a stored Role lets its subject patch."""
+    return [
+        str(name)
+        for rule in (role or {}).get("rules") or []
+        if rule.get("resources") == ["ephemeralrunnersets"]
+        for name in rule.get("resourceNames") or []
+    ]
+
+
+def _finalize_grouped(observed: Observed, group: Group) -> Plan:
+    """A member leaving its group: the members left make the group's objects again without it
+    (woken by its deletion); the last one deletes the pod, then the group's other objects."""
+    listener = observed.listener
+    meta = metadata_of(listener)
+    if FINALIZER_AUTOSCALING_LISTENER not in (meta.get("finalizers") or []):
+        return Plan(running=False)
+    if group.members:
+        return Plan(
+            steps=(RemoveFinalizer(),),
+            why=(f"left listener group {group.name}: its other members keep its pod",),
+            running=False,
+        )
+    if observed.pods:
+        steps = tuple(
+            Delete(POD, group.home, metadata_of(pod)["name"])
+            for pod in observed.pods.values()
+            if not is_deleting(pod)
+        )
+        return Plan(
+            steps=steps,
+            why=(f"last member of listener group {group.name}: its pod deleted",) if steps else (),
+            requeue_after=WAIT,
+            running=False,
+        )
+    name = group.object_name
+    children: list[Child] = [(SECRET, group.home, f"{name}-config")]
+    if (listener.get("spec") or {}).get("proxy"):
+        children.append((SECRET, group.home, f"{name}-proxy"))
+    children += [
+        (ROLE_BINDING, group.namespace, name),
+        (ROLE, group.namespace, name),
+        (SERVICE_ACCOUNT, group.home, name),
+    ]
+    left = [child for child in children if child not in observed.gone]
+    if not left:
+        return Plan(steps=(RemoveFinalizer(),), why=("finalizer removed",), running=False)
+    return Plan(steps=tuple(DeleteChild(child) for child in left), running=False, finalizing=True)
 
 
 def _settle_but(reason: str) -> list[Action]:
@@ -441,17 +631,9 @@ class _PodPlan:
     """Whether its listener runs (None: unknown, being replaced)."""
 
 
-def _pod(observed: Observed, replica: int, digest: str) -> _PodPlan:
-    """One replica's decision."""
+def _pod(observed: Observed, replica: int, desired: JSONDict) -> _PodPlan:
+    """One replica's decision: its pod is to be `desired`."""
     listener, settings, now = observed.listener, observed.settings, observed.now
-    desired = listener_pod(
-        listener,
-        config_digest=digest,
-        metrics_addr=settings.metrics_addr,
-        replica=replica,
-        entrypoint=settings.entrypoint,
-        resources=settings.resources,
-    )
     name = desired["metadata"]["name"]
     namespace = desired["metadata"]["namespace"]
     restarts = observed.restarts.get(replica) or Restarts()

@@ -22,6 +22,7 @@ from controller.runners.objects import (
 from shared.actions.config import parse_config_url
 from shared.actions.errors import InvalidConfigURL
 from shared.api.names import (
+    ANNOTATION_LISTENER_GROUP,
     ANNOTATION_RUNNER_GROUP_NAME,
     ANNOTATION_RUNNER_SCALE_SET_NAME,
     API_VERSION,
@@ -250,6 +251,11 @@ def new_listener(
     namespaces, so the reconciler deletes it itself. It drives `runner_set`, the set that holds
     the scale set's runners (ARC's generated name on a set adopted from ARC)."""
     _, annotations = resource_meta(ars.get("spec") or {}, "autoscalingListener")
+    group = (metadata_of(ars).get("annotations") or {}).get(ANNOTATION_LISTENER_GROUP)
+    if group is not None:
+        # The listener group serving the set (docs/autoscaling.md#listener-groups): joining or
+        # leaving one re-creates the listener, as any change of what it runs with does.
+        annotations = {**annotations, ANNOTATION_LISTENER_GROUP: str(group)}
     return {
         "apiVersion": API_VERSION,
         "kind": KIND_AUTOSCALING_LISTENER,

@@ -60,6 +60,7 @@ from controller.settings import AutoscalingSettings
 from shared.actions.errors import ActionsError, InvalidArgument
 from shared.api.kinds import AUTOSCALING_LISTENER, CLEANUP_TARGETS, EPHEMERAL_RUNNER_SET
 from shared.api.names import (
+    ANNOTATION_LISTENER_GROUP,
     ANNOTATION_RUNNER_GROUP_NAME,
     ANNOTATION_RUNNER_SCALE_SET_ID,
     ANNOTATION_RUNNER_SCALE_SET_NAME,
@@ -765,8 +766,12 @@ def _listener(p: _Planner, scale_set_id: int, runner_set: str) -> None:
         p.listener_current = False
         return
     meta = metadata_of(current)
-    metadata_drifted = drifted(meta.get("labels"), desired["metadata"]["labels"]) or drifted(
-        meta.get("annotations"), desired["metadata"]["annotations"]
+    metadata_drifted = (
+        drifted(meta.get("labels"), desired["metadata"]["labels"])
+        or drifted(meta.get("annotations"), desired["metadata"]["annotations"])
+        # Leaving a listener group takes the annotation away.
+        or (meta.get("annotations") or {}).keys() & {ANNOTATION_LISTENER_GROUP}
+        != desired["metadata"]["annotations"].keys() & {ANNOTATION_LISTENER_GROUP}
     )
     if not metadata_drifted and only_listener_replicas_differ(
         current.get("spec") or {}, desired["spec"]

@@ -128,6 +128,7 @@ async def attach(
     total_jobs: int,
 ) -> list[Extension]:
     """The modes the flags ask for, started."""
+    from sandbox.demo.drain import NodeDrain
     from sandbox.demo.soak import Soak
 
     extras: list[Extension] = []
@@ -149,6 +150,10 @@ async def attach(
         soak = Soak(system, observer, minutes=args.soak)
         soak.start()
         extras.append(soak)
+    if args.drain_at is not None:
+        node_drain = NodeDrain(system, observer, at=args.drain_at, speedup=args.speedup)
+        node_drain.start()
+        extras.append(node_drain)
     return extras
 
 

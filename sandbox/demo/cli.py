@@ -22,6 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from sandbox.demo import chaos as modes
+from sandbox.demo import drain as drains
 from sandbox.demo import policy as policies
 from sandbox.demo import soak as soaks
 from sandbox.demo import workload as workloads
@@ -30,6 +31,7 @@ from sandbox.demo.observe import Observer
 from sandbox.demo.progress import Progress
 from sandbox.demo.report import build_report, print_summary, write_plot, write_report
 from sandbox.demo.workload import JobSpec, WorkloadError
+from sandbox.kube.kubelet.node import MAX_NODES
 
 EXIT_INTERRUPTED = 130
 TICK = 0.1
@@ -54,6 +56,13 @@ def add_system_flags(parser: argparse.ArgumentParser, *, max_runners: int) -> No
         help="simulated seconds from the runner container starting to the runner connecting "
         "to the service (default 3)",
     )
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="worker nodes of the Kubernetes emulator: sandbox-node, sandbox-node-2, ... "
+        f"(1-{MAX_NODES}; default 1)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         "both processes' resources (docs/sandbox.md#soak)"
     )  # fmt: skip
     modes.add_flags(parser)
+    drains.add_flags(parser)
     parser.add_argument(
         "--duration", type=float, default=30.0, help="with --jobs, each job's duration (default 30)"
     )
@@ -107,6 +117,8 @@ def check_system_flags(parser: argparse.ArgumentParser, args: argparse.Namespace
         parser.error("needs 0 <= --min-runners <= --max-runners and --max-runners >= 1")
     if args.pod_start_latency < 0 or args.registration_latency < 0:
         parser.error("latencies must not be negative")
+    if not 1 <= args.nodes <= MAX_NODES:
+        parser.error(f"needs 1 <= --nodes <= {MAX_NODES}")
 
 
 def _workload(args: argparse.Namespace) -> tuple[list[JobSpec], dict[str, Any]]:
@@ -173,6 +185,7 @@ async def run_demo(
         max_runners=args.max_runners,
         pod_start_latency=args.pod_start_latency / speedup,
         registration_latency=args.registration_latency / speedup,
+        nodes=args.nodes,
         labels=tuple(sorted({label for job in jobs for label in job.labels})),
         seed=args.seed,
         listener=args.listener,
@@ -303,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_system_flags(parser, args)
+    drains.check_flags(parser, args)
     if (args.jobs is not None and args.jobs < 0) or args.duration < 0 or args.speedup <= 0:
         parser.error("needs --jobs >= 0, --duration >= 0 and --speedup > 0")
     if args.chaos_rate <= 0 or (args.soak is not None and args.soak <= 0):

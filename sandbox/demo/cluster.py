@@ -77,6 +77,8 @@ class SystemOptions:
     max_runners: int = 10
     pod_start_latency: float = 0.0
     registration_latency: float = 0.0
+    nodes: int = 1
+    """Worker nodes of the Kubernetes emulator (sandbox-node, sandbox-node-2, ...)."""
     listener: ListenerMode = "in-cluster"
     labels: tuple[str, ...] = ()
     seed: int = 0
@@ -669,6 +671,7 @@ async def start_system(options: SystemOptions, workdir: Path) -> AsyncIterator[S
             container_runtime=runtime,
             pod_start_latency=options.pod_start_latency,
             run_project_image=options.listener == "in-cluster",
+            nodes=options.nodes,
         ) as kube:
             system = System(gh, kube, options, workdir)
             try:

@@ -195,6 +195,9 @@ def failures(report: dict[str, Any]) -> list[str]:
             found.append(f"{name} stopped with exit code {code}")
     if report["interrupted"]:
         found.append("interrupted")
+    drain = report.get("drain")
+    if drain and drain["error"]:
+        found.append(f"drain of {drain['node'] or 'a node'}: {drain['error']}")
     return found
 
 
@@ -247,6 +250,19 @@ def summary_table(report: dict[str, Any]) -> Table:
             f"{len(report['leftovers']['kubernetes'])} / {len(report['leftovers']['actions'])}",
         ),
     ]
+    drain = report.get("drain")
+    if drain:
+        rows += [
+            (f"drain of {drain['node']} at {drain['at_s']} s", f"{drain['time_s']} s"),
+            (
+                "  pods evicted / evictions refused",
+                f"{drain['pods_evicted']} / {drain['evictions_refused']}",
+            ),
+            (
+                "  jobs on evicted runners / lost",
+                f"{drain['jobs_on_evicted_runners']} / {drain['jobs_lost']}",
+            ),
+        ]
     for name, value in rows:
         table.add_row(name, value)
     return table

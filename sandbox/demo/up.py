@@ -32,6 +32,7 @@ from sandbox.demo.cluster import (
 )
 from sandbox.demo.observe import Observer
 from sandbox.demo.report import write_report
+from sandbox.kube.kubelet.node import node_names
 
 STATE_FILE = "sandbox.json"
 ADMIN_KUBECONFIG = "kubeconfig"
@@ -86,6 +87,7 @@ def state(system: System, workdir: Path) -> dict[str, object]:
         "labels": system.labels,
         "listener": system.options.listener,
         "listener_identity": system.listener_user,
+        "nodes": list(node_names(system.options.nodes)),
         "pids": {"sandbox": os.getpid()}
         | {name: c.proc.pid for name, c in system.components.items()},
     }
@@ -107,6 +109,11 @@ def _usage(system: System, workdir: Path) -> str:
             else []
         ),
         f"  gha-sandbox job add --workdir {workdir} --count 5 --duration 30",
+        *(
+            [f"  gha-sandbox node drain sandbox-node-2 --workdir {workdir}   # as kubectl drain"]
+            if system.options.nodes > 1
+            else []
+        ),
     ]
     if system.options.listener == "none":
         lines.append(
@@ -129,6 +136,7 @@ async def _up(args: argparse.Namespace) -> int:
         max_runners=args.max_runners,
         pod_start_latency=args.pod_start_latency,
         registration_latency=args.registration_latency,
+        nodes=args.nodes,
         listener=args.listener,
         listener_exit_stops=False,
     )

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from sandbox.kube.emulator import KubeEmulator
+from sandbox.kube.kubelet.node import MAX_NODES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,6 +35,13 @@ def _parser() -> argparse.ArgumentParser:
         "a fresh cluster has no CRDs until you apply them)",
     )
     p.add_argument("--pod-start-latency", type=float, default=0.0, help="seconds before pods run")
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help=f"worker nodes the kubelet runs: sandbox-node, sandbox-node-2, ... (1-{MAX_NODES}; "
+        "default 1)",
+    )
     p.add_argument(
         "--no-processes",
         action="store_true",
@@ -62,6 +70,7 @@ async def _serve(args: argparse.Namespace) -> int:
         pod_start_latency=args.pod_start_latency,
         insecure_admin=not args.tls,
         run_project_image=not args.no_processes,
+        nodes=args.nodes,
     )
     try:
         await kube.start()
@@ -80,6 +89,9 @@ async def _serve(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if not 1 <= args.nodes <= MAX_NODES:
+        print(f"--nodes: give 1 to {MAX_NODES}, not {args.nodes}", file=sys.stderr)
+        return 2
     for path in _crd_files(args):
         if not path.is_file():
             print(

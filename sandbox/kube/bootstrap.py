@@ -127,6 +127,7 @@ _EDIT_RULES = [
         WRITE,
     ),
     _rule([""], ["serviceaccounts/token"], ["create"]),
+    _rule([""], ["pods/eviction"], ["create"]),
     _rule(
         ["apps"],
         [
@@ -668,10 +669,8 @@ def _create(registry: Registry, group: str, plural: str, *, ns: str, body: Obj) 
 
 
 def _control_plane_node(registry: Registry) -> None:
-    node = node_object()
-    node["metadata"]["name"] = CONTROL_PLANE
+    node = node_object(name=CONTROL_PLANE)
     labels = node["metadata"]["labels"]
-    labels["kubernetes.io/hostname"] = CONTROL_PLANE
     labels["node-role.kubernetes.io/control-plane"] = ""
     labels["node.kubernetes.io/exclude-from-external-load-balancers"] = ""
     node["spec"] = {
@@ -684,12 +683,8 @@ def _control_plane_node(registry: Registry) -> None:
         return
     rt = _type(registry, "", "nodes")
     cur = registry.get(rt, ns="", name=CONTROL_PLANE)
-    status = node_status(timestamp(registry.clock()))
-    status["addresses"] = [
-        {"type": "InternalIP", "address": CONTROL_PLANE_IP},
-        {"type": "Hostname", "address": CONTROL_PLANE},
-    ]
-    status["nodeInfo"]["machineID"] = status["nodeInfo"]["systemUUID"] = CONTROL_PLANE
+    status = node_status(timestamp(registry.clock()), name=CONTROL_PLANE)
+    status["addresses"][0]["address"] = CONTROL_PLANE_IP
     registry.commit(rt, cur=cur, new={**cur, "status": status}, subresource="status")
 
 

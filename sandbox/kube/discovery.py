@@ -80,6 +80,9 @@ def _resource_entries(rt: ResourceType) -> list[Obj]:
             )
         elif sub == "log":
             sub_entry.update(verbs=["get"])
+        elif sub == "eviction":
+            # kubectl drain evicts through the group version this entry names.
+            sub_entry.update(kind="Eviction", group="policy", version="v1", verbs=["create"])
         elif sub == "finalize":
             sub_entry.update(verbs=["update"])
         elif sub == "scale":
@@ -215,7 +218,8 @@ def _pod_cells(pod: Obj) -> list[Any]:
 def _node_status(node: Obj) -> str:
     conditions = (node.get("status") or {}).get("conditions") or []
     ready = [c for c in conditions if c.get("type") == "Ready"]
-    return "Ready" if ready and ready[0].get("status") == "True" else "NotReady"
+    state = "Ready" if ready and ready[0].get("status") == "True" else "NotReady"
+    return f"{state},SchedulingDisabled" if (node.get("spec") or {}).get("unschedulable") else state
 
 
 def _node_roles(node: Obj) -> str:
@@ -303,6 +307,19 @@ BUILTIN_COLUMNS: dict[tuple[str, str], list[tuple[str, str, Cell]]] = {
     ("", "serviceaccounts"): [("Secrets", "string", lambda o: len(o.get("secrets") or []))],
     ("coordination.k8s.io", "leases"): [
         ("Holder", "string", lambda o: (o.get("spec") or {}).get("holderIdentity", ""))
+    ],
+    ("policy", "poddisruptionbudgets"): [
+        ("Min Available", "string", lambda o: (o.get("spec") or {}).get("minAvailable", "N/A")),
+        (
+            "Max Unavailable",
+            "string",
+            lambda o: (o.get("spec") or {}).get("maxUnavailable", "N/A"),
+        ),
+        (
+            "Allowed Disruptions",
+            "integer",
+            lambda o: (o.get("status") or {}).get("disruptionsAllowed", 0),
+        ),
     ],
     ("rbac.authorization.k8s.io", "rolebindings"): [("Role", "string", _role_ref)],
     ("rbac.authorization.k8s.io", "clusterrolebindings"): [("Role", "string", _role_ref)],

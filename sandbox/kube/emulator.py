@@ -19,11 +19,14 @@ from aiohttp import web
 from sandbox import MANIFESTS
 from sandbox.kube import bootstrap
 from sandbox.kube.clock import Clock, utcnow
+from sandbox.kube.disruption import DisruptionController
 from sandbox.kube.faults import Faults, Requests
 from sandbox.kube.gc import Controllers, cancel
 from sandbox.kube.kubelet.lifecycle import Kubelet
+from sandbox.kube.kubelet.node import MAX_NODES, node_names
 from sandbox.kube.kubelet.process import PROJECT_IMAGE, ClusterAccess, ProcessRuntime
 from sandbox.kube.kubelet.runtime import ContainerRuntime, RunUntilDeleted
+from sandbox.kube.nodelifecycle import NodeLifecycle
 from sandbox.kube.rbac import (
     CLUSTER_ADMINS,
     MASTERS,
@@ -102,7 +105,10 @@ class KubeEmulator:
         insecure_admin: bool = False,
         run_project_image: bool = False,
         project_image: str = PROJECT_IMAGE,
+        nodes: int = 1,
     ) -> None:
+        if not 1 <= nodes <= MAX_NODES:
+            raise ValueError(f"nodes must be between 1 and {MAX_NODES}, not {nodes}")
         self.tls = tls
         self.host = host
         self.port = port
@@ -151,6 +157,8 @@ class KubeEmulator:
             ca_pem=self._ca_pem.decode() or "sandbox-without-tls\n",
         )
         self.workloads = Workloads(registry=self.registry, store=self.store)
+        self.disruption = DisruptionController(registry=self.registry, store=self.store)
+        self.node_lifecycle = NodeLifecycle(registry=self.registry, store=self.store)
         runtime: ContainerRuntime = container_runtime or RunUntilDeleted()
         self.processes = (
             ProcessRuntime(
@@ -175,6 +183,7 @@ class KubeEmulator:
                 runtime=self.processes or runtime,
                 start_latency=pod_start_latency,
                 restart_backoff=restart_backoff,
+                nodes=node_names(nodes),
             )
             if kubelet
             else None
@@ -203,6 +212,10 @@ class KubeEmulator:
             asyncio.create_task(self.token_controller.run(), name="kube-token-controller")
         )
         self._tasks.append(asyncio.create_task(self.workloads.run(), name="kube-workloads"))
+        self._tasks.append(asyncio.create_task(self.disruption.run(), name="kube-disruption"))
+        self._tasks.append(
+            asyncio.create_task(self.node_lifecycle.run(), name="kube-node-lifecycle")
+        )
         if self.kubelet is not None:
             self._tasks.append(asyncio.create_task(self.kubelet.run(), name="kube-kubelet"))
         await asyncio.sleep(0)

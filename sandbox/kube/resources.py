@@ -103,7 +103,7 @@ BUILTINS: tuple[ResourceType, ...] = (
         status=True,
         return_deleted=True,
         field_selectors=POD_FIELDS,
-        subresources=("status", "log"),
+        subresources=("status", "log", "eviction"),
     ),
     _core("secrets", "Secret", field_selectors=("type",)),
     _core("configmaps", "ConfigMap", short_names=("cm",)),

@@ -81,6 +81,11 @@ ANNOTATION_PATCH_ID: Final = "actions.github.com/patch-id"
 # that set is not named like it (one adopted from a released ARC, which generates the name).
 ANNOTATION_RUNNER_SET_NAME: Final = "gha-runner-scaler/runner-set-name"
 ANNOTATION_VALUES_HASH: Final = "actions.github.com/values-hash"
+# This project's, on an AutoscalingRunnerSet (copied onto its AutoscalingListener): the listener
+# group whose one pod serves the set with the other sets of its namespace that name the group
+# and share its GitHub config (docs/autoscaling.md#listener-groups).
+ANNOTATION_LISTENER_GROUP: Final = "gha-runner-scaler/listener-group"
+LABEL_LISTENER_GROUP: Final = "gha-runner-scaler/listener-group"
 ANNOTATION_CLEANUP_MANAGER_ROLE_BINDING: Final = "actions.github.com/cleanup-manager-role-binding"
 ANNOTATION_CLEANUP_MANAGER_ROLE_NAME: Final = "actions.github.com/cleanup-manager-role-name"
 ANNOTATION_CLEANUP_KUBERNETES_MODE_ROLE_NAME: Final = (

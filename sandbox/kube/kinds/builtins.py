@@ -1,6 +1,7 @@
 """The strategies of the built-in kinds that have no controller here (ReplicationControllers,
-Ingresses, NetworkPolicies, CertificateSigningRequests, APIServices, CSIStorageCapacities, and
-the immutable `roleRef` of RoleBindings and ClusterRoleBindings):
+Ingresses, NetworkPolicies, CertificateSigningRequests, APIServices, CSIStorageCapacities,
+PodDisruptionBudgets (kinds/disruptionbudgets.py; their controller is sandbox/kube/disruption.py),
+and the immutable `roleRef` of RoleBindings and ClusterRoleBindings):
 they are stored and read back with the defaults and validation the real server applies
 (docs/sandbox-kube.md#built-in-kinds)."""
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sandbox.kube.clock import timestamp, utcnow
-from sandbox.kube.kinds import pods, shapes
+from sandbox.kube.kinds import disruptionbudgets, pods, shapes
 from sandbox.kube.resources import ResourceType
 from sandbox.kube.status import Cause, invalid
 from sandbox.kube.store import ACTOR
@@ -47,6 +48,8 @@ def prepare_create(rt: ResourceType, obj: Obj) -> None:
         obj["status"] = {}
     elif rt.key == APISERVICES:
         obj["status"] = _apiservice_status(obj)
+    elif rt.key == disruptionbudgets.PDBS:
+        disruptionbudgets.prepare_create(obj)
 
 
 def prepare_update(rt: ResourceType, *, new: Obj, cur: Obj) -> None:
@@ -65,6 +68,8 @@ def prepare_update(rt: ResourceType, *, new: Obj, cur: Obj) -> None:
         _default_network_policy(new)
     elif rt.key == CSRS:
         new["spec"] = cur.get("spec") or {}
+    elif rt.key == disruptionbudgets.PDBS:
+        disruptionbudgets.prepare_update(new)
 
 
 def causes(rt: ResourceType, obj: Obj) -> list[Cause]:
@@ -77,6 +82,8 @@ def causes(rt: ResourceType, obj: Obj) -> list[Cause]:
         return _csr_causes(obj)
     if rt.key == APISERVICES:
         return _apiservice_causes(obj["metadata"]["name"], spec)
+    if rt.key == disruptionbudgets.PDBS:
+        return disruptionbudgets.causes(obj)
     if rt.key == CAPACITIES and not obj.get("storageClassName"):
         return [Cause("FieldValueRequired", field="storageClassName", detail="")]
     return []

@@ -1,7 +1,9 @@
 """The pod lifecycle of the simulated scheduler + kubelet (docs/sandbox-kube.md#the-kubelet).
 
-Each pod is bound to the node, then walked through the status writes a real kubelet makes, each
-a separate write with its own resourceVersion and watch event:
+Each pod is bound to one of the kubelet's nodes (`scheduler.schedule`; a pod no node can take
+stays Pending with PodScheduled=False until a node event lets it in), then walked through the
+status writes a real kubelet makes, each a separate write with its own resourceVersion and watch
+event:
 
 1. binding: `spec.nodeName` and condition PodScheduled=True;
 2. first sync: hostIP, startTime, conditions, containers waiting in `ContainerCreating`;
@@ -33,7 +35,7 @@ import aiohttp
 from sandbox.kube.clock import timestamp
 from sandbox.kube.kinds.pods import TERMINAL_PHASES
 from sandbox.kube.kubelet.env import MissingReference, resolve_env
-from sandbox.kube.kubelet.node import NODE_IP, NODE_NAME, register_node
+from sandbox.kube.kubelet.node import NODE_NAME, node_ip, pod_subnet, register_node
 from sandbox.kube.kubelet.podstatus import (
     container_id,
     container_user,
@@ -48,6 +50,7 @@ from sandbox.kube.kubelet.podstatus import (
     waiting_status,
 )
 from sandbox.kube.kubelet.runtime import RUNTIME_FAILURE_EXIT, SIGTERM_EXIT, ContainerRuntime
+from sandbox.kube.kubelet.scheduler import schedule
 from sandbox.kube.registry import Registry
 from sandbox.kube.status import ApiError
 from sandbox.kube.store import Event, Store
@@ -56,6 +59,7 @@ Obj = dict[str, Any]
 log = logging.getLogger("sandbox.kube.kubelet")
 
 PODS = ("", "pods")
+NODES = ("", "nodes")
 
 
 class Kubelet:
@@ -69,7 +73,9 @@ class Kubelet:
         restart_backoff: float = 1.0,
         config_retry: float = 0.2,
         probe_interval: float = 0.5,
+        nodes: tuple[str, ...] = (NODE_NAME,),
     ) -> None:
+        self.nodes = nodes
         self.registry = registry
         self.store = store
         self.runtime = runtime
@@ -81,22 +87,29 @@ class Kubelet:
         self.deleting: dict[str, asyncio.Event] = {}
         self._next_ip = 1
         self.killed: dict[str, dict[str, int]] = {}
+        self.pending: set[str] = set()
+        """Pods no node could take yet, scheduled again on the next node event."""
 
     def register_node(self) -> None:
-        register_node(self.registry, self.store)
+        for index, name in enumerate(self.nodes):
+            register_node(self.registry, self.store, name=name, index=index)
 
     async def run(self) -> None:
-        sub = self.store.subscribe({PODS})
+        sub = self.store.subscribe({PODS, NODES})
         try:
             for pod in list(self.store.items(PODS)):
                 self._observe(pod)
             while True:
                 item = await sub.queue.get()
-                if isinstance(item, Event):
-                    if item.type == "DELETED":
-                        self._forget(item.obj["metadata"]["uid"])
-                    else:
-                        self._observe(item.obj)
+                if not isinstance(item, Event):
+                    continue
+                if item.key == NODES:
+                    if item.type != "DELETED":
+                        self._retry_pending()
+                elif item.type == "DELETED":
+                    self._forget(item.obj["metadata"]["uid"])
+                else:
+                    self._observe(item.obj)
         finally:
             self.store.unsubscribe(sub)
             for task in list(self.workers.values()):
@@ -108,8 +121,14 @@ class Kubelet:
     def _observe(self, pod: Obj) -> None:
         uid = pod["metadata"]["uid"]
         node = (pod.get("spec") or {}).get("nodeName")
-        if node and node != NODE_NAME:
+        if node and node not in self.nodes:
             return
+        if not node and not pod["metadata"].get("deletionTimestamp"):
+            if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+                return
+            node = self._schedule(uid, pod)
+            if node is None:
+                return
         if pod["metadata"].get("deletionTimestamp"):
             if uid in self.deleting:
                 self.deleting[uid].set()
@@ -123,7 +142,16 @@ class Kubelet:
         self.deleting[uid] = asyncio.Event()
         self.workers[uid] = asyncio.create_task(self._pod(uid), name=f"kubelet-{uid}")
 
+    def _retry_pending(self) -> None:
+        for uid in list(self.pending):
+            pod = self._pod_obj(uid)
+            if pod is None:
+                self.pending.discard(uid)
+            else:
+                self._observe(pod)
+
     def _forget(self, uid: str) -> None:
+        self.pending.discard(uid)
         self.deleting.pop(uid, None)
         task = self.workers.pop(uid, None)
         if task is not None and task is not asyncio.current_task():
@@ -147,37 +175,68 @@ class Kubelet:
             log.debug("kubelet status write failed: %s", exc.message)
         return self._pod_obj(uid)
 
-    def _bind(self, uid: str) -> Obj | None:
-        cur = self._pod_obj(uid)
+    def _schedule(self, uid: str, pod: Obj) -> str | None:
+        """Bind the pod to a node, or report why none fits (PodScheduled=False)."""
         rt = self.registry.catalog.preferred(*PODS)
-        if cur is None or rt is None:
+        current = self._pod_obj(uid)
+        if rt is None or current is None or current["metadata"].get("deletionTimestamp"):
             return None
-        if (cur.get("spec") or {}).get("nodeName"):
-            return cur
-        new = copy.deepcopy(cur)
-        new["spec"]["nodeName"] = NODE_NAME
+        bound = (current.get("spec") or {}).get("nodeName")
+        if bound:
+            return str(bound) if bound in self.nodes else None
+        pod = current
+        placement = schedule(
+            pod,
+            nodes=list(self.store.items(NODES)),
+            runnable=self.nodes,
+            pods=self.store.items(PODS),
+        )
         now = timestamp(self.registry.clock())
-        set_condition(new.setdefault("status", {}), "PodScheduled", value="True", now=now)
+        new = copy.deepcopy(pod)
+        status = new.setdefault("status", {})
+        if placement.node is None:
+            self.pending.add(uid)
+            before = [c for c in status.get("conditions") or [] if c["type"] == "PodScheduled"]
+            if before and before[0].get("message") == placement.message:
+                return None
+            set_condition(
+                status,
+                "PodScheduled",
+                value="False",
+                now=now,
+                reason="Unschedulable",
+                message=placement.message,
+            )
+            try:
+                self.registry.commit(rt, cur=pod, new=new, subresource="status")
+            except ApiError as exc:
+                log.debug("scheduler status write failed: %s", exc.message)
+            return None
+        self.pending.discard(uid)
+        new["spec"]["nodeName"] = placement.node
+        set_condition(status, "PodScheduled", value="True", now=now)
         # The binding subresource sets nodeName and the PodScheduled condition in one write,
         # past the pod-update validation that forbids changing the spec.
-        self.store.put(rt.key, new, event="MODIFIED", old=cur)
-        return self._pod_obj(uid)
+        self.store.put(rt.key, new, event="MODIFIED", old=pod)
+        return placement.node
 
     # --- the pod lifecycle -------------------------------------------------------------------
 
     async def _pod(self, uid: str) -> None:
         deleting = self.deleting[uid]
         try:
-            pod = self._bind(uid)
+            pod = self._pod_obj(uid)
             if pod is None:
                 return
+            index = self.nodes.index(pod["spec"]["nodeName"])
+            host_ip = node_ip(index)
             now = timestamp(self.registry.clock())
             has_init = bool(pod["spec"].get("initContainers"))
 
             def first_sync(status: Obj, p: Obj) -> None:
                 status["phase"] = "Pending"
-                status["hostIP"] = NODE_IP
-                status["hostIPs"] = [{"ip": NODE_IP}]
+                status["hostIP"] = host_ip
+                status["hostIPs"] = [{"ip": host_ip}]
                 status["startTime"] = now
                 set_condition(status, "PodReadyToStartContainers", value="False", now=now)
                 set_condition(
@@ -222,7 +281,9 @@ class Kubelet:
             if await _wait_or_deleted(deleting, self.start_latency):
                 await self._terminate(uid, {})
                 return
-            ip = f"10.244.0.{self._next_ip % 250 + 2}"
+            # One counter for every node, so the last octet (the project's processes' loopback
+            # address, sandbox.kube.kubelet.process) stays unique across nodes.
+            ip = f"{pod_subnet(index)}.{self._next_ip % 250 + 2}"
             self._next_ip += 1
 
             def sandbox_ready(status: Obj, p: Obj) -> None:

@@ -14,9 +14,10 @@ The process gets a per-pod directory standing in for the container's filesystem:
   `<pod dir>/root/var/run/secrets/kubernetes.io/serviceaccount/`, and since no process can read
   the real in-cluster path, `KUBECONFIG` names a kubeconfig with the same token, CA and the
   emulator's URL (`KUBERNETES_SERVICE_HOST`/`PORT` point at the emulator too);
-- the pod's loopback address (127.A.B.x for pod IP 10.244.0.x, A.B drawn per runtime so that
-  emulators running side by side do not collide) is where its servers listen: the known
-  processes get it through their own bind-address settings, and readiness probes go there.
+- the pod's loopback address (127.A.B.x for pod IP 10.244.X.x on any node, A.B drawn per
+  runtime so that emulators running side by side do not collide) is where its servers listen:
+  the known processes get it through their own bind-address settings, and readiness probes go
+  there.
 
 Cancelling `run` (pod deletion or emulator stop) sends SIGTERM, then SIGKILL once the pod's grace
 period is over; the process's exit code is returned either way. Each process is started through
@@ -67,11 +68,15 @@ NOT_FOUND_EXIT = 127
 
 
 def _listener_port(env: dict[str, str]) -> str:
-    """The port of gha-listener's metrics_addr (its environment, else its config file)."""
+    """The port of gha-listener's metrics_addr (its environment, else its config file, or the
+    first of the folder of config files a listener group's pod reads: they agree on it)."""
     addr = env.get("LISTENER_METRICS_ADDR")
     if addr is None:
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            config = json.loads(Path(env.get("LISTENER_CONFIG_PATH", "")).read_text())
+        with contextlib.suppress(OSError, ValueError, AttributeError, StopIteration):
+            path = Path(env.get("LISTENER_CONFIG_PATH", ""))
+            if path.is_dir():
+                path = next(iter(sorted(path.glob("*.json"))))
+            config = json.loads(path.read_text())
             addr = str(config.get("metrics_addr", ":8080"))
     _, _, port = (addr or ":8080").rpartition(":")
     return port or "8080"

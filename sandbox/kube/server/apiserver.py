@@ -18,6 +18,7 @@ import yaml
 from aiohttp import web
 
 from sandbox.kube.admission.policies import REQUEST_USER
+from sandbox.kube.eviction import evict
 from sandbox.kube.faults import Faults, Request, Requests
 from sandbox.kube.kinds.subresources import READABLE, WRITABLE
 from sandbox.kube.managed import FIELD_MANAGER, manager_from_user_agent
@@ -263,6 +264,19 @@ class ApiServer:
             if request.method != "POST":
                 raise method_not_allowed(request.method, plural="serviceaccounts/token", group="")
             return await self.reviews.token_request(request, rt, info=info)
+        if sub == "eviction" and rt.key == ("", "pods"):
+            if request.method != "POST":
+                raise method_not_allowed(request.method, plural="pods/eviction", group="")
+            body = await read_body(request)
+            answer = evict(
+                self.registry,
+                rt,
+                ns=info.namespace,
+                name=info.name,
+                body=body,
+                dry_run="All" in request.query.getall("dryRun", []),
+            )
+            return json_response(answer, 201)
         if sub == "log" and rt.key == ("", "pods"):
             pod = self.registry.get(rt, ns=info.namespace, name=info.name)
             return web.Response(text=self._log(pod, request.query), content_type="text/plain")

@@ -1,5 +1,6 @@
 """The README's quick start: `scripts/sandbox` runs and ends with the summary table, and every
-sandbox command the section shows is one its program accepts as written.
+sandbox command the section shows (`node drain` among them) is one its program accepts as
+written.
 
 The default workload takes about a minute, too long for CI; the script runs here with a small
 burst, and the section's other commands are parsed by the parsers that run them (`gha-sandbox
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.demo import cli, jobs, up
+from sandbox.demo import cli, jobs, nodes, up
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -44,7 +45,8 @@ def parser_for(command: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
     if command[0] == "scripts/sandbox":
         return cli.build_parser(), command[1:]
     component, args = command[1], command[2:]
-    return {"up": up.build_parser, "job": jobs.build_parser}[component](), args
+    parsers = {"up": up.build_parser, "job": jobs.build_parser, "node": nodes.build_parser}
+    return parsers[component](), args
 
 
 def test_the_section_shows_the_demo_the_plot_and_up() -> None:

@@ -12,6 +12,7 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 import yaml
 from kubernetes_asyncio import client
@@ -181,6 +182,28 @@ async def test_the_project_image_runs_as_a_process_unless_no_processes(
             assert state.terminated.exit_code == 127
         else:
             assert state.running is not None
+    finally:
+        proc.terminate()
+        await proc.communicate()
+
+
+async def test_nodes_out_of_range_is_a_one_line_error_with_exit_2(tmp_path: Path) -> None:
+    code, out, err = await exit_of("--kubeconfig", str(tmp_path / "k"), "--nodes", "0")
+    assert (code, out) == (2, b"")
+    assert err == "--nodes: give 1 to 200, not 0\n"
+
+
+async def test_nodes_gives_that_many_worker_nodes(tmp_path: Path) -> None:
+    proc, url, _ = await serve(tmp_path, "--nodes", "3", "--no-processes")
+    try:
+        async with aiohttp.ClientSession() as http, http.get(f"{url}/api/v1/nodes") as resp:
+            names = {n["metadata"]["name"] for n in (await resp.json())["items"]}
+        assert names == {
+            "sandbox-control-plane",
+            "sandbox-node",
+            "sandbox-node-2",
+            "sandbox-node-3",
+        }
     finally:
         proc.terminate()
         await proc.communicate()

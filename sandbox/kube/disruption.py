@@ -1,0 +1,346 @@
+"""kube-controller-manager's disruption controller, simulated
+(docs/sandbox-kube.md#poddisruptionbudgets).
+
+Each PodDisruptionBudget's status is computed as a pure value (`budget_status`) from the pods its
+selector matches and, for `maxUnavailable` or a percentage `minAvailable`, the scale of those
+pods' controllers; then written through `/status` when it differs. A budget is synced when it is
+written, when a pod or workload of its namespace changes, and when an entry of `disruptedPods`
+expires. A budget whose expected pods cannot be counted (a controller without a scale
+subresource, such as a custom resource without one, or no controller found) gets the fail-safe
+status: `disruptionsAllowed: 0` and `DisruptionAllowed=False` with reason `SyncFailed` and the
+error as message, its other fields (observedGeneration included) as they were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import datetime as dt
+import logging
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sandbox.kube.clock import timestamp
+from sandbox.kube.registry import Registry
+from sandbox.kube.status import ApiError, qualified
+from sandbox.kube.store import Event, Store, TypeKey
+from sandbox.kube.workloads import selector_matches
+
+Obj = dict[str, Any]
+log = logging.getLogger("sandbox.kube.disruption")
+
+PDBS: TypeKey = ("policy", "poddisruptionbudgets")
+PODS: TypeKey = ("", "pods")
+DEPLOYMENTS: TypeKey = ("apps", "deployments")
+REPLICASETS: TypeKey = ("apps", "replicasets")
+STATEFULSETS: TypeKey = ("apps", "statefulsets")
+RCS: TypeKey = ("", "replicationcontrollers")
+WORKLOADS = (DEPLOYMENTS, REPLICASETS, STATEFULSETS, RCS)
+# How long an eviction's entry in disruptedPods keeps its pod out of currentHealthy
+# (the controller's DeletionTimeout).
+DELETION_TIMEOUT = dt.timedelta(minutes=2)
+CONDITION = "DisruptionAllowed"
+
+
+class SyncFailed(Exception):
+    """The expected pods cannot be counted; the message is the condition's."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    status: Obj
+    recheck: dt.datetime | None = None
+
+
+ScaleOf = Callable[[Obj, str], tuple[str, int] | None]
+"""(controller reference, namespace) -> (the controller's uid, its replicas), None when that
+kind of controller is not found; raises SyncFailed when the kind has no scale."""
+
+
+def selects(selector: Any, labels: dict[str, str]) -> bool:
+    """policy/v1: a missing selector selects nothing, an empty one every pod."""
+    if not isinstance(selector, dict):
+        return False
+    if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        return True
+    return selector_matches(selector, labels)
+
+
+def _ready(pod: Obj) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+def _controller(pod: Obj) -> Obj | None:
+    for ref in pod["metadata"].get("ownerReferences") or []:
+        if ref.get("controller"):
+            return dict(ref)
+    return None
+
+
+def scaled(value: int | str, total: int) -> int:
+    """intstr.GetScaledValueFromIntOrPercent, rounding up."""
+    if isinstance(value, str):
+        return math.ceil(int(value.rstrip("%")) * total / 100)
+    return int(value)
+
+
+def expected_scale(pods: list[Obj], scale_of: ScaleOf) -> int:
+    scales: dict[str, int] = {}
+    for pod in pods:
+        ref = _controller(pod)
+        if ref is None:
+            continue  # unmanaged: the real controller only records an UnmanagedPods Event
+        if ref.get("uid") in scales:
+            continue
+        found = scale_of(ref, pod["metadata"].get("namespace", ""))
+        if found is None:
+            raise SyncFailed(f'found no controllers for pod "{pod["metadata"]["name"]}"')
+        scales[found[0]] = found[1]
+    return sum(scales.values())
+
+
+def _parse(when: str) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(when.replace("Z", "+00:00"))
+    except (AttributeError, ValueError):
+        return None
+
+
+def disruption_condition(status: Obj, *, now: str) -> None:
+    """pdbhelper.UpdateDisruptionAllowedCondition: SufficientPods or InsufficientPods."""
+    allowed = int(status.get("disruptionsAllowed") or 0) > 0
+    set_condition(
+        status,
+        value="True" if allowed else "False",
+        reason="SufficientPods" if allowed else "InsufficientPods",
+        message="",
+        now=now,
+    )
+
+
+def set_condition(status: Obj, *, value: str, reason: str, message: str, now: str) -> None:
+    """apimeta.SetStatusCondition on `DisruptionAllowed`: the transition time moves only when
+    the condition's status does."""
+    conditions = status.setdefault("conditions", [])
+    new = {
+        "type": CONDITION,
+        "status": value,
+        "observedGeneration": status.get("observedGeneration", 0),
+        "lastTransitionTime": now,
+        "reason": reason,
+        "message": message,
+    }
+    for i, old in enumerate(conditions):
+        if old.get("type") == CONDITION:
+            if old.get("status") == value:
+                new["lastTransitionTime"] = old.get("lastTransitionTime", now)
+            conditions[i] = new
+            return
+    conditions.append(new)
+
+
+def budget_status(pdb: Obj, pods: list[Obj], *, scale_of: ScaleOf, now: dt.datetime) -> Budget:
+    """The status the controller writes (trySync, then failSafe when it fails)."""
+    spec = pdb.get("spec") or {}
+    old = copy.deepcopy(pdb.get("status") or {})
+    stamp = timestamp(now)
+    try:
+        expected, desired = _expected(spec, pods, scale_of)
+    except SyncFailed as exc:
+        old["disruptionsAllowed"] = 0
+        set_condition(old, value="False", reason="SyncFailed", message=str(exc), now=stamp)
+        return Budget(old)
+    disrupted: dict[str, str] = {}
+    recheck: dt.datetime | None = None
+    listed = old.get("disruptedPods") or {}
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        if pod["metadata"].get("deletionTimestamp") or name not in listed:
+            continue
+        when = _parse(listed[name])
+        if when is None or when + DELETION_TIMEOUT < now:
+            continue  # expected to be deleted by now: counted again
+        disrupted[name] = listed[name]
+        if recheck is None or when + DELETION_TIMEOUT < recheck:
+            recheck = when + DELETION_TIMEOUT
+    healthy = sum(
+        1
+        for pod in pods
+        if not pod["metadata"].get("deletionTimestamp")
+        and pod["metadata"]["name"] not in disrupted
+        and _ready(pod)
+    )
+    allowed = healthy - desired
+    if expected <= 0 or allowed <= 0:
+        allowed = 0
+    status: Obj = {
+        "observedGeneration": pdb["metadata"].get("generation", 0),
+        "disruptedPods": disrupted,
+        "disruptionsAllowed": allowed,
+        "currentHealthy": healthy,
+        "desiredHealthy": desired,
+        "expectedPods": expected,
+        "conditions": old.get("conditions") or [],
+    }
+    if not disrupted:
+        status.pop("disruptedPods")
+    disruption_condition(status, now=stamp)
+    return Budget(status, recheck)
+
+
+def _expected(spec: Obj, pods: list[Obj], scale_of: ScaleOf) -> tuple[int, int]:
+    """getExpectedPodCount: (expected pods, desired healthy)."""
+    maximum, minimum = spec.get("maxUnavailable"), spec.get("minAvailable")
+    if maximum is not None:
+        expected = expected_scale(pods, scale_of)
+        return expected, max(expected - scaled(maximum, expected), 0)
+    if isinstance(minimum, int):
+        return len(pods), minimum
+    if isinstance(minimum, str):
+        expected = expected_scale(pods, scale_of)
+        return expected, scaled(minimum, expected)
+    return 0, 0
+
+
+class DisruptionController:
+    def __init__(self, *, registry: Registry, store: Store) -> None:
+        self.registry = registry
+        self.store = store
+        self._rechecks: dict[tuple[str, str], asyncio.TimerHandle] = {}
+
+    async def run(self) -> None:
+        sub = self.store.subscribe({PDBS, PODS, *WORKLOADS})
+        try:
+            for pdb in list(self.store.items(PDBS)):
+                self.sync(pdb["metadata"]["namespace"], pdb["metadata"]["name"])
+            while True:
+                item = await sub.queue.get()
+                if not isinstance(item, Event):
+                    continue
+                meta = item.obj["metadata"]
+                ns = meta.get("namespace", "")
+                if item.key == PDBS:
+                    if item.type != "DELETED":
+                        self.sync(ns, meta["name"])
+                    continue
+                for pdb in list(self.store.items(PDBS, ns)):
+                    self.sync(ns, pdb["metadata"]["name"])
+        finally:
+            self.store.unsubscribe(sub)
+            for handle in self._rechecks.values():
+                handle.cancel()
+
+    def sync(self, ns: str, name: str) -> None:
+        rt = self.registry.catalog.preferred(*PDBS)
+        pdb = self.store.get(PDBS, ns, name)
+        if rt is None or pdb is None or pdb["metadata"].get("deletionTimestamp"):
+            return
+        selector = (pdb.get("spec") or {}).get("selector")
+        pods = [
+            p
+            for p in self.store.items(PODS, ns)
+            if selects(selector, p["metadata"].get("labels") or {})
+        ]
+        now = self.registry.clock()
+        budget = budget_status(pdb, pods, scale_of=self._scale_of, now=now)
+        if budget.recheck is not None:
+            self._recheck(ns, name, (budget.recheck - now).total_seconds())
+        if _same(budget.status, pdb.get("status") or {}):
+            return
+        new = copy.deepcopy(pdb)
+        new["status"] = budget.status
+        try:
+            self.registry.commit(rt, cur=pdb, new=new, subresource="status")
+        except ApiError as exc:
+            log.debug("disruption controller status write failed: %s", exc.message)
+
+    def _recheck(self, ns: str, name: str, seconds: float) -> None:
+        key = (ns, name)
+        handle = self._rechecks.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+        with contextlib.suppress(RuntimeError):
+            self._rechecks[key] = asyncio.get_running_loop().call_later(
+                max(seconds, 0.0) + 0.01, self.sync, ns, name
+            )
+
+    def _scale_of(self, ref: Obj, ns: str) -> tuple[str, int] | None:
+        """The finders of the real controller, in order: ReplicationController, Deployment (via
+        its ReplicaSet), ReplicaSet, StatefulSet, then any kind's scale subresource."""
+        api_version, kind = str(ref.get("apiVersion", "")), str(ref.get("kind", ""))
+        group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+        name, uid = str(ref.get("name", "")), str(ref.get("uid", ""))
+        owned = {
+            ("", "ReplicationController"): RCS,
+            ("apps", "ReplicaSet"): REPLICASETS,
+            ("extensions", "ReplicaSet"): REPLICASETS,
+            ("apps", "StatefulSet"): STATEFULSETS,
+        }
+        key = owned.get((group, kind))
+        if key is not None:
+            obj = self.store.get(key, ns, name)
+            if obj is None or obj["metadata"]["uid"] != uid:
+                return None
+            if key == REPLICASETS:
+                parent = _controller(obj)
+                if parent is not None and parent.get("kind") == "Deployment":
+                    deployment = self.store.get(DEPLOYMENTS, ns, str(parent.get("name", "")))
+                    if deployment is None or deployment["metadata"]["uid"] != parent.get("uid"):
+                        return None
+                    return uid_replicas(deployment)
+            return uid_replicas(obj)
+        rt = self.registry.catalog.by_kind(api_version, kind)
+        if rt is None:
+            raise SyncFailed(f'no matches for kind "{kind}" in version "{api_version}"')
+        if "scale" not in rt.subresources:
+            raise SyncFailed(
+                f"{qualified(rt.plural, rt.group)} does not implement the scale subresource"
+            )
+        obj = self.store.get(rt.key, ns, name)
+        if obj is None or obj["metadata"]["uid"] != uid:
+            return None
+        return uid_replicas(obj)
+
+
+def uid_replicas(obj: Obj) -> tuple[str, int]:
+    replicas = (obj.get("spec") or {}).get("replicas")
+    return obj["metadata"]["uid"], 1 if replicas is None else int(replicas)
+
+
+def _same(new: Obj, old: Obj) -> bool:
+    """Equal but for the condition's transition time, which the real controller compares the
+    same way (ConditionsAreUpToDate looks at status and observedGeneration only)."""
+
+    def key(status: Obj) -> Obj:
+        return {
+            **status,
+            "conditions": [
+                {k: v for k, v in c.items() if k != "lastTransitionTime"}
+                for c in status.get("conditions") or []
+            ],
+        }
+
+    return key(new) == key(old)
+
+
+def matching(budgets: Iterable[Obj], pod: Obj) -> list[Obj]:
+    """The budgets of the pod's namespace whose selector picks it (the eviction's view: a
+    missing or empty selector picks nothing there)."""
+    labels = pod["metadata"].get("labels") or {}
+    ns = pod["metadata"].get("namespace")
+    out = []
+    for pdb in budgets:
+        selector = (pdb.get("spec") or {}).get("selector")
+        if pdb["metadata"].get("namespace") != ns or not isinstance(selector, dict):
+            continue
+        if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+            continue
+        if selector_matches(selector, labels):
+            out.append(pdb)
+    return out

@@ -1,0 +1,257 @@
+"""Listener groups (docs/autoscaling.md#listener-groups) against the Kubernetes emulator: the
+AutoscalingListeners of one runner namespace naming one group share one pod, one config Secret
+with a file per set, and one Role naming exactly their EphemeralRunnerSets; a set naming the
+group with another GitHub config is refused, never merged. No kubelet runs: pods are objects."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from controller.autoscalinglistener.group import Group
+from controller.autoscalinglistener.objects import role_rules
+from sandbox.demo.cluster import RUNNER_NAMESPACE_RBAC
+from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET
+from shared.api.names import ANNOTATION_LISTENER_GROUP, LISTENER_CONFIG_MOUNT_PATH
+from shared.kube.errors import NotFound
+from shared.kube.objects import EVENT, POD, ROLE, ROLE_BINDING, SECRET, SERVICE_ACCOUNT, Kind
+from shared.typedefs import JSONDict
+from tests.controller.autoscaling import ars_body, create_ars
+from tests.controller.conftest import LISTENER_IMAGE, Rig, RigOptions
+
+GROUP = "linux"
+
+
+@pytest.fixture
+def rig_options() -> RigOptions:
+    return RigOptions(controllers=("autoscalinglistener",), kubelet=False)
+
+
+def group_name(rig: Rig, namespace: str = "") -> str:
+    return Group(
+        namespace=namespace or rig.namespace, name=GROUP, home=rig.system_namespace
+    ).object_name
+
+
+async def member(
+    rig: Rig, name: str, *, group: str = GROUP, namespace: str = "", **spec: Any
+) -> JSONDict:
+    """An AutoscalingRunnerSet `name` (in `namespace`, the rig's by default) and its listener
+    naming `group`, as the set's reconciler makes it from the set's annotation."""
+    namespace = namespace or rig.namespace
+    if namespace == rig.namespace:
+        await create_ars(rig, name)
+    else:
+        body = ars_body(rig, name)
+        body["metadata"]["namespace"] = namespace
+        await rig.objects.create(AUTOSCALING_RUNNER_SET, namespace, body)
+    body = {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "AutoscalingListener",
+        "metadata": {
+            "name": f"{name}-listener",
+            "namespace": rig.system_namespace,
+            "annotations": {ANNOTATION_LISTENER_GROUP: group},
+        },
+        "spec": {
+            "githubConfigUrl": rig.config_url,
+            "githubConfigSecret": "github-secret",
+            "runnerScaleSetId": rig.scale_set_id,
+            "autoscalingRunnerSetNamespace": namespace,
+            "autoscalingRunnerSetName": name,
+            "ephemeralRunnerSetName": name,
+            "maxRunners": 5,
+            "minRunners": 0,
+            "image": LISTENER_IMAGE,
+            **spec,
+        },
+    }
+    made: JSONDict = await rig.objects.create(AUTOSCALING_LISTENER, rig.system_namespace, body)
+    return made
+
+
+async def get(rig: Rig, kind: Kind, namespace: str, name: str) -> JSONDict | None:
+    try:
+        return await rig.objects.get(kind, namespace, name)
+    except NotFound:
+        return None
+
+
+def configs_of(secret: JSONDict) -> dict[str, JSONDict]:
+    return {key: json.loads(base64.b64decode(value)) for key, value in secret["data"].items()}
+
+
+async def group_config(rig: Rig, keys: set[str]) -> dict[str, JSONDict]:
+    """The group's config Secret once it holds exactly the files `keys`."""
+
+    async def probe() -> dict[str, JSONDict] | None:
+        secret = await get(rig, SECRET, rig.system_namespace, f"{group_name(rig)}-config")
+        if secret is None:
+            return None
+        configs = configs_of(secret)
+        return configs if set(configs) == keys else None
+
+    found: dict[str, JSONDict] = await rig.until(probe, what=f"the group config with {keys}")
+    return found
+
+
+async def group_pod(rig: Rig, old_uid: str = "") -> JSONDict:
+    async def probe() -> JSONDict | None:
+        pod = await get(rig, POD, rig.system_namespace, group_name(rig))
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            return None
+        return pod if pod["metadata"]["uid"] != old_uid else None
+
+    found: JSONDict = await rig.until(probe, what="the group's pod")
+    return found
+
+
+async def role_names(rig: Rig, want: list[str]) -> JSONDict:
+    async def probe() -> JSONDict | None:
+        role = await get(rig, ROLE, rig.namespace, group_name(rig))
+        return role if role is not None and role["rules"] == role_rules(*want) else None
+
+    found: JSONDict = await rig.until(probe, what=f"the group Role naming {want}")
+    return found
+
+
+async def test_two_sets_share_one_pod_config_secret_and_role(rig: Rig) -> None:
+    await member(rig, "small", minRunners=1)
+    await member(rig, "big", maxRunners=50)
+    configs = await group_config(rig, {"small-listener.json", "big-listener.json"})
+    pod = await group_pod(rig)
+    await role_names(rig, ["big", "small"])
+    await rig.settle()
+
+    # Each set keeps its own scale set, bounds and metrics labels: one file each.
+    small, big = configs["small-listener.json"], configs["big-listener.json"]
+    assert (small["ephemeral_runner_set_name"], small["min_runners"]) == ("small", 1)
+    assert (big["ephemeral_runner_set_name"], big["max_runners"]) == ("big", 50)
+    # One pod, reading the folder of files; owned by both listeners, neither as controller.
+    pods = (await rig.objects.list(POD, rig.system_namespace))["items"]
+    assert [p["metadata"]["name"] for p in pods] == [group_name(rig)]
+    [container] = pod["spec"]["containers"]
+    assert {"name": "LISTENER_CONFIG_PATH", "value": LISTENER_CONFIG_MOUNT_PATH} in container["env"]
+    assert pod["spec"]["serviceAccountName"] == group_name(rig)
+    assert sorted(
+        (ref["name"], ref["controller"]) for ref in pod["metadata"]["ownerReferences"]
+    ) == [("big-listener", False), ("small-listener", False)]
+    binding = await get(rig, ROLE_BINDING, rig.namespace, group_name(rig))
+    assert binding is not None
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "namespace": rig.system_namespace, "name": group_name(rig)}
+    ]
+    # No listener of the group has children of its own.
+    for name in ("small-listener", "big-listener"):
+        assert await get(rig, SERVICE_ACCOUNT, rig.system_namespace, name) is None
+        assert await get(rig, ROLE, rig.namespace, name) is None
+
+
+async def test_a_set_naming_the_group_with_another_secret_is_refused_not_merged(
+    rig: Rig,
+) -> None:
+    """A tenant of the namespace names a group whose pod holds another GitHub credential: its
+    set is refused with the reason on its AutoscalingRunnerSet, the group's pod, config and
+    Role stay exactly the first member's."""
+    await member(rig, "victim")
+    await group_config(rig, {"victim-listener.json"})
+    first = await group_pod(rig)
+    await member(rig, "intruder", githubConfigSecret="intruder-secret")
+
+    async def refused() -> list[JSONDict]:
+        items = (await rig.objects.list(EVENT, None))["items"]
+        return [e for e in items if e["reason"] == "ListenerGroupRefused"]
+
+    await rig.until(refused, what="ListenerGroupRefused Events")
+    await rig.settle()
+    said = await refused()
+    assert sorted(e["involvedObject"]["kind"] for e in said) == [
+        "AutoscalingListener",
+        "AutoscalingRunnerSet",
+    ]
+    assert "spec.githubConfigSecret" in said[0]["message"]
+    assert "victim-listener" not in said[0]["message"]
+    assert "github-secret" not in said[0]["message"]
+    assert set(await group_config(rig, {"victim-listener.json"})) == {"victim-listener.json"}
+    assert (await group_pod(rig))["metadata"]["uid"] == first["metadata"]["uid"]
+    await role_names(rig, ["victim"])
+
+
+async def test_a_member_leaving_remakes_the_pod_for_the_others_and_the_last_removes_all(
+    rig: Rig,
+) -> None:
+    """A member leaving: the group's pod is made again without it (its sessions end when the
+    old pod stops and start again in the new one), and the Role loses its set once the old pod
+    is gone. The last member leaving deletes the pod, Secret, Role, RoleBinding and
+    ServiceAccount."""
+    await member(rig, "a")
+    await member(rig, "b")
+    await group_config(rig, {"a-listener.json", "b-listener.json"})
+    old = await group_pod(rig)
+    await role_names(rig, ["a", "b"])
+
+    await rig.objects.delete(AUTOSCALING_LISTENER, rig.system_namespace, "b-listener")
+    await group_config(rig, {"a-listener.json"})
+    new = await group_pod(rig, old_uid=old["metadata"]["uid"])
+    assert [ref["name"] for ref in new["metadata"]["ownerReferences"]] == ["a-listener"]
+    await role_names(rig, ["a"])
+
+    await rig.objects.delete(AUTOSCALING_LISTENER, rig.system_namespace, "a-listener")
+
+    async def all_gone() -> bool:
+        name = group_name(rig)
+        left = [
+            await get(rig, POD, rig.system_namespace, name),
+            await get(rig, SECRET, rig.system_namespace, f"{name}-config"),
+            await get(rig, SERVICE_ACCOUNT, rig.system_namespace, name),
+            await get(rig, ROLE, rig.namespace, name),
+            await get(rig, ROLE_BINDING, rig.namespace, name),
+            await get(rig, AUTOSCALING_LISTENER, rig.system_namespace, "a-listener"),
+        ]
+        return all(obj is None for obj in left)
+
+    await rig.until(all_gone, what="every object of the group gone")
+
+
+async def test_a_tenant_naming_the_group_from_another_namespace_gets_a_group_of_its_own(
+    rig: Rig,
+) -> None:
+    """A tenant of another namespace names the same group with its own Secret: not refused and
+    not merged, but another group, whose pod, config and Role are its own; the first group's
+    stay exactly its member's."""
+    tenant = f"{rig.namespace}-tenant"
+    rig.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant}})
+    for doc in yaml.safe_load_all(RUNNER_NAMESPACE_RBAC.read_text()):
+        if doc:
+            doc["metadata"]["namespace"] = tenant
+            rig.kube.apply(doc)
+    token = base64.b64encode(rig.gh.add_pat().encode()).decode()
+    rig.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "intruder-secret", "namespace": tenant},
+            "data": {"github_token": token},
+        }
+    )
+    await member(rig, "victim")
+    await group_config(rig, {"victim-listener.json"})
+    await member(rig, "intruder", namespace=tenant, githubConfigSecret="intruder-secret")
+
+    async def tenant_pod() -> JSONDict | None:
+        return await get(rig, POD, rig.system_namespace, group_name(rig, tenant))
+
+    await rig.until(tenant_pod, what="the tenant's group pod")
+    await rig.settle()
+    assert group_name(rig, tenant) != group_name(rig)
+    assert set(await group_config(rig, {"victim-listener.json"})) == {"victim-listener.json"}
+    await role_names(rig, ["victim"])
+    tenant_role = await get(rig, ROLE, tenant, group_name(rig, tenant))
+    assert tenant_role is not None
+    assert tenant_role["rules"] == role_rules("intruder")
+    events = (await rig.objects.list(EVENT, None))["items"]
+    assert [e for e in events if e["reason"] == "ListenerGroupRefused"] == []
