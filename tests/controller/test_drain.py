@@ -1,11 +1,9 @@
-"""END-TO-END DRAIN TEST, FOR THE LEAD TO RUN AFTER MERGING HELPER `drainemu`: it needs the
-Kubernetes emulator's eviction subresource and its disruption controller (issue 42, item 3), and
-is skipped until the emulator's pods have the `eviction` subresource.
-
-`kubectl drain` of the node of a set's runners, as a cluster admin does it, while two of four
-runners run jobs (docs/reconcilers.md#busy-pods): the idle runners are evicted at once and get
-new pods, the busy ones are refused (429) and keep their jobs, the drain waits, and once the jobs
-end it completes. No job is lost: no runner fails for its pod, no job is cancelled."""
+"""`kubectl drain` of a node of a set's runners, as a cluster admin does it, while two of six
+runners (over two nodes) run jobs (docs/reconcilers.md#busy-pods): the node's idle runners are
+evicted at once and get new pods on the other node, its busy ones are refused (429) and keep
+their jobs, the drain waits, and once the jobs end it completes. No job is lost: no runner fails
+for its pod, no job is cancelled. Against the emulator's eviction API and disruption controller;
+skipped where the emulator has none."""
 
 from __future__ import annotations
 
@@ -25,8 +23,10 @@ from tests.controller.conftest import Rig, RigOptions
 
 KUBECTL = shutil.which("kubectl")
 EVICTION = any(t.plural == "pods" and t.has_subresource("eviction") for t in BUILTINS)
-RUNNERS = 4
+RUNNERS = 6
 BUSY = 2
+NODES = 2
+"""Three runner pods a node: the drained node holds an idle one whatever the jobs' runners."""
 DRAIN_SECONDS = 120
 
 pytestmark = [
@@ -39,7 +39,7 @@ pytestmark = [
 
 @pytest.fixture
 def rig_options() -> RigOptions:
-    return RigOptions(simulated_runners=True)
+    return RigOptions(simulated_runners=True, tls=True, nodes=NODES)
 
 
 async def start_jobs(rig: Rig, runners: list[JSONDict]) -> tuple[list[str], list[int]]:
@@ -95,8 +95,16 @@ async def test_a_drain_evicts_idle_runners_and_waits_for_busy_ones(
         return status.get("expectedPods") == BUSY and status.get("disruptionsAllowed") == 0
 
     await rig.until(budget_closed, what="the budget synced with no disruption allowed")
-    idle_pods = {name: (await rig.pod(name) or {})["metadata"]["uid"] for name in idle}
     node = (await rig.pod(busy[0]) or {})["spec"]["nodeName"]
+    on_node = {
+        name
+        for name in busy + idle
+        if ((await rig.pod(name) or {}).get("spec") or {}).get("nodeName") == node
+    }
+    busy = [name for name in busy if name in on_node]
+    idle = [name for name in idle if name in on_node]
+    assert idle, "the drained node holds an idle runner"
+    idle_pods = {name: (await rig.pod(name) or {})["metadata"]["uid"] for name in idle}
 
     kubeconfig = tmp_path / "kubeconfig"
     rig.kube.write_kubeconfig(kubeconfig)
