@@ -1,7 +1,7 @@
 """Each EphemeralRunnerSet owns one PodDisruptionBudget over its busy runner pods
 (docs/reconcilers.md#busy-pods): made with the controller's identity and RBAC, kept as the set
-needs it, never someone else's taken over, gone with the set or its namespace. The emulator on
-this branch has no disruption controller yet: what the budget refuses is the end-to-end test
+needs it, never someone else's taken over, gone with the set or its namespace; the emulator's
+disruption controller syncs it (never `SyncFailed`). What it refuses is the end-to-end test
 tests/controller/test_drain.py."""
 
 from __future__ import annotations
@@ -77,6 +77,17 @@ async def test_a_set_owns_one_budget_over_its_busy_pods(rig: Rig) -> None:
         if r.resource == "poddisruptionbudgets" and r.verb == "create"
     ]
     assert [(r.user, r.code) for r in creates] == [(CONTROLLER_USER, 201)]
+
+
+    async def synced() -> JSONDict | None:
+        status = (await budget(rig) or {}).get("status") or {}
+        return status if status.get("observedGeneration") else None
+
+    # An integer minAvailable: the disruption controller needs no scale subresource of the
+    # pods' owner, so the budget syncs (ARC's users' maxUnavailable budgets go SyncFailed).
+    status = await rig.until(synced, what="the budget synced")
+    assert "SyncFailed" not in [c.get("reason") for c in status.get("conditions") or []]
+    assert status["disruptionsAllowed"] == 0
 
 
 async def test_a_budget_changed_or_deleted_is_put_back(rig: Rig) -> None:
