@@ -78,7 +78,6 @@ async def test_a_set_owns_one_budget_over_its_busy_pods(rig: Rig) -> None:
     ]
     assert [(r.user, r.code) for r in creates] == [(CONTROLLER_USER, 201)]
 
-
     async def synced() -> JSONDict | None:
         status = (await budget(rig) or {}).get("status") or {}
         return status if status.get("observedGeneration") else None
