@@ -1,14 +1,17 @@
-"""Bytes per cached object, with and without the cache's strip (managedFields and kubectl's
-last-applied-configuration annotation, and for Pods every top-level field but the metadata and
-status, which is all the controller's readers declare), measured in one run.
+"""Bytes per cached object: as decoded, and as the controller's informers keep it (their
+transform, `controller.runtime.cache.Transform`, configured as `gha-controller` configures it:
+managedFields and kubectl's last-applied-configuration annotation dropped, Pods without their
+spec and with only the status fields the reconcilers read, equal labels, annotations,
+finalizers and specs shared between objects), measured in one run.
 
 The objects are the ones the controller caches, built by the project's own builders from the
 docker-run example set: the EphemeralRunnerSet as `kubectl apply` leaves it, an EphemeralRunner
 as the controller creates it with the status the listener and controller write, and its Pod with
 a kubelet's status. The API server's metadata is added the way a server adds it: uid,
 resourceVersion, creationTimestamp, and one managedFields entry per writer whose `fieldsV1`
-lists the fields that writer set. Memory is Python's own accounting (tracemalloc) of N parsed
-objects held in a list, which is what the store holds.
+lists the fields that writer set. Memory is Python's own accounting (tracemalloc) of N objects
+decoded as the object client decodes them (`shared.wire.decode_json`) and held in a list, which is
+what the store holds; the N objects differ in name, uid and resourceVersion, as a set's runners do.
 
     .venv/bin/python bench/cache_bytes.py --objects 1000
 """
@@ -17,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import functools
 import json
 import tracemalloc
 import uuid
@@ -27,9 +29,13 @@ from typing import Any
 
 import yaml
 
+from controller.app import POD_STATUS_READ
 from controller.ephemeralrunner.objects import runner_pod
 from controller.ephemeralrunnerset.objects import new_ephemeral_runner
-from controller.runtime.cache import ALWAYS_KEPT, LAST_APPLIED, keep_only, strip
+from controller.runtime.cache import LAST_APPLIED, Transform, strip
+from shared.api.kinds import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from shared.kube.objects import POD, Kind
+from shared.wire import decode_json
 
 EXAMPLE = (
     Path(__file__).resolve().parents[1]
@@ -170,27 +176,52 @@ def pod(runner: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-POD_KEPT = frozenset({*ALWAYS_KEPT, "status"})
+def transform(kind: Kind) -> Transform:
+    """The transform of the kind's informer in `gha-controller`."""
+    made = Transform(kind)
+    if kind == POD:
+        made.reads(("status",))
+        made.narrow("status", POD_STATUS_READ)
+    return made
 
 
-def cached(obj: dict[str, Any], kept: frozenset[str] | None) -> dict[str, Any]:
-    """`obj` as the controller's cache keeps it."""
-    strip(obj)
-    return keep_only(obj, kept) if kept is not None else obj
+def stripped(kind: Kind) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """What the cache kept before its transform (at c0cc7bf): the decoded object with
+    managedFields and the annotation dropped in place, and for Pods the spec."""
+
+    def prepare(obj: dict[str, Any]) -> dict[str, Any]:
+        strip(obj)
+        if kind == POD:
+            obj.pop("spec", None)
+        return obj
+
+    return prepare
 
 
-def held_bytes(
-    wire: bytes, count: int, prepare: Callable[[dict[str, Any]], dict[str, Any]]
-) -> float:
-    """Bytes Python holds per object for `count` objects parsed from `wire` and prepared."""
+def wires(obj: dict[str, Any], count: int) -> list[bytes]:
+    """`count` copies of `obj` as the server sends them, each with its own name, uid and
+    resourceVersion."""
+    out = []
+    for i in range(count):
+        meta = obj["metadata"]
+        copy_ = {
+            **obj,
+            "metadata": {**meta, "name": f"{meta['name']}-{i}", "uid": str(uuid.uuid4())},
+        }
+        copy_["metadata"]["resourceVersion"] = str(1000 + i)
+        out.append(json.dumps(copy_).encode())
+    return out
+
+
+def held_bytes(wire: list[bytes], prepare: Callable[[dict[str, Any]], dict[str, Any]]) -> float:
+    """Bytes Python holds per object for the objects parsed from `wire` and prepared."""
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    held = []
-    for _ in range(count):
-        held.append(prepare(json.loads(wire)))
+    held = [prepare(decode_json(w, limit=len(w), what="an object")) for w in wire]
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    return (after - before) / count
+    del held
+    return (after - before) / len(wire)
 
 
 def main() -> None:
@@ -199,23 +230,26 @@ def main() -> None:
     args = parser.parse_args()
     the_set = runner_set()
     the_runner = runner(the_set)
-    # The object and the top-level fields the controller's cache keeps of it (None: all).
     samples = {
-        "EphemeralRunnerSet": (the_set, None),
-        "EphemeralRunner": (the_runner, None),
-        "Pod": (pod(the_runner), POD_KEPT),
+        EPHEMERAL_RUNNER_SET: the_set,
+        EPHEMERAL_RUNNER: the_runner,
+        POD: pod(the_runner),
     }
     print(f"objects per kind: {args.objects}")
-    print("| kind | JSON bytes | as cached | held bytes | as cached | cached / full |")
-    print("|---|---|---|---|---|---|")
-    for kind, (obj, kept) in samples.items():
-        wire = json.dumps(obj).encode()
-        wire_cached = json.dumps(cached(copy.deepcopy(obj), kept)).encode()
-        full = held_bytes(wire, args.objects, lambda o: o)
-        lean = held_bytes(wire, args.objects, functools.partial(cached, kept=kept))
+    print(
+        "| kind | JSON bytes | as cached | held: decoded | stripped (before) | transformed "
+        "| transformed / stripped |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for kind, obj in samples.items():
+        wire = wires(obj, args.objects)
+        wire_cached = json.dumps(transform(kind)(copy.deepcopy(obj))).encode()
+        full = held_bytes(wire, lambda o: o)
+        before = held_bytes(wire, stripped(kind))
+        lean = held_bytes(wire, transform(kind))
         print(
-            f"| {kind} | {len(wire)} | {len(wire_cached)} | {full:.0f} | {lean:.0f} "
-            f"| {lean / full:.2f} |"
+            f"| {kind.kind} | {len(wire[0])} | {len(wire_cached)} | {full:.0f} | {before:.0f} "
+            f"| {lean:.0f} | {lean / before:.2f} |"
         )
 
 

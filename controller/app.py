@@ -30,6 +30,7 @@ from controller import (
 from controller.deps import Deps
 from controller.github.clients import ActionsClients
 from controller.runtime import EventRecorder, Expectations, LeadershipLost, Manager
+from controller.runtime.cache import Shape
 from controller.runtime.health import health_routes, metrics_routes, serve
 from controller.settings import (
     AutoscalingSettings,
@@ -129,12 +130,35 @@ pods (this controller's and ARC's carry `actions-ephemeral-runner`) and the work
 runner's container hooks make (`runner-pod=<runner>`)."""
 
 
+CONTAINER_STATUS_READ: Shape = {"name": None, "state": None, "lastState": None}
+POD_STATUS_READ: Shape = {
+    "phase": None,
+    "reason": None,
+    "message": None,
+    "conditions": {
+        "type": None,
+        "status": None,
+        "reason": None,
+        "message": None,
+        "lastTransitionTime": None,
+    },
+    "containerStatuses": CONTAINER_STATUS_READ,
+    "initContainerStatuses": CONTAINER_STATUS_READ,
+}
+"""What the reconcilers read of a pod's status (the runner's and the listener's pod rules, the
+runner's timeline, readiness): the cache keeps nothing else of it, neither the addresses, the
+QoS class nor the containers' images, ids, mounts and resources
+(`tests/controller/test_cache_reads.py` checks each reader against it)."""
+
+
 def select_pods(manager: Manager, listener: ListenerSettings | None) -> None:
     """Cache only the pods the reconcilers manage: those `MANAGED_POD_SELECTORS` select, and
     every pod of the listeners' namespace, where the listener pods carry no label the user
     cannot leave out (`--exclude-label-propagation-prefix` drops the scale set's). Listeners
     reconciled in every namespace have pods anywhere: then every pod is cached
-    (docs/controller-runtime.md#what-the-cache-keeps)."""
+    (docs/controller-runtime.md#what-the-cache-keeps). Of their status, only `POD_STATUS_READ`
+    is kept."""
+    manager.narrow(POD, "status", POD_STATUS_READ)
     if listener is not None and not listener.controller_namespace:
         return
     whole = (listener.controller_namespace,) if listener is not None else ()

@@ -82,7 +82,7 @@ class RunnerNamespaceReconciler:
         return self._protected.get(namespace) != self._needed(namespace)
 
     def _needed(self, namespace: str) -> bool:
-        return any(store.keys_in(namespace) for store in self._caches.values())
+        return any(store.count_in(namespace) for store in self._caches.values())
 
     async def reconcile(self, request: Request) -> Result:
         namespace = request.namespace

@@ -23,7 +23,7 @@ Predicates (`predicates.py`)
 Cache (`cache.py`), reached through `manager.cache(kind)`
     `Store.get(namespace, name) -> dict | None`, `Store.list(namespace=None, labels=None)`,
     `Store.owned_by(uid)` (children by controller owner uid), `Store.keys_in(namespace)`,
-    `len(store)`.
+    `Store.count_in(namespace)` (without a scan), `len(store)`.
     Stored dicts are shared: read them, never edit them.
 
 Writes (`lazy.py`, `shared.kube.objects`)

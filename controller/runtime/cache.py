@@ -5,9 +5,12 @@ The store is the reconcilers' read path. It holds the dicts the server sent (wit
 of each object's controller owner. Stored dicts are shared and must never be edited: reconcilers
 wrap them in `LazyObject` to change them.
 
-Before an object is stored, `metadata.managedFields` and kubectl's last-applied-configuration
-annotation are dropped (`strip`): no reconciler reads them, and together they are most of a
-small object's bytes (docs/controller-runtime.md#what-the-cache-keeps).
+Before an object is stored it goes through the informer's transform (`Transform`, as
+controller-runtime's cache transforms): `metadata.managedFields` and kubectl's
+last-applied-configuration annotation are dropped (`strip`), then every field no reader declared
+(`Transform.reads`, `Transform.narrow`), and the rest is rebuilt in fresh containers with equal
+labels, annotations, finalizers and specs shared between objects (`Subtrees`). What is left is
+what the reconcilers read (docs/controller-runtime.md#what-the-cache-keeps).
 
 The loop (why this one: docs/controller-runtime.md#informers): list, then watch from the list's
 resourceVersion with bookmarks; a stream that ends normally is resumed from the last
@@ -25,9 +28,12 @@ import asyncio
 import builtins
 import contextlib
 import logging
+import sys
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
+
+from pydantic_core import to_json
 
 from controller.runtime.echoes import from_list
 from controller.runtime.reconcile import Request
@@ -44,6 +50,20 @@ log = logging.getLogger(__name__)
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 ALWAYS_KEPT = frozenset({"apiVersion", "kind", "metadata"})
 
+Shape = Mapping[str, "Shape | None"]
+"""What a reader reads of a JSON object: the keys kept, each with the shape of its value (None:
+the whole value). A list's object items each take the list's shape."""
+
+SHARED = (
+    ("metadata", "labels"),
+    ("metadata", "annotations"),
+    ("metadata", "finalizers"),
+    ("spec",),
+)
+"""Where equal values recur across a kind's objects: a set's runners carry the same labels,
+annotations, finalizers and the spec (pod template) copied from the set; their pods the same
+labels and annotations."""
+
 
 def strip(obj: JSONDict) -> JSONDict:
     """`obj` without what no reconciler reads, in place: the field managers' records and the
@@ -58,11 +78,120 @@ def strip(obj: JSONDict) -> JSONDict:
     return obj
 
 
-def keep_only(obj: JSONDict, kept: Collection[str]) -> JSONDict:
-    """`obj` with only its `kept` top-level fields, in place."""
-    for field in [f for f in obj if f not in kept]:
-        del obj[field]
-    return obj
+def project(value: Any, shape: Shape | None) -> Any:
+    """A copy of `value` with only what `shape` keeps, in new containers (None: all of it).
+    Built fresh rather than pruned in place, so the decoded object, the API server's whole
+    answer, is freed at once instead of pinning the memory it was decoded into."""
+    if isinstance(value, dict):
+        if shape is None:
+            return {k: project(v, None) for k, v in value.items()}
+        return {k: project(v, shape[k]) for k, v in value.items() if k in shape}
+    if isinstance(value, list):
+        return [project(v, shape) for v in value]
+    return value
+
+
+def merge(a: Shape, b: Shape) -> Shape:
+    """What two readers read together."""
+    out: dict[str, Shape | None] = {}
+    for key in {*a, *b}:
+        x, y = a.get(key, {}), b.get(key, {})
+        out[key] = None if x is None or y is None else merge(x, y)
+    return out
+
+
+class Subtrees:
+    """One copy of each distinct value at the `SHARED` paths of a kind's stored objects: the
+    thousandth runner of a set holds the same labels, finalizers and spec dicts as the first.
+    Sharing is safe because stored objects are never edited (reconcilers copy them first:
+    `LazyObject`).
+
+    A value is found by its JSON text. Values no stored object holds any more are dropped when
+    the table has doubled since the last sweep, so the table stays within twice the distinct
+    values in use."""
+
+    MIN_SWEEP = 256
+
+    def __init__(self) -> None:
+        self._values: dict[bytes, Any] = {}
+        self._sweep_at = self.MIN_SWEEP
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def share(self, obj: JSONDict) -> JSONDict:
+        """`obj`, its values at the shared paths replaced by the equal ones already held."""
+        for path in SHARED:
+            parent: Any = obj
+            for key in path[:-1]:
+                parent = parent.get(key)
+                if not isinstance(parent, dict):
+                    break
+            else:
+                value = parent.get(path[-1])
+                if value:
+                    parent[path[-1]] = self._one(value)
+        return obj
+
+    def _one(self, value: Any) -> Any:
+        key = to_json(value)
+        held = self._values.setdefault(key, value)
+        if held is value and len(self._values) >= self._sweep_at:
+            self.sweep()
+        return held
+
+    def sweep(self) -> None:
+        """Drop the values only this table refers to: two references, the table's and
+        `getrefcount`'s argument."""
+        values = self._values
+        unused = [k for k in values if sys.getrefcount(values[k]) <= 2]
+        for key in unused:
+            del self._values[key]
+        self._sweep_at = max(self.MIN_SWEEP, 2 * len(self._values))
+
+
+class Transform:
+    """What an informer's store keeps of each object its list or watch delivers (as
+    controller-runtime's cache transforms): a new object (the decoded one is not kept) without
+    managedFields and the last-applied annotation (`strip`), with only the top-level fields its
+    readers declared (`reads`) and of those only what `narrow` keeps, sharing equal subtrees
+    with the objects stored before it (`Subtrees`)."""
+
+    def __init__(self, kind: Kind) -> None:
+        self.kind = kind
+        self.kept: frozenset[str] | None = None
+        """The top-level fields kept; None for all of them."""
+        self._whole = False
+        self._narrowed: dict[str, Shape] = {}
+        self.subtrees = Subtrees()
+
+    def reads(self, fields: Collection[str] | None) -> None:
+        """Declare what one reader of the store reads: top-level fields beside `metadata` (e.g.
+        `("status",)`), or None for whole objects. The store keeps the union of what its
+        readers declared, and whole objects once one declared None. The event handlers see
+        what the store keeps."""
+        if fields is None:
+            self._whole, self.kept = True, None
+        elif not self._whole:
+            self.kept = frozenset({*(self.kept or ALWAYS_KEPT), *fields})
+
+    def narrow(self, field: str, shape: Shape) -> None:
+        """Of a top-level field, keep only `shape`: what every reader of the kind reads of it
+        (the composition root declares it for all of them, as controller-runtime's
+        `ByObject.Transform`; tests check each reader against it). Calls add up."""
+        current = self._narrowed.get(field)
+        self._narrowed[field] = shape if current is None else merge(current, shape)
+
+    def __call__(self, obj: JSONDict) -> JSONDict:
+        strip(obj)
+        kept = {
+            field: project(value, self._narrowed.get(field))
+            for field, value in obj.items()
+            if self.kept is None or field in self.kept
+        }
+        kept.setdefault("kind", self.kind.kind)
+        kept.setdefault("apiVersion", self.kind.api_version)
+        return self.subtrees.share(kept)
 
 
 class Store:
@@ -75,6 +204,7 @@ class Store:
         # needs no sort, which at hundreds of children per owner cost more than the reconcile.
         self._owned: dict[str, dict[Request, None]] = {}
         self._owner_of: dict[Request, str] = {}
+        self._in_namespace: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -84,6 +214,11 @@ class Store:
 
     def get(self, namespace: str, name: str) -> JSONDict | None:
         return self._objects.get(Request(namespace, name))
+
+    def count_in(self, namespace: str) -> int:
+        """How many objects are in `namespace`, without looking at them (a question asked on
+        every event of a kind: a scan would make each event cost O(N))."""
+        return self._in_namespace.get(namespace, 0)
 
     def keys_in(self, namespace: str | None = None) -> builtins.list[Request]:
         """Keys of the objects in `namespace` (all when None)."""
@@ -112,6 +247,8 @@ class Store:
         key = Request.of(obj)
         old = self._objects.get(key)
         self._objects[key] = obj
+        if old is None:
+            self._in_namespace[key.namespace] = self._in_namespace.get(key.namespace, 0) + 1
         uid = controller_owner_uid(obj)
         if self._owner_of.get(key) != uid:
             self._unindex(key)
@@ -122,7 +259,14 @@ class Store:
 
     def remove(self, key: Request) -> JSONDict | None:
         self._unindex(key)
-        return self._objects.pop(key, None)
+        old = self._objects.pop(key, None)
+        if old is not None:
+            left = self._in_namespace[key.namespace] - 1
+            if left:
+                self._in_namespace[key.namespace] = left
+            else:
+                del self._in_namespace[key.namespace]
+        return old
 
     def _unindex(self, key: Request) -> None:
         uid = self._owner_of.pop(key, None)
@@ -204,19 +348,15 @@ class Informer:
         # watch last had each key: it leaves the store when it left all of them.
         self._held: dict[Request, set[Scope]] | None = None
         self.synced = asyncio.Event()
-        self.kept: frozenset[str] | None = None
-        """The top-level fields the store keeps; None for whole objects."""
-        self._whole = False
+        self.transform = Transform(kind)
 
     def reads(self, fields: Collection[str] | None) -> None:
-        """Declare what one reader of the store reads, before `run`: top-level fields beside
-        `metadata` (e.g. `("status",)`), or None for whole objects. The store keeps the union of
-        what its readers declared, and whole objects once one declared None. The event handlers
-        see what the store keeps."""
-        if fields is None:
-            self._whole, self.kept = True, None
-        elif not self._whole:
-            self.kept = frozenset({*(self.kept or ALWAYS_KEPT), *fields})
+        """Before `run`: what one reader of the store reads (`Transform.reads`)."""
+        self.transform.reads(fields)
+
+    def narrow(self, field: str, shape: Shape) -> None:
+        """Before `run`: what every reader reads of a top-level field (`Transform.narrow`)."""
+        self.transform.narrow(field, shape)
 
     def select(self, selectors: Collection[str], *, whole: Collection[str] = ()) -> None:
         """Before `run`: keep only the objects that match one of the label `selectors`, and
@@ -259,15 +399,8 @@ class Informer:
         for handler in self._handlers:
             self._emit(method, handler, *args)
 
-    def _stamp(self, obj: JSONDict) -> JSONDict:
-        strip(obj)
-        if self.kept is not None:
-            keep_only(obj, self.kept)
-        obj.setdefault("kind", self.kind.kind)
-        obj.setdefault("apiVersion", self.kind.api_version)
-        return obj
-
     def _upsert(self, obj: JSONDict, scope: Scope) -> None:
+        """Store `obj`, transformed already."""
         if self._held is not None:
             key = Request.of(obj)
             held = self._held.setdefault(key, set())
@@ -276,7 +409,7 @@ class Informer:
             if len(held) > 1 and current is not None and _older(obj, current):
                 # Another scope's stream delivered a later version already.
                 return
-        old = self.store.upsert(self._stamp(obj))
+        old = self.store.upsert(obj)
         if old is None:
             self._notify("on_add", obj)
         elif (old.get("metadata") or {}).get("resourceVersion") != (obj.get("metadata") or {}).get(
@@ -293,15 +426,19 @@ class Informer:
             del self._held[key]
         old = self.store.remove(key)
         if old is not None:
-            self._notify("on_delete", self._stamp(obj))
+            self._notify("on_delete", obj)
 
     async def _list(self, scope: Scope) -> str:
         """Replace the scope's part of the store with a fresh list; its resourceVersion.
 
-        Pages are read in full before the store changes, so handlers never see half a list; an
-        expired continue token is a 410 and restarts the list.
+        Read in pages, each transformed as it arrives and then dropped, so the list never holds
+        more than one page of whole objects (client-go's reflector pages the same way); an
+        object listed at the version already stored is kept as stored, so a re-list of an
+        unchanged cache allocates one page. The store changes once the last page is in, so
+        handlers never see half a list; an expired continue token is a 410 and restarts the
+        list.
         """
-        items: list[JSONDict] = []
+        listed: dict[Request, JSONDict] = {}
         token: str | None = None
         while True:
             page = await asyncio.wait_for(
@@ -314,20 +451,27 @@ class Informer:
                 ),
                 self.settings.request_timeout,
             )
-            items += page.get("items") or []
+            for item in page.get("items") or []:
+                key = Request.of(item)
+                stored = self.store.get(key.namespace, key.name)
+                if stored is not None and _version(stored) == _version(item):
+                    listed[key] = stored
+                else:
+                    listed[key] = self.transform(item)
             meta = page.get("metadata") or {}
+            del page
             token = meta.get("continue") or None
             if token is None:
                 break
         self.lists += 1
-        seen = set()
         listing = from_list.set(True)
         try:
-            for item in items:
-                seen.add(Request.of(item))
-                self._upsert(item, scope)
+            for obj in listed.values():
+                self._upsert(obj, scope)
             for key in self.store.keys_in(scope.namespace):
-                if key in seen or (self._held is not None and scope not in self._held.get(key, ())):
+                if key in listed or (
+                    self._held is not None and scope not in self._held.get(key, ())
+                ):
                     continue
                 gone = self.store.get(key.namespace, key.name)
                 if gone is not None:
@@ -363,9 +507,9 @@ class Informer:
                     continue
                 rv = meta.get("resourceVersion")
                 if kind in ("ADDED", "MODIFIED"):
-                    self._upsert(obj, scope)
+                    self._upsert(self.transform(obj), scope)
                 elif kind == "DELETED":
-                    self._delete(obj, scope)
+                    self._delete(self.transform(obj), scope)
                 elif kind != "BOOKMARK":
                     log.warning("unknown watch event type skipped", extra={"type": kind})
                     continue
@@ -422,6 +566,10 @@ class Informer:
                     extra={"kind": self.kind.kind, "error": str(exc), "delay": delay},
                 )
                 await self._clock.sleep(delay)
+
+
+def _version(obj: JSONDict) -> object:
+    return (obj.get("metadata") or {}).get("resourceVersion")
 
 
 def _older(obj: JSONDict, than: JSONDict) -> bool:

@@ -22,7 +22,7 @@ from kubernetes_asyncio import client
 from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
-from controller.runtime.cache import Informer, Store, WatchSettings
+from controller.runtime.cache import Informer, Shape, Store, WatchSettings
 from controller.runtime.controller import Controller, handlers, worker
 from controller.runtime.echoes import record_write
 from controller.runtime.metrics import RuntimeMetrics
@@ -81,6 +81,7 @@ class Manager:
         global provider's until the composition root sets the process's own."""
         self._informers: dict[Kind, Informer] = {}
         self._selections: dict[Kind, tuple[Collection[str], Collection[str]]] = {}
+        self._narrowed: dict[Kind, list[tuple[str, Shape]]] = {}
         self._controllers: list[Controller] = []
         self._stopping = asyncio.Event()
         self._on_shutdown: list[Callable[[], Awaitable[None]]] = []
@@ -120,6 +121,8 @@ class Manager:
             if kind in self._selections:
                 selectors, whole = self._selections[kind]
                 self._informers[kind].select(selectors, whole=whole)
+            for field, shape in self._narrowed.get(kind, ()):
+                self._informers[kind].narrow(field, shape)
             self.metrics.observe_informer(self._informers[kind])
         return self._informers[kind]
 
@@ -132,6 +135,13 @@ class Manager:
         self._selections[kind] = (selectors, whole)
         if kind in self._informers:
             self._informers[kind].select(selectors, whole=whole)
+
+    def narrow(self, kind: Kind, field: str, shape: Shape) -> None:
+        """Before `run`: the kind's informer keeps only `shape` of the top-level `field`
+        (`Informer.narrow`)."""
+        self._narrowed.setdefault(kind, []).append((field, shape))
+        if kind in self._informers:
+            self._informers[kind].narrow(field, shape)
 
     def cache(self, kind: Kind, *, reads: Collection[str] | None = None) -> Store:
         """The read path of reconcilers: the store of a kind's shared informer. `reads` names

@@ -1,4 +1,5 @@
-"""The store's owner index agrees with a brute-force scan after any sequence of writes."""
+"""The store's owner index and namespace counts agree with a brute-force scan after any sequence
+of writes."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from shared.kube.views import controller_owner_uid
 from shared.typedefs import JSONDict
 
 
-def runner(name: str, owner: str | None, rv: int) -> JSONDict:
-    meta: JSONDict = {"name": name, "namespace": "ns", "resourceVersion": str(rv)}
+def runner(name: str, owner: str | None, rv: int, namespace: str = "ns") -> JSONDict:
+    meta: JSONDict = {"name": name, "namespace": namespace, "resourceVersion": str(rv)}
     if owner is not None:
         meta["ownerReferences"] = [{"uid": owner, "controller": True, "name": owner}]
     return {"metadata": meta}
@@ -42,6 +43,29 @@ def test_owned_by_matches_a_scan(ops: list[tuple[str, str, str | None]]) -> None
         scanned = {o["metadata"]["name"] for o in store if controller_owner_uid(o) == uid}
         assert sorted(indexed) == sorted(scanned)
         assert len(indexed) == len(scanned)
+
+
+namespaced_writes = st.lists(
+    st.tuples(
+        st.sampled_from(["upsert", "remove"]),
+        st.sampled_from(["a", "b", "c"]),
+        st.sampled_from(["ns1", "ns2"]),
+    ),
+    max_size=30,
+)
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(namespaced_writes)
+def test_count_in_matches_a_scan(ops: list[tuple[str, str, str]]) -> None:
+    store = Store(EPHEMERAL_RUNNER)
+    for rv, (op, name, namespace) in enumerate(ops):
+        if op == "upsert":
+            store.upsert(runner(name, None, rv, namespace))
+        else:
+            store.remove(Request(namespace, name))
+    for namespace in ("ns1", "ns2", "ns3"):
+        assert store.count_in(namespace) == len(store.keys_in(namespace))
 
 
 def test_owned_by_keeps_first_seen_order_across_updates() -> None:
