@@ -186,9 +186,8 @@ class PodLoss:
 
     @classmethod
     def of(cls, pod: JSONDict, *, node: str = "") -> PodLoss:
-        """`node`: where the pod runs when its cached copy has no spec (the reconciler's cache
-        keeps only its status)."""
-        node = str((pod.get("spec") or {}).get("nodeName") or node)
+        """`node`: where the pod runs, learnt beside it (the cache keeps no pod spec: the
+        reconciler notes the node from the answer to its busy-pod patch)."""
         for condition in status_of(pod).get("conditions") or []:
             if condition.get("type") == DISRUPTION_TARGET and condition.get("status") == "True":
                 return cls(

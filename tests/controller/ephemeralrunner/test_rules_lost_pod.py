@@ -57,7 +57,7 @@ def pod(
     meta: JSONDict = {"name": "r", "uid": "pod-uid"}
     if deleting:
         meta["deletionTimestamp"] = "2026-12-06T08:00:00Z"
-    return {"metadata": meta, "spec": {"nodeName": "node-a"}, "status": status}
+    return {"metadata": meta, "status": status}
 
 
 @pytest.mark.parametrize(
@@ -75,7 +75,7 @@ def pod(
 def test_a_busy_runners_pod_taken_fails_it_with_node_and_cause(
     the_pod: JSONDict, reason: str, said: str
 ) -> None:
-    outcome = decide_from_pod(BUSY, the_pod, ready=False, now=NOW, policy=POLICY)
+    outcome = decide_from_pod(BUSY, the_pod, ready=False, now=NOW, policy=POLICY, node="node-a")
     assert outcome.status["phase"] == "Failed"
     assert outcome.status["reason"] == reason
     message = outcome.status["message"]
@@ -103,7 +103,7 @@ def test_a_pod_taken_from_an_idle_runner_or_after_its_job_is_not_a_lost_job() ->
 
 
 def test_without_its_pod_the_last_state_seen_names_node_and_cause() -> None:
-    loss = PodLoss.of(pod(condition="EvictionByEvictionAPI", deleting=True))
+    loss = PodLoss.of(pod(condition="EvictionByEvictionAPI", deleting=True), node="node-a")
     seen = ObservedRunner(runner=BUSY, pod=None, now=NOW, policy=POLICY, lost_pod=loss)
     decided = plan_runner(seen)
     assert decided.route is Route.WITHOUT_POD
