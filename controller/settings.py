@@ -203,9 +203,11 @@ class RunnerSettings(BaseSettings):
     credentials_ttl_seconds: float = Field(default=300.0, gt=0)
     """How long the GitHub config Secret read for an Actions client is trusted."""
     protect_busy_pods: bool = True
-    """Annotate a runner's pod `karpenter.sh/do-not-disrupt: "true"` and
-    `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` while the runner is `Running`, so
-    node consolidation drains idle nodes first (not in ARC: docs/reconcilers.md#busy-pods)."""
+    """While a runner is busy, annotate its pod `karpenter.sh/do-not-disrupt: "true"` and
+    `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` and label it for its set's
+    PodDisruptionBudget, which each set owns: node consolidation empties idle nodes first, and
+    a drain evicts idle runners and waits for busy ones (not in ARC:
+    docs/reconcilers.md#busy-pods)."""
     exclude_label_propagation_prefixes: tuple[str, ...] = ()
     """Label key prefixes never copied onto runners (ARC's --exclude-label-propagation-prefix)."""
 

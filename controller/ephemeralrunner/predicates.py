@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from controller.ephemeralrunner.rules import LIVE_STATES, read_pod, stuck_reason
 from controller.runtime.predicates import ProjectionPredicate
+from shared.api.views import is_busy
 from shared.kube.objects import POD
 from shared.kube.views import metadata_of, pod_ready
 from shared.typedefs import JSONDict
@@ -30,3 +31,10 @@ def pod_projection(pod: JSONDict) -> tuple[object, ...]:
 
 
 POD_TO_ER = ProjectionPredicate("pod-to-ephemeralrunner", POD, pod_projection)
+
+
+def turned_busy(old: JSONDict, new: JSONDict) -> bool:
+    """A runner update that gives it a job: handled before the backlog (the queue's urgent lane),
+    so that its pod is protected while the job runs however far the controller lags
+    (docs/reconcilers.md#busy-pods)."""
+    return is_busy(new) and not is_busy(old)

@@ -39,18 +39,19 @@ from datetime import UTC, datetime, timedelta
 from controller.deps import Deps
 from controller.ephemeralrunner.metrics import RunnerMetrics
 from controller.ephemeralrunner.objects import jit_secret, runner_pod
-from controller.ephemeralrunner.predicates import POD_TO_ER
+from controller.ephemeralrunner.predicates import POD_TO_ER, turned_busy
 from controller.ephemeralrunner.rules import (
     REASON_REGISTRATION_FAILED,
     REASON_REGISTRATION_TIMED_OUT,
     REASON_TOO_MANY_POD_FAILURES,
     ObservedRunner,
+    PodLoss,
     PodOutcome,
     RegistrationFailure,
     Route,
     RunnerPlan,
     awaits_promotion,
-    busy_pod_annotations,
+    busy_pod_patch,
     plan_runner,
     registration_failure,
     registration_timed_out,
@@ -165,9 +166,13 @@ class EphemeralRunnerReconciler:
         finished, made so by this process behind the cache included)."""
         owner = controller_owner(pod) or {}
         runner = self._runners.get(str(metadata_of(pod).get("namespace")), str(owner.get("name")))
-        if runner is None:
+        if runner is None or uid_of(runner) != owner.get("uid"):
             return False
-        return plan_runner(self._observe(runner, None, self._passes.recall(runner))).waits_for_pod
+        memory = self._passes.recall(runner)
+        # The event holds the pod's last state, which no cache keeps: the node and the cause a
+        # busy runner's failure names (docs/reconcilers.md#a-busy-runner-loses-its-pod).
+        memory.note(Step.POD_LOST, PodLoss.of(pod, node=self._node_of(memory, pod)))
+        return plan_runner(self._observe(runner, None, memory)).waits_for_pod
 
     def _observe(self, runner: JSONDict, pod: JSONDict | None, memory: Recall) -> ObservedRunner:
         created = memory.noted(Step.POD_CREATED)
@@ -180,10 +185,22 @@ class EphemeralRunnerReconciler:
             written_phase=written.get("phase"),
             registered=bool(written.get("runnerId")),
             pod_created_ago=memory.age(created) if created is not None else None,
+            lost_pod=self._lost_pod(memory),
+            pod_node=self._node_of(memory, pod) if pod is not None else "",
             listener_skips_running=awaits_promotion(runner)
             and written.get("phase") != RUNNING
             and self._listener_skips_running(runner),
         )
+
+    @staticmethod
+    def _node_of(memory: Recall, pod: JSONDict) -> str:
+        note = memory.noted((Step.POD_NODE, uid_of(pod)))
+        return str(note.value) if note is not None else ""
+
+    @staticmethod
+    def _lost_pod(memory: Recall) -> PodLoss | None:
+        note = memory.noted(Step.POD_LOST)
+        return note.value if note is not None and isinstance(note.value, PodLoss) else None
 
     def _listener_skips_running(self, runner: JSONDict) -> bool:
         """Whether an AutoscalingListener scaling the runner's set runs ARC's listener, which
@@ -235,9 +252,8 @@ class EphemeralRunnerReconciler:
         pod, decided = self._plan(runner)
         if decided.route is Route.FINALIZE:
             return await self._finalize(runner)
-        await record_timeline(
-            runner.object, pod, memory=runner, events=self._events, tracer=self._deps.tracer
-        )
+        if decided.route is not Route.POD:
+            await self._record_timeline(runner, pod)
         if decided.route is Route.FINISHED:
             await self._delete_resources(runner)
             return Result()
@@ -260,36 +276,54 @@ class EphemeralRunnerReconciler:
         if decided.create_pod:
             return await self._create_pod(runner)
         outcome = decided.outcome
-        assert pod is not None
         assert outcome is not None
+        if pod is None:
+            # A busy runner whose pod went with its job: it fails (`rules.lost_job`).
+            await self._apply(runner, None, outcome)
+            return Result()
         runner.clear(Step.POD_CREATED)
         await self._apply(runner, pod, outcome)
         if not (outcome.delete_pod or is_deleting(pod)):
             await self._protect_busy_pod(runner, pod)
+        # After the protection, which matters while the job runs; a pass that ends earlier (the
+        # runner goes, or fails) leaves it to the pass on the runner finished or deleted.
+        await self._record_timeline(runner, pod)
         if outcome.recheck_after is not None:
             return Result(requeue_after=max(outcome.recheck_after.total_seconds(), 0.001))
         return Result()
 
+    async def _record_timeline(self, runner: Pass, pod: JSONDict | None) -> None:
+        await record_timeline(
+            runner.object, pod, memory=runner, events=self._events, tracer=self._deps.tracer
+        )
+
     async def _protect_busy_pod(self, runner: Pass, pod: JSONDict) -> None:
-        """Keep node autoscalers off the pod while its runner is `Running`
-        (docs/reconcilers.md#busy-pods): one pod patch when the runner turns `Running`, one when
-        it is idle again. The pod watch ignores annotations, so the patch wakes no pass; the
-        note keeps a pass that reads the pod before the cache shows the patch from repeating it."""
+        """Keep node autoscalers and drains off the pod while its runner is busy
+        (docs/reconcilers.md#busy-pods): one merge patch of its annotations and busy label when
+        the runner turns busy, one when it is idle again. The pod watch ignores both, so the
+        patch wakes no pass; the note keeps a pass that reads the pod before the cache shows the
+        patch from repeating it."""
         if not self._settings.protect_busy_pods:
             return
-        changes = busy_pod_annotations(runner.object, pod)
+        changes = busy_pod_patch(runner.object, pod)
         step = (Step.BUSY_POD_ANNOTATIONS, uid_of(pod))
         noted = runner.noted(step)
         if not changes or (noted is not None and noted.value == changes):
             return
-        await runner.patch(POD, pod, {"metadata": {"annotations": changes}})
+        answer = await runner.patch(POD, pod, {"metadata": changes})
         runner.note(step, changes)
-        runner.log.info("busy pod annotations written: %s", changes)
+        if node := ((answer or {}).get("spec") or {}).get("nodeName"):
+            # Named if the job is lost with the pod (`rules.lost_job`): no request of its own.
+            runner.note((Step.POD_NODE, uid_of(pod)), node)
+        runner.log.info("busy pod metadata written: %s", changes)
 
     # --- deletion ------------------------------------------------------------------------------
 
     async def _finalize(self, runner: Pass) -> Result:
         obj = runner.object
+        # The finalizers hold the runner until this pass: its last status, with the listener's
+        # timeline, is seen here even when no earlier pass saw it (a lagging controller).
+        await self._record_timeline(runner, self._pods.get(runner.key.namespace, runner.key.name))
         if not has_any_finalizer(obj, EPHEMERAL_RUNNER_FINALIZERS) or runner.done(
             Step.FINALIZERS_REMOVED
         ):
@@ -565,11 +599,12 @@ class EphemeralRunnerReconciler:
         # The pass goes on as one on the terminal runner would (its echo wakes nothing).
         await self._delete_resources(runner)
 
-    async def _apply(self, runner: Pass, pod: JSONDict, outcome: PodOutcome) -> None:
+    async def _apply(self, runner: Pass, pod: JSONDict | None, outcome: PodOutcome) -> None:
         obj = runner.object
         if outcome.remove_registration:
             await self._remove_registration(runner)
-        outcome = with_cluster_moments(outcome, obj, pod)
+        if pod is not None:
+            outcome = with_cluster_moments(outcome, obj, pod)
         if outcome.status:
             # A `Pending` carries the resourceVersion it was decided on: behind a lagging cache
             # it must not overwrite the listener's `Running` (a Conflict re-reads the runner);
@@ -581,7 +616,7 @@ class EphemeralRunnerReconciler:
                 deep=True,
             )
         terminal = is_terminal_phase(outcome.status.get("phase"))
-        if outcome.delete_pod and not terminal:
+        if outcome.delete_pod and not terminal and pod is not None:
             await runner.delete(POD, pod)
         if outcome.warning is not None:
             reason, message = outcome.warning
@@ -617,6 +652,7 @@ def setup(manager: Manager, deps: Deps) -> EphemeralRunnerReconciler:
             reconciler=reconciler,
             owns=[Owns(POD, predicate=POD_TO_ER, wake_on_delete=reconciler.pod_gone_matters)],
             deleted=reconciler.forget,
+            urgent=turned_busy,
             # Every write of a pass is followed by the rest of the pass on the server's answer.
             own_writes=frozenset(OwnWrite),
         )

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from controller.github.clients import GitHubConfigError
 from controller.runners.backoff import FailurePolicy
+from controller.runners.busy import LABEL_RUNNER_BUSY
 from shared.actions.errors import (
     ActionsError,
     AuthenticationFailed,
@@ -30,6 +31,7 @@ from shared.actions.errors import (
 )
 from shared.api import EphemeralRunnerPhase, is_terminal_phase
 from shared.api.names import (
+    KIND_EPHEMERAL_RUNNER_SET,
     MESSAGE_OUTDATED,
     REASON_OUTDATED,
     RUNNER_CONTAINER,
@@ -44,6 +46,7 @@ from shared.api.views import (
     runner_id,
 )
 from shared.kube.views import (
+    controller_owner,
     format_time,
     is_deleting,
     metadata_of,
@@ -55,6 +58,18 @@ from shared.typedefs import JSONDict
 
 # ARC declares this reason but never writes it; here it explains a runner that ran out of pods.
 REASON_TOO_MANY_POD_FAILURES = "TooManyPodFailures"
+
+# Why a busy runner failed: its pod went with its job
+# (docs/reconcilers.md#a-busy-runner-loses-its-pod).
+REASON_POD_EVICTED = "PodEvicted"
+REASON_POD_DELETED = "PodDeleted"
+
+# The pod condition the API server, the kubelet, the scheduler and kube-controller-manager write
+# before they take a pod away, and the reasons that are an eviction of a live node's pod.
+DISRUPTION_TARGET = "DisruptionTarget"
+EVICTION_REASONS = frozenset(
+    {"EvictionByEvictionAPI", "TerminationByKubelet", "PreemptionByScheduler"}
+)
 
 # Waiting reasons of a container that will not start without a change or luck: a pod stuck on
 # one of them past the start timeout is a failed pod; on a permanent one it is failed at once.
@@ -161,6 +176,59 @@ def _from_exit(terminated: JSONDict, pod_reason: str, pod_message: str) -> PodRe
 
 
 @dataclass(frozen=True, slots=True)
+class PodLoss:
+    """A runner pod's last state as seen, for the report of the job lost with it: its node and
+    its `DisruptionTarget` condition (empty reason: none, a plain delete)."""
+
+    node: str = ""
+    reason: str = ""
+    message: str = ""
+
+    @classmethod
+    def of(cls, pod: JSONDict, *, node: str = "") -> PodLoss:
+        """`node`: where the pod runs, learnt beside it (the cache keeps no pod spec: the
+        reconciler notes the node from the answer to its busy-pod patch)."""
+        for condition in status_of(pod).get("conditions") or []:
+            if condition.get("type") == DISRUPTION_TARGET and condition.get("status") == "True":
+                return cls(
+                    node=node,
+                    reason=str(condition.get("reason") or DISRUPTION_TARGET),
+                    message=str(condition.get("message") or ""),
+                )
+        return cls(node=node)
+
+
+def pod_taken(pod: JSONDict) -> bool:
+    """Whether the pod is being taken away from its runner: deleted, or marked by a
+    `DisruptionTarget` condition (evicted by the kubelet, preempted)."""
+    return is_deleting(pod) or bool(PodLoss.of(pod).reason)
+
+
+def lost_job(runner: JSONDict, loss: PodLoss | None) -> PodOutcome:
+    """A busy runner whose pod was taken with its job: `Failed`, with the node and the cause in
+    its status and a Warning Event; its set replaces it (docs/reconcilers.md#failed-runners). A
+    new pod would re-use a consumed JIT config."""
+    loss = loss or PodLoss()
+    evicted = loss.reason in EVICTION_REASONS
+    reason = REASON_POD_EVICTED if evicted else REASON_POD_DELETED
+    node = f"node {loss.node}" if loss.node else "an unknown node"
+    job = status_of(runner).get("jobId") or status_of(runner).get("jobRequestId")
+    message = f"The runner pod on {node} was {'evicted' if evicted else 'deleted'} during job {job}"
+    if loss.reason:
+        message = f"{message} ({loss.reason}{': ' + loss.message if loss.message else ''})"
+    return PodOutcome(
+        status={
+            "phase": EphemeralRunnerPhase.FAILED.value,
+            "ready": False,
+            "reason": reason,
+            "message": message,
+        },
+        remove_registration=True,
+        warning=(reason, message),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class PodOutcome:
     """What the reconciler must do after reading the pod; `status` is merged into the status."""
 
@@ -192,15 +260,19 @@ def decide_from_pod(
     now: datetime,
     policy: FailurePolicy,
     promote: bool = False,
+    node: str = "",
 ) -> PodOutcome:
     """The writes that bring a live, non-terminal runner in line with its pod.
 
     `ready` is `pod_ready(pod)`, passed in so readiness has one definition (the predicate's).
     `promote`: the runner's listener does not write `Running` (ARC's), so a runner whose
-    container runs and that `awaits_promotion` is made `Running` here.
+    container runs and that `awaits_promotion` is made `Running` here. `node`: where the pod
+    runs, when known beside it (`PodLoss.of`).
     """
     reading = read_pod(pod)
     current = status_of(runner)
+    if has_job(runner) and reading.state is not PodState.SUCCEEDED and pod_taken(pod):
+        return lost_job(runner, PodLoss.of(pod, node=node))
     if reading.state is PodState.NO_RUNNER_STATUS:
         return PodOutcome()
     if reading.state is PodState.STARTED:
@@ -394,6 +466,33 @@ def busy_pod_annotations(runner: JSONDict, pod: JSONDict) -> dict[str, str | Non
     return changes
 
 
+def busy_pod_label(runner: JSONDict, pod: JSONDict) -> dict[str, str | None]:
+    """The busy label to set (the uid of the runner's EphemeralRunnerSet, whose budget selects
+    it) or remove (None) on the pod, as `busy_pod_annotations` decides for the annotations; a
+    runner without a set has no budget, and a key the pod template sets is the user's."""
+    busy = is_busy(runner)
+    if not busy and is_terminal(runner):
+        return {}
+    template = ((runner.get("spec") or {}).get("metadata") or {}).get("labels") or {}
+    owner = controller_owner(runner) or {}
+    if LABEL_RUNNER_BUSY in template or owner.get("kind") != KIND_EPHEMERAL_RUNNER_SET:
+        return {}
+    current = (metadata_of(pod).get("labels") or {}).get(LABEL_RUNNER_BUSY)
+    wanted = str(owner.get("uid") or "") if busy else None
+    return {} if current == wanted else {LABEL_RUNNER_BUSY: wanted}
+
+
+def busy_pod_patch(runner: JSONDict, pod: JSONDict) -> JSONDict:
+    """The one merge patch of the pod's metadata that carries the busy annotations and label
+    (docs/reconcilers.md#busy-pods); empty when the pod is as it should be."""
+    patch: JSONDict = {}
+    if annotations := busy_pod_annotations(runner, pod):
+        patch["annotations"] = annotations
+    if labels := busy_pod_label(runner, pod):
+        patch["labels"] = labels
+    return patch
+
+
 # --- the plan of one pass ----------------------------------------------------------------------
 
 
@@ -434,6 +533,10 @@ class ObservedRunner:
     """This process wrote the runner id (the cache may not show it yet)."""
     pod_created_ago: float | None = None
     """Seconds since this process created the runner's pod; None when it did not."""
+    lost_pod: PodLoss | None = None
+    """The runner's pod as last seen in a delete event (this process's memory)."""
+    pod_node: str = ""
+    """The node `pod` runs on, as this process learnt it (the cache keeps no pod spec)."""
     listener_skips_running: bool = False
     """The runner's set is scaled by ARC's listener, which writes a job without `Running`
     (docs/reconcilers.md#arcs-listener); asked only of a runner that `awaits_promotion`."""
@@ -443,9 +546,10 @@ class ObservedRunner:
 class RunnerPlan:
     route: Route
     outcome: PodOutcome | None = None
-    """With a pod: what its state means for the runner."""
+    """With a pod: what its state means for the runner; without one, for a busy runner, the
+    job lost (`lost_job`)."""
     delete_self: bool = False
-    """The runner goes now: its job is done, its pod vanished with the job, or the pod says so."""
+    """The runner goes now: its job is done, or its pod says so."""
     create_pod: bool = False
     retry_after: timedelta | None = None
     why: str = ""
@@ -483,9 +587,13 @@ def plan_runner(observed: ObservedRunner) -> RunnerPlan:
                 Route.AWAIT_POD, retry_after=timedelta(seconds=POD_EXPECTATION_SECONDS)
             )
         if has_job(runner):
-            # Its pod vanished (node drained or deleted) with the job: a new pod would re-use a
-            # consumed JIT config, and the runner would hold a slot forever.
-            return RunnerPlan(Route.WITHOUT_POD, delete_self=True, why="its pod went with its job")
+            # Its pod vanished (drained, evicted, its node lost) with the job: a new pod would
+            # re-use a consumed JIT config; the runner fails, saying where and why.
+            return RunnerPlan(
+                Route.WITHOUT_POD,
+                lost_job(runner, observed.lost_pod),
+                why="its pod went with its job",
+            )
         delay = retry_delay(runner, now=observed.now, policy=observed.policy)
         if delay is not None:
             return RunnerPlan(Route.WITHOUT_POD, retry_after=delay)
@@ -497,6 +605,7 @@ def plan_runner(observed: ObservedRunner) -> RunnerPlan:
         now=observed.now,
         policy=observed.policy,
         promote=observed.listener_skips_running,
+        node=observed.pod_node,
     )
     if outcome.delete_runner:
         return RunnerPlan(Route.POD, outcome, delete_self=True, why="its pod says it goes")

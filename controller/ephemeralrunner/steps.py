@@ -13,7 +13,12 @@ class Step(Enum):
     POD_DELETED = "pod deleted"
     """With the pod's uid."""
     BUSY_POD_ANNOTATIONS = "busy pod annotations"
-    """With the pod's uid; the value is the annotations written."""
+    """With the pod's uid; the value is the metadata patch written (annotations, busy label)."""
+    POD_NODE = "pod node"
+    """With the pod's uid; the value is the node it runs on, from the answer to the busy-pod
+    patch (the cache keeps no pod spec)."""
+    POD_LOST = "pod lost"
+    """The runner's pod as its delete event showed it last (`rules.PodLoss`)."""
     LEFT_BEHIND = "left registered"
     FINALIZERS_REMOVED = "finalizers removed"
     TIMELINE_RECORDED = "job timeline recorded"

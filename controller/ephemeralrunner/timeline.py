@@ -3,8 +3,9 @@
 * The cluster's moments of a runner (created, pod created, scheduled, container started) ride
   along in the `ready` status write the reconciler makes anyway, so the listener finds them on
   the runner it reads at JobStarted.
-* Once the listener has written the job's timeline, one Normal Event `JobTimeline` on the
-  EphemeralRunner keeps it: its message is the stage split for `kubectl describe`, its
+* Once the listener has written the job's timeline, the first pass that sees it (busy,
+  finished or being deleted: docs/reconcilers.md#under-lag) posts one Normal Event `JobTimeline`
+  on the EphemeralRunner, which keeps it: its message is the stage split for `kubectl describe`, its
   annotation the machine-readable moments for `gha-controller explain`. The Event outlives the
   runner for the API server's Event TTL (`--event-ttl`, 1 h by default): that is the retention
   window. One Event per runner per controller process: the only request this adds.

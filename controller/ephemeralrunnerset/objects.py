@@ -1,5 +1,6 @@
-"""What the EphemeralRunnerSet reconciler builds: its EphemeralRunners and the proxy Secret their
-pods read (docs/reconcilers.md#objects)."""
+"""What the EphemeralRunnerSet reconciler builds: its EphemeralRunners, the proxy Secret their
+pods read (docs/reconcilers.md#objects) and the PodDisruptionBudget of its busy runner pods
+(docs/reconcilers.md#busy-pods)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import copy
 from collections.abc import Sequence
 
 from controller.ephemeralrunnerset.rules import FAILED_LINEAGE_ANNOTATION
+from controller.runners.busy import BUDGET_MIN_AVAILABLE, busy_selector
 from controller.runners.objects import (
     ANNOTATION_RUNNER_SPEC_HASH,
     filter_and_merge_labels,
@@ -26,7 +28,7 @@ from shared.api.names import (
     LABEL_SCALE_SET_NAME,
     LABEL_SCALE_SET_NAMESPACE,
 )
-from shared.kube.views import metadata_of
+from shared.kube.views import metadata_of, uid_of
 from shared.typedefs import JSONDict
 
 SCALE_SET_LABELS = (LABEL_SCALE_SET_NAME, LABEL_SCALE_SET_NAMESPACE)
@@ -98,4 +100,26 @@ def proxy_secret(runner_set: JSONDict, data: dict[str, str]) -> JSONDict:
             "ownerReferences": [controller_reference(runner_set)],
         },
         "data": data,
+    }
+
+
+def busy_budget(runner_set: JSONDict) -> JSONDict:
+    """The PodDisruptionBudget that refuses the eviction of the set's busy runner pods: named
+    like the set, in its namespace, controlled by it (the garbage collector deletes it with the
+    set or the namespace)."""
+    meta = metadata_of(runner_set)
+    labels = meta.get("labels") or {}
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": {k: labels[k] for k in SCALE_SET_LABELS if k in labels},
+            "ownerReferences": [controller_reference(runner_set)],
+        },
+        "spec": {
+            "minAvailable": BUDGET_MIN_AVAILABLE,
+            "selector": {"matchLabels": busy_selector(uid_of(runner_set))},
+        },
     }

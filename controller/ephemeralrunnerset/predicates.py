@@ -12,6 +12,7 @@ from controller.runtime import Deferral
 from controller.runtime.predicates import ProjectionPredicate, stable_metadata
 from shared.api import is_terminal_phase
 from shared.api.kinds import EPHEMERAL_RUNNER
+from shared.kube.objects import POD_DISRUPTION_BUDGET
 from shared.kube.views import is_deleting, status_of
 from shared.typedefs import JSONDict
 
@@ -23,6 +24,17 @@ def ephemeral_runner_projection(er: JSONDict) -> tuple[object, ...]:
 
 ER_TO_ERS = ProjectionPredicate(
     "ephemeralrunner-to-ephemeralrunnerset", EPHEMERAL_RUNNER, ephemeral_runner_projection
+)
+
+
+def budget_projection(budget: JSONDict) -> tuple[object, ...]:
+    """The set reads its PodDisruptionBudget's metadata and spec; the disruption controller's
+    status writes (one per change of the pods it selects) wake nothing."""
+    return (stable_metadata(budget), budget.get("spec"))
+
+
+PDB_TO_ERS = ProjectionPredicate(
+    "poddisruptionbudget-to-ephemeralrunnerset", POD_DISRUPTION_BUDGET, budget_projection
 )
 
 

@@ -11,6 +11,8 @@ docs/reconcilers.md#ephemeralrunnerset):
    drop the finalizer once no runner is left.
 2. Finalizer, in one write with the runner spec's hash and, for a set no AutoscalingRunnerSet
    controls whose runner spec changed, an advanced `spec.actionableRevision`.
+   Then the set's PodDisruptionBudget over its busy runner pods, made once and its spec kept
+   (docs/reconcilers.md#busy-pods).
 3. A `spec.actionableRevision` above `appliedActionableRevision`: clean up (terminated and idle
    runners go, busy ones finish) and record `appliedActionableRevision`, resetting
    `finishedRunnerCleanupPatchID`; then plan again on the set as written.
@@ -41,15 +43,22 @@ from enum import Enum
 from controller.deps import Deps
 from controller.ephemeralrunnerset.children import ChildIndex
 from controller.ephemeralrunnerset.metrics import RunnerSetMetrics
-from controller.ephemeralrunnerset.objects import new_ephemeral_runner, proxy_secret
-from controller.ephemeralrunnerset.predicates import COUNTS_WINDOW_SECONDS, ER_COUNTS, ER_TO_ERS
+from controller.ephemeralrunnerset.objects import busy_budget, new_ephemeral_runner, proxy_secret
+from controller.ephemeralrunnerset.predicates import (
+    COUNTS_WINDOW_SECONDS,
+    ER_COUNTS,
+    ER_TO_ERS,
+    PDB_TO_ERS,
+)
 from controller.ephemeralrunnerset.rules import (
     NAMESPACE_REFUSAL_HOLD,
+    Budget,
     Children,
     Finalizing,
     Observed,
     Plan,
     SpecRevision,
+    budget_drift,
     cleanup_candidates,
     counts_status,
     creates_held,
@@ -88,8 +97,8 @@ from shared.api.names import (
 )
 from shared.api.references import runner_spec_name_problems
 from shared.api.views import runner_id
-from shared.kube.errors import Conflict, NamespaceTerminating
-from shared.kube.objects import SECRET, Objects
+from shared.kube.errors import Conflict, Forbidden, NamespaceTerminating
+from shared.kube.objects import POD_DISRUPTION_BUDGET, SECRET, Objects
 from shared.kube.views import (
     annotation_int,
     controller_owner,
@@ -108,6 +117,8 @@ CREATE_CONCURRENCY = 8
 CLEANUP_MARKER = patchid.CLEANUP_MARKER_FIELD
 REASON_ABOVE_MAX_RUNNERS = "ReplicasAboveMaxRunners"
 REASON_REPLACING_FAILED = "ReplacingFailedRunner"
+REASON_BUDGET_TAKEN = "BusyRunnerBudgetTaken"
+REASON_BUDGET_REFUSED = "BusyRunnerBudgetRefused"
 
 
 class SetStep(Enum):
@@ -144,6 +155,7 @@ class EphemeralRunnerSetReconciler:
         runner_sets: Store,
         runners: Store,
         scale_sets: Store,
+        budgets: Store,
         children: ChildIndex,
         objects: Objects,
         deps: Deps,
@@ -154,6 +166,8 @@ class EphemeralRunnerSetReconciler:
         self._runners = runners
         # The AutoscalingRunnerSets, for the maxRunners of the one that owns a set.
         self._scale_sets = scale_sets
+        # The PodDisruptionBudgets, for the one named like each set (docs/reconcilers.md#busy-pods).
+        self._budgets = budgets
         self._children = children
         self._objects = objects
         self._deps = deps
@@ -221,6 +235,10 @@ class EphemeralRunnerSetReconciler:
                 self._children_of(runner_set, memory, revision) if revision > applied else None
             ),
             creates_refused_at=self._refused_at(memory),
+            budget=self._budgets.get(
+                metadata_of(runner_set)["namespace"], metadata_of(runner_set)["name"]
+            ),
+            protect_busy_pods=self._settings.protect_busy_pods,
         )
 
     @staticmethod
@@ -271,6 +289,7 @@ class EphemeralRunnerSetReconciler:
         if decided.spec_revision is not None and decided.spec_revision.revision is not None:
             # Planned again after its own write: the revision it advanced is applied now.
             observed, decided = self._plan(p)
+        await self._ensure_budget(p, observed, decided.budget)
 
         if decided.apply_revision is not None:
             await self._clean_up(p, observed.children)
@@ -317,6 +336,44 @@ class EphemeralRunnerSetReconciler:
         )
         if tracked.revision is not None:
             obj.setdefault("spec", {})["actionableRevision"] = tracked.revision
+
+    async def _ensure_budget(self, p: Pass, observed: Observed, step: Budget | None) -> None:
+        """The set's PodDisruptionBudget (docs/reconcilers.md#busy-pods): made once, its spec
+        corrected; one of that name that is not the set's is left alone and reported."""
+        if step is Budget.TAKEN:
+            await p.warn(
+                REASON_BUDGET_TAKEN,
+                f"PodDisruptionBudget {p.key.name} is not this set's: its busy runners are not "
+                "kept off drains until it is deleted",
+            )
+            return
+        p.settle(REASON_BUDGET_TAKEN)
+        if step is not Budget.ENSURE:
+            return
+        desired = busy_budget(p.object)
+        current = observed.budget
+        if current is not None and "maxUnavailable" in (current.get("spec") or {}):
+            # A merge patch keeps a field it does not name: null removes it.
+            desired["spec"]["maxUnavailable"] = None
+        set_uid = p.uid
+        try:
+            await p.ensure(
+                POD_DISRUPTION_BUDGET,
+                desired,
+                current,
+                drift=lambda found, _: budget_drift(found, set_uid),
+            )
+        except NamespaceTerminating:
+            return  # the set's deletion follows
+        except Forbidden as exc:
+            # RBAC from before the budgets (manifests/ not re-applied): scaling goes on.
+            await p.warn(
+                REASON_BUDGET_REFUSED,
+                f"PodDisruptionBudget {p.key.name} refused ({exc.status_message}): its busy "
+                "runners are not kept off drains",
+            )
+            return
+        p.settle(REASON_BUDGET_REFUSED)
 
     # --- scaling -------------------------------------------------------------------------------
 
@@ -547,6 +604,7 @@ def setup(manager: Manager, deps: Deps) -> EphemeralRunnerSetReconciler:
         runner_sets=manager.cache(EPHEMERAL_RUNNER_SET),
         runners=manager.cache(EPHEMERAL_RUNNER),
         scale_sets=manager.cache(AUTOSCALING_RUNNER_SET, reads=("spec",)),
+        budgets=manager.cache(POD_DISRUPTION_BUDGET, reads=("spec",)),
         children=children,
         objects=manager.objects,
         deps=deps,
@@ -564,7 +622,9 @@ def setup(manager: Manager, deps: Deps) -> EphemeralRunnerSetReconciler:
                     predicate=ER_TO_ERS,
                     defer=ER_COUNTS,
                     wake_on_delete=reconciler.wakes_on_runner_gone,
-                )
+                ),
+                # Its budget changed or deleted by someone else: the pass puts it back.
+                Owns(POD_DISRUPTION_BUDGET, predicate=PDB_TO_ERS),
             ],
             # Every write of a pass is followed by the rest of the pass on the server's answer
             # (runners it creates are expected: `Expectations.unseen`).

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from controller.runners.backoff import ReplacementPolicy
+from controller.runners.busy import BUDGET_MIN_AVAILABLE, busy_selector
 from controller.runners.objects import ANNOTATION_RUNNER_SPEC_HASH, is_own_digest, json_digest
 from controller.runtime.controllerutil import has_any_finalizer
 from controller.runtime.predicates import stable_metadata
@@ -39,6 +40,7 @@ from shared.api.views import is_busy, last_failure, runner_id, runner_set_status
 from shared.kube.views import (
     annotation_int,
     controller_owner,
+    controller_owner_uid,
     created_at,
     is_deleting,
     metadata_of,
@@ -46,6 +48,7 @@ from shared.kube.views import (
     spec_int,
     status_int,
     status_of,
+    uid_of,
 )
 from shared.typedefs import JSONDict
 
@@ -354,6 +357,10 @@ class Observed:
     creates_refused_at: datetime | None = None
     """When the namespace last refused a runner's create because it is being deleted (this
     process's memory of the set)."""
+    budget: JSONDict | None = None
+    """The cached PodDisruptionBudget named like the set, whoever made it."""
+    protect_busy_pods: bool = False
+    """Whether busy runners are kept off drains (docs/reconcilers.md#busy-pods)."""
 
 
 NAMESPACE_REFUSAL_HOLD = timedelta(seconds=30)
@@ -378,6 +385,46 @@ class Finalizing(Enum):
     """Runners are left: the terminated and idle ones go, busy ones finish."""
     RELEASE = "release"
     """No runner is left: the finalizer goes."""
+
+
+class Budget(Enum):
+    """What a pass does about the set's PodDisruptionBudget (docs/reconcilers.md#busy-pods)."""
+
+    ENSURE = "ensure"
+    """Create it, or correct a spec someone changed."""
+    TAKEN = "taken"
+    """An object of that name is not the set's: left alone, and said in a Warning Event."""
+
+
+def budget_drift(budget: JSONDict, set_uid: str) -> list[str]:
+    """The fields of the set's budget that differ from what the set needs: an integer
+    `minAvailable` no set reaches (never `maxUnavailable` or a percentage, for which the
+    disruption controller asks the pods' owner for a `scale` it does not have) over the set's
+    busy runner pods."""
+    spec = budget.get("spec") or {}
+    drifted = []
+    if spec.get("minAvailable") != BUDGET_MIN_AVAILABLE or "maxUnavailable" in spec:
+        drifted.append("spec.minAvailable")
+    if spec.get("selector") != {"matchLabels": busy_selector(set_uid)}:
+        drifted.append("spec.selector")
+    return drifted
+
+
+def budget_step(observed: Observed) -> Budget | None:
+    """The set's budget: made once, its spec kept; none when busy pods are not protected (a
+    budget made before selects only pods labelled before, and goes with the set)."""
+    if not observed.protect_busy_pods:
+        return None
+    set_uid = uid_of(observed.runner_set)
+    budget = observed.budget
+    if budget is None:
+        return Budget.ENSURE
+    if controller_owner_uid(budget) != set_uid:
+        return Budget.TAKEN
+    if is_deleting(budget):
+        # The garbage collector's, or someone's delete: its delete event wakes the set.
+        return None
+    return Budget.ENSURE if budget_drift(budget, set_uid) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,6 +458,7 @@ class Plan:
     scaling: ScalePlan | None = None
     """None: this patch id was served already."""
     phase: str = ""
+    budget: Budget | None = None
 
     @property
     def above_max(self) -> bool:
@@ -425,6 +473,7 @@ class Plan:
             self.finalizing is not None
             or self.spec_revision is not None
             or self.add_finalizer
+            or self.budget is Budget.ENSURE
             or self.apply_revision is not None
             or self.outdated
             or self.stale
@@ -451,6 +500,10 @@ class Plan:
             )
         if self.add_finalizer:
             parts.append("adding the finalizer")
+        if self.budget is Budget.ENSURE:
+            parts.append("ensuring the PodDisruptionBudget of its busy runners")
+        elif self.budget is Budget.TAKEN:
+            parts.append("its PodDisruptionBudget's name is taken by another object")
         if self.apply_revision is not None:
             parts.append(
                 f"applying actionableRevision {self.apply_revision}: idle and terminated "
@@ -506,6 +559,7 @@ def plan(observed: Observed) -> Plan:
     first = Plan(
         spec_revision=track_runner_spec(obj, children),
         add_finalizer=not has_any_finalizer(obj, [FINALIZER_EPHEMERAL_RUNNER_SET]),
+        budget=budget_step(observed),
     )
     revision = spec_int(obj, "actionableRevision")
     current_phase = str(runner_set_status(obj).get("phase") or "")

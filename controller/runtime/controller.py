@@ -139,6 +139,9 @@ class Controller:
     own_writes: frozenset[OwnWrite] = frozenset()
     """The writes of its own passes whose echo wakes nothing (docs/controller-runtime.md): the
     reconciler promises that a pass making one carries on deciding on the server's answer."""
+    urgent: Callable[[JSONDict, JSONDict], bool] | None = None
+    """Updates of the primary for which `urgent(old, new)` holds go to the queue's urgent lane,
+    before the backlog (docs/controller-runtime.md#the-urgent-lane)."""
     queue: WorkQueue[Request] = field(init=False)
     echoes: Echoes = field(init=False)
 
@@ -169,7 +172,9 @@ class _Enqueue:
         defer: Deferral | None = None,
         deleted: Callable[[JSONDict], bool] | None = None,
         added: Callable[[JSONDict], bool] | None = None,
+        urgent: Callable[[JSONDict, JSONDict], bool] | None = None,
     ) -> None:
+        self._urgent = urgent
         self._deleted = deleted
         self._added = added
         self._kind = kind
@@ -181,9 +186,9 @@ class _Enqueue:
         self._metrics = metrics
         self._labels = {"controller": controller, "watch": watch}
 
-    def _add(self, obj: JSONDict, event: str, fields: str = "") -> None:
+    def _add(self, obj: JSONDict, event: str, fields: str = "", *, urgent: bool = False) -> None:
         for key in self._map(obj):
-            if self._queue.add(key):
+            if self._queue.add(key, urgent=urgent):
                 self._metrics.wakes.add(1, {**self._labels, "event": event, "fields": fields})
 
     def _add_deferred(self, obj: JSONDict, fields: str) -> None:
@@ -230,9 +235,10 @@ class _Enqueue:
         if self._defer is not None and self._defer.test(old, new):
             self._add_deferred(new, fields)
             return
+        urgent = self._urgent is not None and self._urgent(old, new)
         # The owner may have changed between the two versions: both are told.
-        self._add(old, "update", fields)
-        self._add(new, "update", fields)
+        self._add(old, "update", fields, urgent=urgent)
+        self._add(new, "update", fields, urgent=urgent)
 
 
 def changed_fields(old: JSONDict, new: JSONDict) -> str:
@@ -283,17 +289,26 @@ def handlers(ctrl: Controller, metrics: RuntimeMetrics) -> list[tuple[Kind, _Enq
             Deferral | None,
             Callable[[JSONDict], bool] | None,
             Callable[[JSONDict], bool] | None,
+            Callable[[JSONDict, JSONDict], bool] | None,
         ]
     ] = [
         *(
-            (watch.kind, watch.map, watch.predicate, None, watch.wakes, watch.wakes)
+            (watch.kind, watch.map, watch.predicate, None, watch.wakes, watch.wakes, None)
             for watch in ctrl.watches
         )
     ]
     if ctrl.for_ is not None:
         primary = ctrl.for_
         sources[:0] = [
-            (primary, _own_key, ctrl.predicate, None, _primary_deleted(ctrl.deleted), None),
+            (
+                primary,
+                _own_key,
+                ctrl.predicate,
+                None,
+                _primary_deleted(ctrl.deleted),
+                None,
+                ctrl.urgent,
+            ),
             *(
                 (
                     owned.kind,
@@ -301,6 +316,7 @@ def handlers(ctrl: Controller, metrics: RuntimeMetrics) -> list[tuple[Kind, _Enq
                     owned.predicate,
                     owned.defer,
                     owned.wake_on_delete,
+                    None,
                     None,
                 )
                 for owned in ctrl.owns
@@ -323,9 +339,10 @@ def handlers(ctrl: Controller, metrics: RuntimeMetrics) -> list[tuple[Kind, _Enq
                 defer=defer,
                 deleted=deleted,
                 added=added,
+                urgent=urgent,
             ),
         )
-        for kind, keys, predicate, defer, deleted, added in sources
+        for kind, keys, predicate, defer, deleted, added, urgent in sources
     ]
 
 

@@ -7,6 +7,9 @@
   `forget` resets.
 - `observe_wait`, when set, gets each key's time in the queue, from the add that made it wait to
   the worker taking it (client-go's queue duration).
+- Two lanes, as controller-runtime's priority queue: an `urgent` add goes before every key of the
+  ordinary lane (the initial list, requeues, most events), and an urgent add of a key already
+  waiting moves it there. Within a lane, first in, first out.
 """
 
 from __future__ import annotations
@@ -48,7 +51,13 @@ class WorkQueue(Generic[K]):
         self.backoff = backoff or Backoff()
         self._clock = clock or MonotonicClock()
         self._ready: deque[K] = deque()
+        self._urgent: deque[K] = deque()
+        self._lane: dict[K, bool] = {}
+        """The keys in a ready lane, True for the urgent one; a key's entry in the other lane's
+        deque (left behind when it moved) is skipped."""
         self._dirty: set[K] = set()
+        self._dirty_urgent: set[K] = set()
+        """Keys added urgently while a worker holds them: they come back in the urgent lane."""
         self._processing: set[K] = set()
         self._failures: dict[K, int] = {}
         self._delayed: list[tuple[float, int, K]] = []
@@ -60,6 +69,8 @@ class WorkQueue(Generic[K]):
         self._wakeup = asyncio.Event()
         self._shutdown = False
         self.adds = 0
+        self.urgent_adds = 0
+        """Adds that went to (or moved a key to) the urgent lane."""
         self.retries = 0
         self.requeues = 0
         """Scheduled adds (requeue_after, error backoff) that fell due and were not coalesced."""
@@ -67,7 +78,7 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         """Keys ready for a worker (the depth metric)."""
-        return len(self._ready)
+        return len(self._lane)
 
     @property
     def processing(self) -> frozenset[K]:
@@ -87,17 +98,45 @@ class WorkQueue(Generic[K]):
         """Keys whose next pass is a deferred add (`add_deferred`)."""
         return len(self._deferred)
 
-    def add(self, key: K) -> bool:
-        """Add the key; False when it was already waiting (the add coalesced into that one)."""
-        if self._shutdown or key in self._dirty:
+    def add(self, key: K, *, urgent: bool = False) -> bool:
+        """Add the key; False when it was already waiting (the add coalesced into that one). An
+        `urgent` add of a key waiting in the ordinary lane moves it to the urgent one."""
+        if self._shutdown:
+            return False
+        if key in self._dirty:
+            if urgent and self._lane.get(key) is False:
+                self._lane[key] = True
+                self._urgent.append(key)
+                self.urgent_adds += 1
+            elif urgent and key in self._processing:
+                self._dirty_urgent.add(key)
             return False
         self.adds += 1
         self._dirty.add(key)
         self._added_at[key] = self._clock.now()
+        if urgent:
+            self.urgent_adds += 1
         if key not in self._processing:
-            self._ready.append(key)
+            self._enqueue(key, urgent=urgent)
+        elif urgent:
+            self._dirty_urgent.add(key)
         self._wakeup.set()
         return True
+
+    def _enqueue(self, key: K, *, urgent: bool) -> None:
+        self._lane[key] = urgent
+        (self._urgent if urgent else self._ready).append(key)
+
+    def _next_ready(self) -> K | None:
+        """The first key of the urgent lane, else of the ordinary one; entries a key left
+        behind when it moved lanes are dropped on the way."""
+        for urgent, lane in ((True, self._urgent), (False, self._ready)):
+            while lane:
+                key = lane.popleft()
+                if self._lane.get(key) is urgent:
+                    del self._lane[key]
+                    return key
+        return None
 
     def add_after(self, key: K, delay: float) -> None:
         """Add the key once `delay` seconds have passed; an earlier schedule wins."""
@@ -164,9 +203,9 @@ class WorkQueue(Generic[K]):
     def try_get(self) -> K | None:
         """A ready key, now marked as processing, or None."""
         self._promote_due()
-        if not self._ready:
+        key = self._next_ready()
+        if key is None:
             return None
-        key = self._ready.popleft()
         self._dirty.discard(key)
         if key in self._deferred:
             # This pass reads what the deferred add was for.
@@ -186,7 +225,7 @@ class WorkQueue(Generic[K]):
                 return key
             self._wakeup.clear()
             next_due = self._promote_due()
-            if self._ready:
+            if self._lane:
                 continue
             if next_due is None:
                 await self._wakeup.wait()
@@ -208,8 +247,10 @@ class WorkQueue(Generic[K]):
     def done(self, key: K) -> None:
         """The worker has finished with the key; an add that came meanwhile makes it ready."""
         self._processing.discard(key)
+        urgent = key in self._dirty_urgent
+        self._dirty_urgent.discard(key)
         if key in self._dirty:
-            self._ready.append(key)
+            self._enqueue(key, urgent=urgent)
             self._wakeup.set()
 
     def shutdown(self) -> None:

@@ -13,9 +13,11 @@ from rich.console import Console
 from rich.table import Table
 
 from sandbox.actions import ActionsEmulator
-from sandbox.demo.cluster import Teardown
+from sandbox.demo.cluster import NAMESPACE, Teardown
 from sandbox.demo.observe import Observer
-from shared.api.timeline import STAGES
+from shared.api.timeline import EVENT_REASON, STAGES
+
+EVENT_KEY = ("", "events")
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -44,6 +46,26 @@ def stage_split(observer: Observer) -> dict[str, dict[str, float]]:
         for stage, values in per_stage.items():
             values.append(seconds.get(stage, 0.0) * observer.speedup)
     return {stage: spread(values) for stage, values in per_stage.items()}
+
+
+def nothing_skipped(
+    observer: Observer, kube_requests: Counter[tuple[str, str]], jobs: int
+) -> dict[str, float]:
+    """Issue 43's ratios, 1.00 when nothing was skipped under lag: jobs whose timeline the
+    controller kept (a `JobTimeline` Event on their runner) per job completed, and the
+    controller's busy-pod patches (one per busy runner: docs/reconcilers.md#under-lag) per
+    runner the listener made `Running`."""
+    explained = {
+        str((event.get("involvedObject") or {}).get("uid"))
+        for event in observer.kube.store.items(EVENT_KEY, NAMESPACE)
+        if event.get("reason") == EVENT_REASON
+    }
+    busy = sum(1 for track in observer.runners.values() if track.running_by)
+    patches = kube_requests[(observer.controller_user, "patch pods")]
+    return {
+        "explained_jobs_per_job": round(len(explained) / jobs, 2) if jobs else 0.0,
+        "busy_protected_per_busy_runner": round(patches / busy, 2) if busy else 0.0,
+    }
 
 
 def build_report(
@@ -96,6 +118,7 @@ def build_report(
         "scale_up_latency_s": spread(scale_up),
         "stage_split_s": stage_split(observer),
         "stage_split_jobs": len(observer.timelines),
+        "nothing_skipped": nothing_skipped(observer, kube_requests, len(completed)),
         "jobs_waited_at_max_runners": sum(
             1 for t in observer.timelines.values() if t.capacity.endswith("maxRunners")
         ),
@@ -215,6 +238,12 @@ def summary_table(report: dict[str, Any]) -> Table:
         ),
         ("Actions requests per job", f"{calls['actions']}"),
         ("busy runners killed", f"{runners['killed_while_busy']}"),
+        (
+            "jobs explained / busy pods protected",
+            "{explained_jobs_per_job:.2f} / {busy_protected_per_busy_runner:.2f}".format(
+                **report["nothing_skipped"]
+            ),
+        ),
         ("invariant violations", f"{len(report['invariant_violations'])}"),
         (
             "leftovers (Kubernetes / Actions)",

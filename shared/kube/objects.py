@@ -84,6 +84,7 @@ ROLE_BINDING = Kind(
 )
 LEASE = Kind("Lease", "leases", group="coordination.k8s.io")
 EVENT = Kind("Event", "events")
+POD_DISRUPTION_BUDGET = Kind("PodDisruptionBudget", "poddisruptionbudgets", group="policy")
 # Reviews: cluster-scoped questions to the API server, stored nowhere.
 SELF_SUBJECT_ACCESS_REVIEW = Kind(
     "SelfSubjectAccessReview",

@@ -449,6 +449,8 @@ class RigOptions:
     """The informers' clock (their backoffs); None for real time."""
     bookmark_interval: float = 60.0
     """How often the emulator sends a bookmark on a watch that asks for them."""
+    nodes: int = 1
+    """The emulator's worker nodes (a drain needs another node for the pods it evicts)."""
 
 
 @pytest.fixture
@@ -511,6 +513,7 @@ async def open_rig(
         tls=rig_options.tls,
         pod_start_latency=rig_options.pod_start_latency,
         bookmark_interval=rig_options.bookmark_interval,
+        nodes=rig_options.nodes,
     ) as kube:
         kube.apply_crds(project_crds())
         install_rbac(kube, namespace, cluster_role=rig_options.cluster_role)

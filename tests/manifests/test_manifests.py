@@ -158,6 +158,7 @@ ARC_KINDS = (
 CLUSTER_RULES: Rules = {
     *(("actions.github.com", r, frozenset({"list", "watch"}), ()) for r in ARC_KINDS),
     ("", "pods", frozenset({"list", "watch"}), ()),
+    ("policy", "poddisruptionbudgets", frozenset({"list", "watch"}), ()),
 }
 """Cluster-wide, only what the informers list and watch: no Secret, no write."""
 
@@ -184,6 +185,7 @@ RUNNER_NAMESPACE_RULES: Rules = {
         for r in ("autoscalingrunnersets", "ephemeralrunnersets", "ephemeralrunners")
     ),
     ("", "pods", frozenset({"list", "watch", "create", "patch", "delete"}), ()),
+    ("policy", "poddisruptionbudgets", frozenset({"list", "watch", "create", "patch"}), ()),
     ("", "secrets", frozenset({"get", "list", "create", "update", "patch", "delete"}), ()),
     ("", "serviceaccounts", frozenset({"get", "patch"}), ()),
     *(
@@ -209,6 +211,7 @@ CONTROLLER_NAMESPACE_RULES: Rules = {
         for r in ("autoscalingrunnersets", "ephemeralrunnersets", "ephemeralrunners")
     ),
     ("", "pods", frozenset({"list", "watch", "create", "delete"}), ()),
+    ("policy", "poddisruptionbudgets", frozenset({"list", "watch"}), ()),
     ("", "serviceaccounts", frozenset({"get", "create", "patch", "delete"}), ()),
     ("", "secrets", frozenset({"get", "create", "patch", "delete"}), ()),
     ("", "events", frozenset({"create"}), ()),

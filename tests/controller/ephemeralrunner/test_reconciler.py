@@ -391,12 +391,20 @@ async def test_consecutive_failures_end_in_failed_after_the_maximum(rig: Rig) ->
     await rig.until(cleaned, what="pod and secret of the failed runner deleted")
 
 
-async def test_busy_runner_whose_pod_vanishes_is_deleted(rig: Rig) -> None:
+async def test_busy_runner_whose_pod_vanishes_fails(rig: Rig) -> None:
+    """It used to be deleted without a word; now it fails with the cause, and its set replaces
+    it (each cause: test_reconciler_lost_pod.py)."""
     name, _ = await one_runner(rig)
     await busy(rig, name)
     rig.job_finished(await rig.runner(name) or {})
     await rig.objects.delete(POD, rig.namespace, name)
-    await gone(rig, name)
+
+    async def failed() -> JSONDict | None:
+        runner = await rig.runner(name)
+        return runner if runner and runner["status"].get("phase") == "Failed" else None
+
+    runner = await rig.until(failed, what="runner failed")
+    assert runner["status"]["reason"] == "PodDeleted"
 
 
 @pytest.mark.parametrize(

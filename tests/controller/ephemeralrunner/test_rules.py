@@ -403,8 +403,15 @@ def test_the_route_of_a_pass_and_whether_a_pod_gone_wakes_it(
 
 
 def test_without_a_pod_the_runner_goes_waits_or_gets_one() -> None:
+    # A busy runner fails, saying why (docs/reconcilers.md#a-busy-runner-loses-its-pod); it
+    # used to be deleted without a word.
     busy = plan_runner(observed(registered(jobId="j")))
-    assert (busy.delete_self, busy.describe()) == (True, "without a pod: its pod went with its job")
+    assert (busy.delete_self, busy.describe()) == (
+        False,
+        "without a pod: its pod went with its job",
+    )
+    assert busy.outcome is not None
+    assert busy.outcome.status["phase"] == "Failed"
     waiting = plan_runner(observed(registered(failures=JUST_FAILED)))
     assert (waiting.create_pod, waiting.retry_after) == (False, timedelta(seconds=5))
     assert plan_runner(observed(registered())).create_pod

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.ephemeralrunner.rules import busy_pod_annotations
+from controller.ephemeralrunner.rules import busy_pod_annotations, busy_pod_label, busy_pod_patch
+from controller.runners.busy import LABEL_RUNNER_BUSY
 from shared.typedefs import JSONDict
 
 KARPENTER = "karpenter.sh/do-not-disrupt"
@@ -63,3 +64,70 @@ def test_busy_pod_annotations(
     changes: dict[str, str | None],
 ) -> None:
     assert busy_pod_annotations(runner(phase, template), pod(present)) == changes
+
+
+SET = {"apiVersion": "actions.github.com/v1alpha1", "kind": "EphemeralRunnerSet"}
+
+
+def owned(
+    phase: str | None, *, owner: JSONDict | None = None, labels: JSONDict | None = None
+) -> JSONDict:
+    obj = runner(phase)
+    ref = owner if owner is not None else {**SET, "name": "s", "uid": "set-uid", "controller": True}
+    obj["metadata"] = {"ownerReferences": [ref]}
+    if labels:
+        obj["spec"]["metadata"] = {"labels": labels}
+    return obj
+
+
+def labelled(value: str | None) -> JSONDict:
+    labels = {LABEL_RUNNER_BUSY: value} if value else {}
+    return {"metadata": {"name": "p", "annotations": {}, "labels": labels}}
+
+
+@pytest.mark.parametrize(
+    ("the_runner", "the_pod", "label"),
+    [
+        (owned("Running"), labelled(None), {LABEL_RUNNER_BUSY: "set-uid"}),
+        (owned("Running"), labelled("set-uid"), {}),
+        # Another set's uid (a forged or stale value) is corrected to the runner's own set.
+        (owned("Running"), labelled("other-uid"), {LABEL_RUNNER_BUSY: "set-uid"}),
+        (owned("Pending"), labelled("set-uid"), {LABEL_RUNNER_BUSY: None}),
+        (owned("Pending"), labelled(None), {}),
+        # Its pod is deleted next: it keeps the label (a terminal pod is evictable anyway).
+        (owned("Succeeded"), labelled("set-uid"), {}),
+        # No set, no budget: nothing to select it.
+        (
+            owned("Running", owner={"kind": "Other", "uid": "x", "controller": True}),
+            labelled(None),
+            {},
+        ),
+        (owned("Running", labels={LABEL_RUNNER_BUSY: "mine"}), labelled("mine"), {}),
+    ],
+    ids=[
+        "busy-gets-it",
+        "busy-has-it",
+        "busy-wrong-set",
+        "idle-loses-it",
+        "idle-has-none",
+        "finished-keeps-it",
+        "no-set",
+        "template-key-is-the-users",
+    ],
+)
+def test_busy_pod_label(the_runner: JSONDict, the_pod: JSONDict, label: JSONDict) -> None:
+    assert busy_pod_label(the_runner, the_pod) == label
+
+
+def test_label_and_annotations_go_in_one_patch() -> None:
+    assert busy_pod_patch(owned("Running"), labelled(None)) == {
+        "annotations": BOTH,
+        "labels": {LABEL_RUNNER_BUSY: "set-uid"},
+    }
+    idle_again = labelled("set-uid")
+    idle_again["metadata"]["annotations"] = dict(BOTH)
+    assert busy_pod_patch(owned("Pending"), idle_again) == {
+        "annotations": {KARPENTER: None, AUTOSCALER: None},
+        "labels": {LABEL_RUNNER_BUSY: None},
+    }
+    assert busy_pod_patch(owned("Pending"), labelled(None)) == {}

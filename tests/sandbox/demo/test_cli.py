@@ -171,6 +171,11 @@ def test_a_trace_replays_with_its_labels_and_results(tmp_path: Path) -> None:
     }
     # Every job's wait split into the stages of docs/job-timeline.md, none held at maxRunners.
     assert report["stage_split_jobs"] == 3
+    # Nothing skipped (issue 43): each job's timeline kept, each busy pod protected.
+    assert report["nothing_skipped"] == {
+        "explained_jobs_per_job": 1.0,
+        "busy_protected_per_busy_runner": 1.0,
+    }
     assert list(report["stage_split_s"]) == list(STAGES)
     assert report["stage_split_s"]["capacity"]["max"] == 0
     assert report["jobs_waited_at_max_runners"] == 0
