@@ -213,6 +213,8 @@ class DisruptionController:
         self.registry = registry
         self.store = store
         self._rechecks: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self.syncs = 0
+        """Budget syncs run (each reads every pod of the budget's namespace)."""
 
     async def run(self) -> None:
         sub = self.store.subscribe({PDBS, PODS, *WORKLOADS})
@@ -220,23 +222,47 @@ class DisruptionController:
             for pdb in list(self.store.items(PDBS)):
                 self.sync(pdb["metadata"]["namespace"], pdb["metadata"]["name"])
             while True:
-                item = await sub.queue.get()
-                if not isinstance(item, Event):
-                    continue
-                meta = item.obj["metadata"]
-                ns = meta.get("namespace", "")
-                if item.key == PDBS:
-                    if item.type != "DELETED":
-                        self.sync(ns, meta["name"])
-                    continue
-                for pdb in list(self.store.items(PDBS, ns)):
-                    self.sync(ns, pdb["metadata"]["name"])
+                # As kube-controller-manager's work queue does, a burst of events syncs each
+                # budget they touch once: every event already queued is read before any sync.
+                dirty: dict[tuple[str, str], None] = {}
+                self._touched(await sub.queue.get(), dirty)
+                while not sub.queue.empty():
+                    self._touched(sub.queue.get_nowait(), dirty)
+                for ns, name in dirty:
+                    self.sync(ns, name)
         finally:
             self.store.unsubscribe(sub)
             for handle in self._rechecks.values():
                 handle.cancel()
 
+    def _touched(self, item: object, dirty: dict[tuple[str, str], None]) -> None:
+        """The budgets an event concerns: a budget's own; for a pod, the budgets of its
+        namespace selecting it before or after the write (the real controller looks the pod's
+        budget up on each pod event rather than syncing every budget of the namespace); for a
+        workload, every budget of its namespace (its scale may be any of theirs)."""
+        if not isinstance(item, Event):
+            return
+        meta = item.obj["metadata"]
+        ns = meta.get("namespace", "")
+        if item.key == PDBS:
+            if item.type != "DELETED":
+                dirty[(ns, meta["name"])] = None
+            return
+        budgets = list(self.store.items(PDBS, ns))
+        if item.key == PODS:
+            labels = [meta.get("labels") or {}]
+            if item.old is not None:
+                labels.append(item.old["metadata"].get("labels") or {})
+            budgets = [
+                b
+                for b in budgets
+                if any(selects((b.get("spec") or {}).get("selector"), ls) for ls in labels)
+            ]
+        for pdb in budgets:
+            dirty[(ns, pdb["metadata"]["name"])] = None
+
     def sync(self, ns: str, name: str) -> None:
+        self.syncs += 1
         rt = self.registry.catalog.preferred(*PDBS)
         pdb = self.store.get(PDBS, ns, name)
         if rt is None or pdb is None or pdb["metadata"].get("deletionTimestamp"):
