@@ -2,8 +2,7 @@
 runners (over two nodes) run jobs (docs/reconcilers.md#busy-pods): the node's idle runners are
 evicted at once and get new pods on the other node, its busy ones are refused (429) and keep
 their jobs, the drain waits, and once the jobs end it completes. No job is lost: no runner fails
-for its pod, no job is cancelled. Against the emulator's eviction API and disruption controller;
-skipped where the emulator has none."""
+for its pod, no job is cancelled. Against the emulator's eviction API and disruption controller."""
 
 from __future__ import annotations
 
@@ -15,26 +14,19 @@ from pathlib import Path
 import pytest
 
 from controller.runners.busy import LABEL_RUNNER_BUSY
-from sandbox.kube.resources import BUILTINS
 from shared.api.kinds import EPHEMERAL_RUNNER
 from shared.kube.objects import EVENT, POD_DISRUPTION_BUDGET
 from shared.typedefs import JSONDict
 from tests.controller.conftest import Rig, RigOptions
 
 KUBECTL = shutil.which("kubectl")
-EVICTION = any(t.plural == "pods" and t.has_subresource("eviction") for t in BUILTINS)
 RUNNERS = 6
 BUSY = 2
 NODES = 2
 """Three runner pods a node: the drained node holds an idle one whatever the jobs' runners."""
 DRAIN_SECONDS = 120
 
-pytestmark = [
-    pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed"),
-    pytest.mark.skipif(
-        not EVICTION, reason="the emulator has no eviction API yet (helper drainemu's branch)"
-    ),
-]
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 
 @pytest.fixture
