@@ -177,6 +177,27 @@ class AutoscalingListenerReconciler:
             if name != metadata_of(listener)["name"]
         ]
 
+    def group_pod_keys(self, pod: JSONDict) -> list[Request]:
+        """The listeners owning a listener group's pod (docs/autoscaling.md#listener-groups), and
+        the group's first member, which makes its objects: a member that joined after the pod
+        was made is not among its owners, and may be the first (members are ordered by age,
+        then name), so the pod going must wake it to make the next one."""
+        meta = metadata_of(pod)
+        if LABEL_LISTENER_GROUP not in (meta.get("labels") or {}):
+            return []
+        owners = [
+            Request(meta["namespace"], str(ref["name"]))
+            for ref in meta.get("ownerReferences") or []
+            if ref.get("kind") == AUTOSCALING_LISTENER.kind and not ref.get("controller")
+        ]
+        for owner in owners:
+            listener = self._listeners.get(owner.namespace, owner.name)
+            group = self.group(listener) if listener is not None else None
+            if group is not None and group.members:
+                first = Request(group.home, group.member_names()[0])
+                return [*owners, first] if first not in owners else owners
+        return owners
+
     async def _inputs(self, p: Pass) -> Inputs:
         """The Role and RoleBinding as stored, the proxy data, the GitHub Secret's credential
         keys and the CA: read each pass, so a rotation or an edit is found in a resync."""
@@ -330,20 +351,8 @@ def setup(manager: Manager, deps: Deps) -> AutoscalingListenerReconciler:
             watches=[
                 Watches(AUTOSCALING_LISTENER, map=reconciler.group_keys),
                 # A group's pod has every member as owner, none as controller.
-                Watches(POD, map=group_pod_owners),
+                Watches(POD, map=reconciler.group_pod_keys),
             ],
         )
     )
     return reconciler
-
-
-def group_pod_owners(pod: JSONDict) -> list[Request]:
-    """The listeners owning a listener group's pod (docs/autoscaling.md#listener-groups)."""
-    meta = metadata_of(pod)
-    if LABEL_LISTENER_GROUP not in (meta.get("labels") or {}):
-        return []
-    return [
-        Request(meta["namespace"], str(ref["name"]))
-        for ref in meta.get("ownerReferences") or []
-        if ref.get("kind") == AUTOSCALING_LISTENER.kind and not ref.get("controller")
-    ]

@@ -37,6 +37,8 @@ from sandbox.kube import KubeEmulator
 from sandbox.kube.store import Event
 
 NAMESPACE = "arc-runners"
+ADMIN_KUBECONFIG = "kubeconfig"
+"""The cluster admin's kubeconfig `gha-sandbox up` writes into its workdir."""
 SCALE_SET = "demo-runners"
 CRDS = MANIFESTS / "crds"
 LISTENER_RBAC = MANIFESTS / "listener" / "rbac.yaml"

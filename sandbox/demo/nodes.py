@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 from kubernetes_asyncio import client
 
+from sandbox.demo.cluster import ADMIN_KUBECONFIG
 from shared.kube.client import configuration_from_dict
 
 Obj = dict[str, Any]
@@ -216,9 +217,6 @@ async def _run(args: argparse.Namespace, kubeconfig: Obj) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Imported here: `up` imports the demo's command line, which imports this module's drain.
-    from sandbox.demo.up import ADMIN_KUBECONFIG
-
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "drain" and (

@@ -24,6 +24,7 @@ from rich.console import Console
 
 from sandbox.demo.cli import add_system_flags, check_system_flags
 from sandbox.demo.cluster import (
+    ADMIN_KUBECONFIG,
     CONTROLLER_NAMESPACE,
     NAMESPACE,
     System,
@@ -35,7 +36,6 @@ from sandbox.demo.report import write_report
 from sandbox.kube.kubelet.node import node_names
 
 STATE_FILE = "sandbox.json"
-ADMIN_KUBECONFIG = "kubeconfig"
 # Everything `up` writes into DIR besides the logs, removed when it stops.
 WRITTEN = (
     STATE_FILE,
