@@ -351,16 +351,7 @@ def _children(observed: Observed, inputs: Inputs, runner_set: JSONDict) -> Plan:
             Delete(LEASE, str(spec.get("autoscalingRunnerSetNamespace")), lease_name(listener))
         )
     steps.append(Ensure(ROLE, role(listener), inputs.role, read=False, fields=("rules",)))
-    binding = role_binding(listener)
-    current = inputs.role_binding
-    if current is not None and normalized(current.get("roleRef")) != binding["roleRef"]:
-        # A roleRef cannot be changed in place.
-        why.append("RoleBinding's roleRef edited: made again")
-        steps.append(
-            Delete(ROLE_BINDING, binding["metadata"]["namespace"], binding["metadata"]["name"])
-        )
-        current = None
-    steps.append(Ensure(ROLE_BINDING, binding, current, read=False, fields=("subjects",)))
+    steps += _role_binding_steps(role_binding(listener), inputs.role_binding, why)
     if spec.get("proxy"):
         steps.append(Ensure(SECRET, proxy_secret(listener, inputs.proxy or {})))
 
@@ -422,6 +413,22 @@ def _children(observed: Observed, inputs: Inputs, runner_set: JSONDict) -> Plan:
         running=any(states) if states else None,
         restarts=restarts,
     )
+
+
+def _role_binding_steps(
+    binding: JSONDict, current: JSONDict | None, why: list[str]
+) -> list[Action]:
+    """Ensure `binding`; one whose roleRef was edited is deleted first, since a roleRef cannot
+    be changed in place."""
+    steps: list[Action] = []
+    if current is not None and normalized(current.get("roleRef")) != binding["roleRef"]:
+        why.append("RoleBinding's roleRef edited: made again")
+        steps.append(
+            Delete(ROLE_BINDING, binding["metadata"]["namespace"], binding["metadata"]["name"])
+        )
+        current = None
+    steps.append(Ensure(ROLE_BINDING, binding, current, read=False, fields=("subjects",)))
+    return steps
 
 
 def _config(listener: JSONDict, inputs: Inputs, settings: ListenerSettings) -> JSONDict:
@@ -521,16 +528,8 @@ def _group_children(observed: Observed, group: Group, runner_set: JSONDict) -> P
         Ensure(SERVICE_ACCOUNT, group_service_account(group)),
         Ensure(ROLE, group_role(group, served), inputs.role, read=False, fields=("rules",)),
     ]
-    binding = group_role_binding(group)
-    current = inputs.role_binding
     why: list[str] = []
-    if current is not None and normalized(current.get("roleRef")) != binding["roleRef"]:
-        why.append("RoleBinding's roleRef edited: made again")
-        steps.append(
-            Delete(ROLE_BINDING, binding["metadata"]["namespace"], binding["metadata"]["name"])
-        )
-        current = None
-    steps.append(Ensure(ROLE_BINDING, binding, current, read=False, fields=("subjects",)))
+    steps += _role_binding_steps(group_role_binding(group), inputs.role_binding, why)
     if (pseudo.get("spec") or {}).get("proxy"):
         steps.append(Ensure(SECRET, group_proxy_secret(group, inputs.proxy or {}), prune=True))
     steps.append(Ensure(SECRET, secret, prune=True))

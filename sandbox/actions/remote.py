@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from sandbox.actions.runtime import JIT_CONFIG_ENV, RUNNER_CONTAINER, RunnerRuntime
+from sandbox.actions.runtime import JIT_CONFIG_ENV, RunnerRuntime, is_runner_container
 
 log = logging.getLogger(__name__)
 
@@ -108,12 +108,8 @@ class RemoteRuntime:
     async def run(
         self, *, pod: dict[str, Any], container: dict[str, Any], env: dict[str, str]
     ) -> int:
-        name = container.get("name")
-        init_names = {c.get("name") for c in pod.get("spec", {}).get("initContainers") or []}
-        if name in init_names:
+        if not await is_runner_container(pod, container):
             return 0
-        if name != RUNNER_CONTAINER:
-            await asyncio.Event().wait()
         if self._ws is None:
             raise RuntimeError("RemoteRuntime.start() was not awaited")
         self._next += 1

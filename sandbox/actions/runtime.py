@@ -25,6 +25,18 @@ EXIT_OUTDATED = 7
 EXIT_RUNNER_FAILURE = 1
 
 
+async def is_runner_container(pod: dict[str, Any], container: dict[str, Any]) -> bool:
+    """True for the `runner` container; an init container is False at once (it exits 0), any
+    other container idles here until cancelled."""
+    name = container.get("name")
+    init_names = {c.get("name") for c in pod.get("spec", {}).get("initContainers") or []}
+    if name in init_names:
+        return False
+    if name != RUNNER_CONTAINER:
+        await asyncio.Event().wait()
+    return True
+
+
 class RunnerRuntime:
     """Runs the `runner` container as a simulated runner; every other container idles until
     cancelled, and init containers exit 0 at once."""
@@ -36,12 +48,8 @@ class RunnerRuntime:
     async def run(
         self, *, pod: dict[str, Any], container: dict[str, Any], env: dict[str, str]
     ) -> int:
-        name = container.get("name")
-        init_names = {c.get("name") for c in pod.get("spec", {}).get("initContainers") or []}
-        if name in init_names:
+        if not await is_runner_container(pod, container):
             return 0
-        if name != RUNNER_CONTAINER:
-            await asyncio.Event().wait()
         return await self.run_runner(env.get(JIT_CONFIG_ENV, ""))
 
     async def run_runner(self, jit_config: str) -> int:
