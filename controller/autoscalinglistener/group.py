@@ -75,11 +75,6 @@ def group_problem(listener: JSONDict) -> str | None:
             f'{where} "{group[:64]}" is not a group name: lower-case letters, digits and "-", '
             "at most 40, starting and ending with a letter or digit"
         )
-    if listener_replicas(listener) > 1:
-        return (
-            f"listenerReplicas {listener_replicas(listener)} with {where}: a group runs one "
-            "listener pod; remove one of the two"
-        )
     return None
 
 
@@ -120,6 +115,19 @@ class Group:
 
     def member_names(self) -> list[str]:
         return [metadata_of(member)["name"] for member in self.members]
+
+    @property
+    def replicas(self) -> int:
+        """The group's listener pods: the most any member asks for (`listenerReplicas`), since
+        every pod serves every member; a member asking fewer gets standby too, at no cost to
+        it (docs/autoscaling.md#standby-for-a-group)."""
+        return max((listener_replicas(member) for member in self.members), default=1)
+
+    def served(self, member: JSONDict) -> JSONDict:
+        """`member` as the group's pods serve it: with the group's replicas, so that its config
+        names its standby Lease whenever the group runs more than one pod (a set without one
+        would have a session in every pod)."""
+        return {**member, "spec": {**(member.get("spec") or {}), "listenerReplicas": self.replicas}}
 
 
 def group_members(listener: JSONDict, listeners: Iterable[JSONDict]) -> Group:
@@ -224,7 +232,7 @@ def group_listener(group: Group) -> JSONDict:
             "namespace": group.home,
             "labels": {**labels, **_labels(group)},
         },
-        "spec": first.get("spec") or {},
+        "spec": {**(first.get("spec") or {}), "listenerReplicas": group.replicas},
     }
 
 
@@ -241,10 +249,11 @@ def group_service_account(group: Group) -> JSONDict:
     }
 
 
-def group_role(group: Group, runner_sets: Iterable[str]) -> JSONDict:
-    """The Role of the group's pod: the listener's rules, patch naming each of `runner_sets`
-    (its members' EphemeralRunnerSets: exactly those, docs/autoscaling.md#listener-groups)."""
-    rules = role_rules(*sorted(set(runner_sets)))
+def group_role(group: Group, runner_sets: Iterable[str], leases: Iterable[str] = ()) -> JSONDict:
+    """The Role of the group's pods: the listener's rules, patch naming each of `runner_sets`
+    (its members' EphemeralRunnerSets: exactly those, docs/autoscaling.md#listener-groups) and,
+    with standby, get and update naming each of `leases` (its members' Leases)."""
+    rules = role_rules(*sorted(set(runner_sets)), leases=sorted(set(leases)))
     return {
         "apiVersion": f"{RBAC_GROUP}/v1",
         "kind": "Role",
@@ -316,13 +325,15 @@ def group_pod(
     metrics_addr: str,
     entrypoint: str,
     resources: Mapping[str, Mapping[str, str]] | None,
+    replica: int = 0,
 ) -> JSONDict:
-    """The group's one pod: a listener pod whose `LISTENER_CONFIG_PATH` is the folder of the
-    members' configs, owned by every member."""
+    """A pod of the group (one per replica, each serving every member): a listener pod whose
+    `LISTENER_CONFIG_PATH` is the folder of the members' configs, owned by every member."""
     pod = listener_pod(
         group_listener(group),
         config_digest=config_digest,
         metrics_addr=metrics_addr,
+        replica=replica,
         entrypoint=entrypoint,
         resources=resources,
         config_path=LISTENER_CONFIG_MOUNT_PATH,

@@ -14,7 +14,7 @@ import copy
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
 from controller.runners.listeners import (
@@ -140,14 +140,15 @@ def pod_name(listener: JSONDict, replica: int) -> str:
     return name if replica == 0 else f"{name}-{replica}"
 
 
-def role_rules(*runner_set_names: str, lease: str = "") -> list[JSONDict]:
+def role_rules(*runner_set_names: str, leases: Sequence[str] = ()) -> list[JSONDict]:
     """The listener's least privilege (docs/autoscaling.md#the-listeners-role): read runners (it
     reads a runner before promoting it, which ARC's Role cannot) and patch their status only,
     patch its runner sets, one rule naming each (a listener group's pod serves several:
     docs/autoscaling.md#listener-groups; manifests/admission/ confines that patch to `replicas`
-    and `patchID`); with standby replicas, read and renew their one Lease (never create it: the
-    controller does). The admission policy on the controller's Roles accepts exactly these
-    shapes (docs/security.md#identities)."""
+    and `patchID`); with standby replicas, read and renew their Lease, one rule naming each (a
+    group's pods take one Lease per member), never create it: the controller does. The
+    admission policy on the controller's Roles accepts exactly these shapes
+    (docs/security.md#identities)."""
     rules: list[JSONDict] = [
         {
             "apiGroups": ["actions.github.com"],
@@ -169,21 +170,26 @@ def role_rules(*runner_set_names: str, lease: str = "") -> list[JSONDict]:
             "verbs": ["patch"],
         },
     ]
-    if lease:
-        rules.append(
-            {
-                "apiGroups": [LEASE.group],
-                "resources": [LEASE.plural],
-                "resourceNames": [lease],
-                "verbs": ["get", "update"],
-            }
-        )
+    rules += [
+        {
+            "apiGroups": [LEASE.group],
+            "resources": [LEASE.plural],
+            "resourceNames": [lease],
+            "verbs": ["get", "update"],
+        }
+        for lease in leases
+    ]
     return rules
 
 
-def grants_lease(role: JSONDict) -> bool:
-    """Whether a Role (as stored) lets standby listeners renew a Lease."""
-    return any(LEASE.group in (rule.get("apiGroups") or []) for rule in role.get("rules") or [])
+def granted_leases(role: JSONDict | None) -> list[str]:
+    """The Leases a Role (as stored) lets standby listeners renew."""
+    return [
+        str(name)
+        for rule in (role or {}).get("rules") or []
+        if LEASE.group in (rule.get("apiGroups") or [])
+        for name in rule.get("resourceNames") or []
+    ]
 
 
 def _rbac_labels(listener: JSONDict) -> dict[str, str]:
@@ -198,8 +204,9 @@ def _rbac_labels(listener: JSONDict) -> dict[str, str]:
 
 def role(listener: JSONDict) -> JSONDict:
     spec = listener.get("spec") or {}
+    standby = standby_lease_name(listener)
     rules = role_rules(
-        str(spec.get("ephemeralRunnerSetName", "")), lease=standby_lease_name(listener)
+        str(spec.get("ephemeralRunnerSetName", "")), leases=(standby,) if standby else ()
     )
     return {
         "apiVersion": f"{RBAC_GROUP}/v1",

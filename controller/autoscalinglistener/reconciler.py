@@ -115,6 +115,7 @@ class AutoscalingListenerReconciler:
             return Result()
         observed = self._observe(p)
         decided = plan(observed)
+        inputs = None
         if decided.read:
             # Planned again with what the API holds of the children: read only for a listener
             # that gets this far, so a deletion, a refusal or a foreign listener costs no GET.
@@ -126,7 +127,8 @@ class AutoscalingListenerReconciler:
         if result is None:
             # Planned again after its own deletes: with every child gone, the same pass drops
             # the finalizer.
-            result = await self._apply(p, plan(self._observe(p))) or Result(requeue_after=WAIT)
+            again = plan(replace(self._observe(p), inputs=inputs))
+            result = await self._apply(p, again) or Result(requeue_after=WAIT)
         return result
 
     def _observe(self, p: Pass) -> Observed:
@@ -138,8 +140,10 @@ class AutoscalingListenerReconciler:
             pods = pods_by_replica(listener, self._pods.get)
             restarts = memory.restarts
         else:
-            pod = self._pods.get(group.home, group.object_name)
-            pods = {} if pod is None else {0: pod}
+            # Named as the group's objects, one per replica; the last member leaving has none
+            # left to make `group_listener` from.
+            named = {"metadata": {"namespace": group.home, "name": group.object_name}}
+            pods = pods_by_replica(named, self._pods.get)
             shared = p.about(group.memory_key).recalled(ListenerMemory)
             restarts = shared.restarts if shared is not None else {}
         return Observed(
@@ -203,8 +207,12 @@ class AutoscalingListenerReconciler:
         keys and the CA: read each pass, so a rotation or an edit is found in a resync."""
         listener = p.object
         group = self.group(listener)
+        if group is not None and not group.members:
+            # Its last member being deleted: the Role names the Leases to delete.
+            role = await p.read(ROLE, group.namespace, group.object_name)
+            return Inputs(credentials={}, role=role)
         makes = True
-        if group is not None and group.members:
+        if group is not None:
             # The group's: its first member's GitHub config, which every member shares. Only
             # that member makes the group's objects; the others check their own config.
             makes = group.member_names()[0] == metadata_of(listener)["name"]

@@ -45,7 +45,7 @@ from controller.autoscalinglistener.group import (
 )
 from controller.autoscalinglistener.objects import (
     config_secret,
-    grants_lease,
+    granted_leases,
     lease,
     lease_name,
     listener_config,
@@ -342,7 +342,7 @@ def _children(observed: Observed, inputs: Inputs, runner_set: JSONDict) -> Plan:
         return len(doomed)
 
     standby = standby_lease_name(listener)
-    if inputs.role is not None and not standby and grants_lease(inputs.role):
+    if not standby and granted_leases(inputs.role):
         # The Role still granting the Lease is what tells a later pass (or a restarted
         # controller) that the extra pods and the Lease may be left: they go before the rule.
         why.append("standby turned off: the extra pods and the Lease go")
@@ -448,9 +448,10 @@ def _config(listener: JSONDict, inputs: Inputs, settings: ListenerSettings) -> J
 
 def _group_children(observed: Observed, group: Group, runner_set: JSONDict) -> Plan:
     """A member's pass over its group, or why this set is not served. The group's first member
-    makes the group's objects from every member it serves (one listener pod, made again when a
-    member joins or leaves); the others check their own config and report the pod: a group's
-    change then costs one pass that builds every member's config, not one per member."""
+    makes the group's objects from every member it serves (a listener pod per replica, each
+    serving every member, made again when a member joins or leaves; with standby, a Lease per
+    member); the others check their own config and report the pods: a group's change then
+    costs one pass that builds every member's config, not one per member."""
     listener, settings = observed.listener, observed.settings
     name = metadata_of(listener)["name"]
     if (problem := group_problem(listener)) is not None or name in group.refused:
@@ -470,7 +471,7 @@ def _group_children(observed: Observed, group: Group, runner_set: JSONDict) -> P
     configs: dict[str, JSONDict] = {}
     own_problem = None
     for member in group.members if leader else (listener,):
-        config = _config(member, inputs, settings)
+        config = _config(group.served(member), inputs, settings)
         problem = config_problem(config)
         if problem is None:
             configs[metadata_of(member)["name"]] = config
@@ -481,13 +482,15 @@ def _group_children(observed: Observed, group: Group, runner_set: JSONDict) -> P
         # Left out of the group's config: the one process would refuse every set for it.
         own = (*_settle_but(REASON_CONFIG_INVALID), Warn(REASON_CONFIG_INVALID, own_problem))
     if not leader or not configs:
-        shared = observed.pods.get(0) or {}
-        running = bool(shared) and not is_deleting(shared) and own_problem is None
+        running = own_problem is None and any(
+            not is_deleting(pod) and container_state(pod, "running")
+            for pod in observed.pods.values()
+        )
         return Plan(
             steps=own if own_problem else (*own, *(Settle(r) for r in REFUSALS)),
             why=(f"no listener pod: {REASON_CONFIG_INVALID}",) if own_problem else (),
             requeue_after=settings.resync_seconds if own_problem else None,
-            running=running and container_state(shared, "running"),
+            running=running,
         )
     pseudo = group_listener(group)
     refused = _refusal(replace(observed, listener=pseudo), next(iter(configs.values())))
@@ -499,47 +502,87 @@ def _group_children(observed: Observed, group: Group, runner_set: JSONDict) -> P
             why=(f"no listener pod: {reason}",),
             running=False,
         )
+    serving = [member for member in group.members if metadata_of(member)["name"] in configs]
     served = [
-        str((member.get("spec") or {}).get("ephemeralRunnerSetName", ""))
-        for member in group.members
-        if metadata_of(member)["name"] in configs
+        str((member.get("spec") or {}).get("ephemeralRunnerSetName", "")) for member in serving
     ]
+    replicas = group.replicas
+    leases = [lease_name(member) for member in serving] if replicas > 1 else []
     secret = group_config_secret(group, configs)
     digest = str(secret["metadata"]["annotations"][ANNOTATION_INTEGRITY_HASH])
-    desired = group_pod(
-        group,
-        config_digest=digest,
-        metrics_addr=settings.metrics_addr,
-        entrypoint=settings.entrypoint,
-        resources=settings.resources,
-    )
-    current_pod = observed.pods.get(0)
+    desired = [
+        group_pod(
+            group,
+            config_digest=digest,
+            metrics_addr=settings.metrics_addr,
+            entrypoint=settings.entrypoint,
+            resources=settings.resources,
+            replica=replica,
+        )
+        for replica in range(replicas)
+    ]
     hash_key = ANNOTATION_INTEGRITY_HASH
-    if current_pod is not None and (
-        is_deleting(current_pod)
-        or (metadata_of(current_pod).get("annotations") or {}).get(hash_key)
-        != desired["metadata"]["annotations"][hash_key]
-    ):
-        # The pod still running serves the sets it was made for: their rules stay until it is
-        # gone, so a member leaving does not stop it with a 403 before it is replaced.
-        served += _patched_runner_sets(inputs.role)
+    want = desired[0]["metadata"]["annotations"][hash_key]
     steps: list[Action] = [
         *(own if own_problem else (Settle(reason) for reason in REFUSALS)),
         Ensure(SERVICE_ACCOUNT, group_service_account(group)),
-        Ensure(ROLE, group_role(group, served), inputs.role, read=False, fields=("rules",)),
     ]
     why: list[str] = []
+    if any(
+        replica >= replicas
+        or is_deleting(pod)
+        or (metadata_of(pod).get("annotations") or {}).get(hash_key) != want
+        for replica, pod in observed.pods.items()
+    ):
+        # The pods still running serve the sets and Leases they were made for: their rules
+        # stay until they are gone, so a member leaving does not stop them with a 403 before
+        # they are replaced, and a pod stopping can still release its Leases.
+        served += _patched_runner_sets(inputs.role)
+        leases += granted_leases(inputs.role)
+    else:
+        # No pod serves them any more: the Leases of sets no longer served go before the rules
+        # on them, which are how a later pass (or a restarted controller) finds them.
+        stale = sorted(set(granted_leases(inputs.role)) - set(leases))
+        steps += [Delete(LEASE, group.namespace, stale_lease) for stale_lease in stale]
+        if stale:
+            why.append(f"{len(stale)} Lease(s) of sets no longer served by standby deleted")
+    steps.append(
+        Ensure(ROLE, group_role(group, served, leases), inputs.role, read=False, fields=("rules",))
+    )
     steps += _role_binding_steps(group_role_binding(group), inputs.role_binding, why)
     if (pseudo.get("spec") or {}).get("proxy"):
         steps.append(Ensure(SECRET, group_proxy_secret(group, inputs.proxy or {}), prune=True))
+    if replicas > 1:
+        # Made before the pods, as a set's own (`_children`): every pod serves every member.
+        steps += [Ensure(LEASE, lease(member), create_only=True) for member in serving]
     steps.append(Ensure(SECRET, secret, prune=True))
-    pod = _pod(observed, 0, desired)
+    extra = [
+        replica
+        for replica, pod in sorted(observed.pods.items())
+        if replica >= replicas and not is_deleting(pod)
+    ]
+    steps += [Delete(POD, group.home, pod_name(pseudo, replica)) for replica in extra]
+    if extra:
+        why.append(f"{len(extra)} pod(s) beyond the group's {replicas} replica(s) deleted")
+    restarts: dict[int, Restarts] = {}
+    delays: list[float] = []
+    states: list[bool] = []
+    as_group = replace(observed, listener=pseudo)
+    for replica, pod_desired in enumerate(desired):
+        pod = _pod(as_group, replica, pod_desired)
+        steps += pod.steps
+        why += pod.why
+        restarts[replica] = pod.restarts
+        if pod.requeue_after is not None:
+            delays.append(pod.requeue_after)
+        if pod.running is not None:
+            states.append(pod.running)
     return Plan(
-        steps=(*steps, *pod.steps),
-        why=(*why, *pod.why),
-        requeue_after=pod.requeue_after,
-        running=pod.running,
-        restarts={0: pod.restarts},
+        steps=tuple(steps),
+        why=tuple(why),
+        requeue_after=min(delays) if delays else None,
+        running=any(states) if states else None,
+        restarts=restarts,
     )
 
 
@@ -578,15 +621,27 @@ def _finalize_grouped(observed: Observed, group: Group) -> Plan:
             requeue_after=WAIT,
             running=False,
         )
+    if observed.inputs is None:
+        # The Role names the Leases of the group's standby, whichever members they were for.
+        return Plan(read=True, running=False)
     name = group.object_name
     children: list[Child] = [(SECRET, group.home, f"{name}-config")]
     if (listener.get("spec") or {}).get("proxy"):
         children.append((SECRET, group.home, f"{name}-proxy"))
-    children += [
-        (ROLE_BINDING, group.namespace, name),
-        (ROLE, group.namespace, name),
-        (SERVICE_ACCOUNT, group.home, name),
+    leases = [
+        child
+        for lease_left in granted_leases(observed.inputs.role)
+        if (child := (LEASE, group.namespace, lease_left)) not in observed.gone
     ]
+    children += leases
+    if not leases:
+        # The Role goes after the Leases it names: if it went first, a Lease it failed to
+        # delete would be forgotten.
+        children += [
+            (ROLE_BINDING, group.namespace, name),
+            (ROLE, group.namespace, name),
+            (SERVICE_ACCOUNT, group.home, name),
+        ]
     left = [child for child in children if child not in observed.gone]
     if not left:
         return Plan(steps=(RemoveFinalizer(),), why=("finalizer removed",), running=False)

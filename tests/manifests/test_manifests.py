@@ -347,7 +347,7 @@ def test_controller_holds_every_permission_it_grants_a_listener(
     namespace without `escalate` or `bind`, so what it is bound to there must hold every rule,
     the standby listeners' rule on their Lease included."""
     held = _rules(_one(install, "ClusterRole", "gha-controller-runner-namespace"))
-    granted = _rules({"rules": role_rules("my-runners", lease="my-runners-listener")})
+    granted = _rules({"rules": role_rules("my-runners", leases=["my-runners-listener"])})
     assert ("coordination.k8s.io", "leases") in {(g, r) for g, r, _, _ in granted}
     for group, resource, verbs, _ in granted:
         have = set().union(*(v for g, r, v, _ in held if (g, r) == (group, resource)))

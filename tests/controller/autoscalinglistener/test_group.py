@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.autoscalinglistener.group import MAX_MEMBERS, Group, group_members, group_problem
+from controller.autoscalinglistener.group import (
+    MAX_MEMBERS,
+    Group,
+    group_listener,
+    group_members,
+    group_problem,
+)
 from shared.api.names import ANNOTATION_LISTENER_GROUP
 from shared.typedefs import JSONDict
 
@@ -81,17 +87,30 @@ def test_listeners_outside_the_controller_namespace_or_being_deleted_are_not_mem
     assert names(group_members(ours, [ours, foreign, leaving])) == ["a"]
 
 
-def test_a_group_name_that_cannot_name_objects_and_standby_replicas_are_refused() -> None:
+def test_a_group_name_that_cannot_name_objects_is_refused() -> None:
     assert group_problem(listener("a", group="Linux_x64")) is not None
     assert group_problem(listener("a", group="x" * 41)) is not None
     assert group_problem(listener("a", group="x" * 40)) is None
-    problem = group_problem(listener("a", listenerReplicas=2))
-    assert problem is not None
-    assert "listenerReplicas 2" in problem
     # A set with a problem is no member, so it never becomes the first one.
-    bad = listener("bad", group="linux", listenerReplicas=2, created="2025-01-01T00:00:00Z")
-    good = listener("good")
+    bad = listener("bad", group="Linux", created="2025-01-01T00:00:00Z")
+    good = listener("good", group="linux")
     assert names(group_members(good, [bad, good])) == ["good"]
+
+
+def test_a_group_runs_the_most_replicas_any_member_asks_and_serves_each_with_a_lease() -> None:
+    """Standby is the group's: every pod serves every member, so a member asking for one pod
+    is served by the group's standby too, its config naming its Lease (without one, each pod
+    would open a session for it). Members need not agree on `listenerReplicas`."""
+    one = listener("one", created="2026-01-01T00:00:00Z")
+    two = listener("two", created="2026-01-02T00:00:00Z", listenerReplicas=2)
+    group = group_members(one, [one, two])
+    assert names(group) == ["one", "two"]
+    assert group.refused == {}
+    assert group.replicas == 2
+    assert group.served(one)["spec"]["listenerReplicas"] == 2
+    assert one["spec"].get("listenerReplicas") is None, "the cached listener is not changed"
+    assert group_listener(group)["spec"]["listenerReplicas"] == 2
+    assert group_members(one, [one]).replicas == 1
 
 
 def test_a_group_serves_at_most_max_members_and_the_newest_beyond_are_refused() -> None:
