@@ -464,6 +464,10 @@ def _group_children(observed: Observed, group: Group, runner_set: JSONDict) -> P
             why=(f"no listener pod: {REASON_GROUP_REFUSED}",),
             running=False,
         )
+    if name not in group.member_names():
+        # Being deleted, as the cache shows by now (a member is any listener of the group not
+        # being deleted): its deletion's event brings the pass that finalizes it.
+        return Plan()
     inputs = observed.inputs
     if inputs is None:
         return Plan(read=True)

@@ -18,7 +18,7 @@ from sandbox.demo.cluster import RUNNER_NAMESPACE_RBAC
 from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET
 from shared.api.names import ANNOTATION_LISTENER_GROUP, LISTENER_CONFIG_MOUNT_PATH
 from shared.kube.errors import NotFound
-from shared.kube.objects import EVENT, POD, ROLE, ROLE_BINDING, SECRET, SERVICE_ACCOUNT, Kind
+from shared.kube.objects import EVENT, LEASE, POD, ROLE, ROLE_BINDING, SECRET, SERVICE_ACCOUNT, Kind
 from shared.typedefs import JSONDict
 from tests.controller.autoscaling import ars_body, create_ars
 from tests.controller.conftest import LISTENER_IMAGE, Rig, RigOptions
@@ -255,3 +255,108 @@ async def test_a_tenant_naming_the_group_from_another_namespace_gets_a_group_of_
     assert tenant_role["rules"] == role_rules("intruder")
     events = (await rig.objects.list(EVENT, None))["items"]
     assert [e for e in events if e["reason"] == "ListenerGroupRefused"] == []
+
+
+async def pods_named(rig: Rig, *names: str, not_uids: frozenset[str] = frozenset()) -> list[str]:
+    """The uids of the group's pods once exactly `names` exist, none being deleted and none of
+    `not_uids` (pods made again)."""
+
+    async def probe() -> list[str] | None:
+        items = (await rig.objects.list(POD, rig.system_namespace))["items"]
+        if sorted(p["metadata"]["name"] for p in items) != sorted(names) or any(
+            p["metadata"].get("deletionTimestamp") or p["metadata"]["uid"] in not_uids
+            for p in items
+        ):
+            return None
+        return [p["metadata"]["uid"] for p in items]
+
+    uids: list[str] = await rig.until(probe, what=f"exactly the pods {names}")
+    return uids
+
+
+async def leases_are(rig: Rig, *names: str) -> None:
+    async def probe() -> bool:
+        items = (await rig.objects.list(LEASE, rig.namespace))["items"]
+        return sorted(lease["metadata"]["name"] for lease in items) == sorted(names)
+
+    await rig.until(probe, what=f"exactly the Leases {names}")
+
+
+async def role_is(rig: Rig, rules: list[JSONDict]) -> None:
+    async def probe() -> bool:
+        role = await get(rig, ROLE, rig.namespace, group_name(rig))
+        return role is not None and role["rules"] == rules
+
+    await rig.until(probe, what=f"the group Role with {rules}")
+
+
+async def test_a_group_with_standby_runs_a_pod_per_replica_and_a_lease_per_member(
+    rig: Rig,
+) -> None:
+    """One member asking for two replicas gives the group two pods, each serving both members:
+    a Lease per member, made before the pods, named in its config and granted (get and update,
+    one rule each) by the group's Role. A member leaving: its Lease goes once the pods made
+    without it are all that run, then its rule. Standby turned off: the extra pod, then every
+    Lease and its rule."""
+    name = group_name(rig)
+    await member(rig, "a", listenerReplicas=2)
+    await member(rig, "b")
+    configs = await group_config(rig, {"a-listener.json", "b-listener.json"})
+    first = await pods_named(rig, name, f"{name}-1")
+    await leases_are(rig, "a-listener", "b-listener")
+    await role_is(rig, role_rules("a", "b", leases=["a-listener", "b-listener"]))
+    for member_name in ("a", "b"):
+        made = configs[f"{member_name}-listener.json"]
+        assert made["standby_lease_name"] == f"{member_name}-listener", "b is served with a Lease"
+        assert made["standby_lease_duration_seconds"] > made["standby_renew_deadline_seconds"]
+    creates = [
+        r.resource
+        for r in rig.kube.requests.log
+        if r.verb == "create"
+        and (r.resource, r.namespace) in {("leases", rig.namespace), ("pods", rig.system_namespace)}
+    ]
+    assert creates[:2] == ["leases", "leases"], "the Leases are made before the pods"
+    lease = await get(rig, LEASE, rig.namespace, "b-listener")
+    assert lease is not None
+    assert lease["metadata"]["labels"]["actions.github.com/scale-set-name"] == "b"
+
+    await rig.objects.delete(AUTOSCALING_LISTENER, rig.system_namespace, "b-listener")
+    await group_config(rig, {"a-listener.json"})
+    await pods_named(rig, name, f"{name}-1", not_uids=frozenset(first))
+    await leases_are(rig, "a-listener")
+    await role_is(rig, role_rules("a", leases=["a-listener"]))
+
+    await rig.objects.patch(
+        AUTOSCALING_LISTENER, rig.system_namespace, "a-listener", {"spec": {"listenerReplicas": 1}}
+    )
+    await pods_named(rig, name)
+    await leases_are(rig)
+    await role_is(rig, role_rules("a"))
+    configs = await group_config(rig, {"a-listener.json"})
+    assert "standby_lease_name" not in configs["a-listener.json"]
+
+
+async def test_the_last_members_leaving_delete_every_lease_of_the_group(rig: Rig) -> None:
+    """Both members deleted at once: whichever is last finds every member's Lease on the
+    group's Role and deletes them, then the Role; nothing of the group is left."""
+    name = group_name(rig)
+    await member(rig, "a", listenerReplicas=3)
+    await member(rig, "b")
+    await pods_named(rig, name, f"{name}-1", f"{name}-2")
+    await leases_are(rig, "a-listener", "b-listener")
+    for listener in ("a-listener", "b-listener"):
+        await rig.objects.delete(AUTOSCALING_LISTENER, rig.system_namespace, listener)
+
+    async def all_gone() -> bool:
+        left = [
+            await get(rig, SECRET, rig.system_namespace, f"{name}-config"),
+            await get(rig, SERVICE_ACCOUNT, rig.system_namespace, name),
+            await get(rig, ROLE, rig.namespace, name),
+            await get(rig, ROLE_BINDING, rig.namespace, name),
+        ]
+        listeners = (await rig.objects.list(AUTOSCALING_LISTENER, rig.system_namespace))["items"]
+        return all(obj is None for obj in left) and not listeners
+
+    await rig.until(all_gone, what="every object of the group gone")
+    await leases_are(rig)
+    assert (await rig.objects.list(POD, rig.system_namespace))["items"] == []
