@@ -52,6 +52,15 @@ JOB_SECONDS = 2.0
 async def install_with_standby(cluster: Cluster) -> None:
     """docs/install.md's install, the controller given the standby timings, and the example set
     with two listener replicas."""
+    await install_with_standby_timings(cluster)
+    example = yaml.safe_load(example_set(cluster.gh.config_url("my-org")))
+    example["spec"]["listenerReplicas"] = 2
+    await cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(example))
+
+
+async def install_with_standby_timings(cluster: Cluster) -> None:
+    """docs/install.md's install up to the set: the controller given the standby timings, the
+    runner namespace and its GitHub Secret."""
     rendered = await cluster.kubectl("kustomize", str(PROJECT_ROOT / "manifests"))
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     for doc in docs:
@@ -74,9 +83,6 @@ async def install_with_standby(cluster: Cluster) -> None:
         "github-config",
         f"--from-literal=github_token={token}",
     )
-    example = yaml.safe_load(example_set(cluster.gh.config_url("my-org")))
-    example["spec"]["listenerReplicas"] = 2
-    await cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(example))
 
 
 def ready(pod: JSONDict | None) -> bool:

@@ -1,0 +1,158 @@
+"""A listener group with standby in the cluster (docs/autoscaling.md#standby-for-a-group): the
+install of tests/controller/test_in_cluster.py with the shortened standby timings of
+test_standby_in_cluster.py, three example AutoscalingRunnerSets naming one group, one of them
+asking for two listener replicas, and the Kubernetes emulator's kubelet running the controller
+and the group's two listener pods as real processes. Each pod serves every set and holds the
+sessions of the sets whose Lease it holds (here the first pod to start takes them all: the
+Leases are free then); the pod holding the first set's Lease is SIGKILLed while jobs of every
+set run: the other pod takes its Leases, ends its sessions, and every job completes. Deleting
+the sets removes the pods and every Lease."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import pytest
+import yaml
+
+from controller.autoscalinglistener.group import Group
+from controller.autoscalinglistener.objects import role_rules
+from shared.api.kinds import AUTOSCALING_LISTENER
+from shared.api.names import ANNOTATION_LISTENER_GROUP
+from shared.kube.objects import LEASE, POD, ROLE
+from shared.typedefs import JSONDict
+from tests.controller.test_in_cluster import NAME, RUNNERS, SYSTEM, Cluster, example_set
+from tests.controller.test_in_cluster import cluster as cluster
+from tests.controller.test_standby_in_cluster import (
+    holder_pod,
+    install_with_standby_timings,
+    logs,
+    pid_of,
+    ready,
+)
+from tests.sandbox.kube.test_kubectl import KUBECTL
+
+pytestmark = [
+    pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed"),
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the pid in /proc"),
+]
+
+SETS = (NAME, "big-runners", "gpu-runners")
+JOB_SECONDS = 2.0
+
+
+async def grouped_set(cluster: Cluster, name: str, **spec: object) -> None:
+    doc = yaml.safe_load(example_set(cluster.gh.config_url("my-org")))
+    doc["metadata"]["name"] = name
+    doc["metadata"].setdefault("annotations", {})[ANNOTATION_LISTENER_GROUP] = "linux"
+    doc["spec"].update(spec)
+    await cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(doc))
+
+
+async def test_a_group_pod_sigkilled_hands_its_sessions_to_the_other_and_no_job_is_lost(
+    cluster: Cluster,
+) -> None:
+    await install_with_standby_timings(cluster)
+    # One member asks for two replicas; the group runs two pods for all three.
+    await grouped_set(cluster, NAME, listenerReplicas=2)
+    for name in SETS[1:]:
+        await grouped_set(cluster, name)
+    group = Group(namespace=RUNNERS, name="linux", home=SYSTEM).object_name
+    names = (group, f"{group}-1")
+
+    async def listeners() -> dict[str, JSONDict] | None:
+        items = (await cluster.objects.list(AUTOSCALING_LISTENER, SYSTEM))["items"]
+        found = {item["spec"]["autoscalingRunnerSetName"]: item for item in items}
+        ids = [item["spec"].get("runnerScaleSetId") for item in found.values()]
+        return found if len(found) == len(SETS) and all(ids) else None
+
+    by_set = await cluster.until(listeners, what="a listener per set")
+    leases = {name: by_set[name]["metadata"]["name"] for name in SETS}
+
+    async def serving() -> list[JSONDict] | None:
+        pods = [await cluster.get(POD, SYSTEM, name) for name in names]
+        found = [pod for pod in pods if pod is not None and ready(pod)]
+        if len(found) != 2 or len(cluster.gh.state.sessions) != len(SETS):
+            return None
+        holders = [await holder_pod(cluster, lease, found) for lease in leases.values()]
+        return found if all(holders) else None
+
+    pods = await cluster.until(serving, what="both pods Ready and every set's Lease held")
+    role = await cluster.get(ROLE, RUNNERS, group)
+    assert role is not None
+    assert role["rules"] == role_rules(*sorted(SETS), leases=sorted(leases.values()))
+
+    async def holders() -> dict[str, str]:
+        held = {}
+        for name, lease in leases.items():
+            pod = await holder_pod(cluster, lease, pods)
+            assert pod is not None, name
+            held[name] = pod["metadata"]["name"]
+        return held
+
+    before_kill = await holders()
+    victim = next(pod for pod in pods if pod["metadata"]["name"] == before_kill[NAME])
+    [survivor] = [pod for pod in pods if pod is not victim]
+    session_of = {
+        session.scale_set_id: session_id
+        for session_id, session in cluster.gh.state.sessions.items()
+    }
+    sessions = {name: session_of[by_set[name]["spec"]["runnerScaleSetId"]] for name in SETS}
+    moved = [name for name in SETS if before_kill[name] == victim["metadata"]["name"]]
+
+    before = [
+        cluster.gh.enqueue_job(labels=[name], duration=JOB_SECONDS) for name in SETS for _ in "ab"
+    ]
+
+    async def some_running() -> bool:
+        return sum(1 for _, phase, _ in cluster.writes if phase == "Running") >= len(SETS)
+
+    await cluster.until(some_running, what="jobs running before the kill")
+    os.kill(pid_of(cluster, victim), signal.SIGKILL)
+    # Queued while the victim's sets have nobody listening: the survivor must be offered them.
+    after = [cluster.gh.enqueue_job(labels=[name], duration=JOB_SECONDS) for name in SETS]
+
+    async def taken_over() -> bool:
+        return all(
+            [await holder_pod(cluster, lease, [survivor]) is not None for lease in leases.values()]
+        )
+
+    await cluster.until(taken_over, what="the surviving pod holding every set's Lease")
+
+    async def every_job_done() -> bool:
+        jobs = cluster.gh.state.jobs
+        return all(jobs[job].state == "completed" for job in before + after)
+
+    await cluster.until(every_job_done, what="every job completed")
+    jobs = cluster.gh.state.jobs
+    assert [jobs[job].result for job in before + after] == ["succeeded"] * len(before + after)
+    assert cluster.gh.state.count("create_session", status=409) == 0
+    survivor_log = logs(cluster, survivor)
+    for name in moved:
+        # The dead holder's session ended by its successor, not left to expire.
+        assert f"deleted the previous listener's message session {sessions[name]}" in survivor_log
+        assert sessions[name] not in cluster.gh.state.sessions
+    running = {actor for _, phase, actor in cluster.writes if phase == "Running"}
+    assert running == {f"system:serviceaccount:{SYSTEM}:{group}"}
+
+    # The controller makes the killed pod again, and it stands by.
+    async def made_again() -> bool:
+        pod = await cluster.get(POD, SYSTEM, victim["metadata"]["name"])
+        return (
+            pod is not None and pod["metadata"]["uid"] != victim["metadata"]["uid"] and ready(pod)
+        )
+
+    await cluster.until(made_again, what="the killed replica made again")
+
+    for name in SETS:
+        await cluster.kubectl("-n", RUNNERS, "delete", "autoscalingrunnerset", name, "--wait=false")
+
+    async def all_gone() -> bool:
+        left = [await cluster.get(POD, SYSTEM, name) for name in names]
+        left += [await cluster.get(LEASE, RUNNERS, lease) for lease in leases.values()]
+        left.append(await cluster.get(ROLE, RUNNERS, group))
+        return left == [None] * len(left)
+
+    await cluster.until(all_gone, what="the group's pods, Leases and Role gone")
