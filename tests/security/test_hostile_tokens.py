@@ -17,6 +17,7 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
+from controller.autoscalinglistener.group import Group, group_role
 from controller.autoscalinglistener.objects import role, role_binding
 from controller.autoscalingrunnerset.objects import new_runner_set
 from sandbox.kube.emulator import KubeEmulator
@@ -397,6 +398,39 @@ async def test_the_controller_token_cannot_write_a_role_beyond_a_listeners(rig: 
         rig.rbac("controller").patch_namespaced_role(LISTENER, RUNNERS, {"rules": wide["rules"]})
     )
     assert status["code"] == 403
+
+
+async def test_the_controller_token_writes_a_group_role_with_a_lease_rule_per_member(
+    rig: Rig,
+) -> None:
+    """A listener group with standby (docs/autoscaling.md#standby-for-a-group): its Role names
+    each member's set and each member's Lease, one per rule, which the policy admits; a rule
+    naming two Leases, or letting the group's pods create Leases, it refuses."""
+    made = group_role(
+        Group(namespace=RUNNERS, name="linux", home=SYSTEM),
+        [SET, OTHER_SET],
+        ["a-listener", "b-listener"],
+    )
+    created = await rig.rbac("controller").create_namespaced_role(RUNNERS, made)
+    assert [rule.resource_names for rule in created.rules if rule.resource_names] == [
+        [SET],
+        [OTHER_SET],
+        ["a-listener"],
+        ["b-listener"],
+    ]
+    two_names = copy.deepcopy(made)
+    two_names["rules"][-1]["resourceNames"] = ["a-listener", "b-listener"]
+    creates = copy.deepcopy(made)
+    creates["rules"][-1]["verbs"] = ["create", "get", "update"]
+    for index, wide in enumerate((two_names, creates)):
+        wide["metadata"]["name"] = f"wide-{index}"
+        status = await _refused(rig.rbac("controller").create_namespaced_role(RUNNERS, wide))
+        assert status["message"] == _policy_message(
+            "roles.rbac.authorization.k8s.io",
+            f"wide-{index}",
+            "gha-controller-listener-roles",
+            "the controller may only write Roles with a listener's rules",
+        )
 
 
 async def test_the_controller_token_cannot_mint_a_token_that_never_expires(rig: Rig) -> None:

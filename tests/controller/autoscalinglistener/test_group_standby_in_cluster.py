@@ -51,6 +51,15 @@ async def grouped_set(cluster: Cluster, name: str, **spec: object) -> None:
     await cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(doc))
 
 
+async def can_i(cluster: Cluster, verb: str, resource: str, user: str) -> str:
+    """`kubectl auth can-i`'s answer (it exits 1 when the answer is no)."""
+    try:
+        answer = await cluster.kubectl("auth", "can-i", verb, resource, "-n", RUNNERS, "--as", user)
+    except AssertionError:
+        return "no"
+    return answer.strip()
+
+
 async def test_a_group_pod_sigkilled_hands_its_sessions_to_the_other_and_no_job_is_lost(
     cluster: Cluster,
 ) -> None:
@@ -83,6 +92,12 @@ async def test_a_group_pod_sigkilled_hands_its_sessions_to_the_other_and_no_job_
     role = await cluster.get(ROLE, RUNNERS, group)
     assert role is not None
     assert role["rules"] == role_rules(*sorted(SETS), leases=sorted(leases.values()))
+    # The group's identity renews its members' Leases and no other, and creates none.
+    user = f"system:serviceaccount:{SYSTEM}:{group}"
+    asked = [("update", f"leases/{lease}", "yes") for lease in leases.values()]
+    asked += [("get", "leases/someone-else", "no"), ("create", "leases", "no")]
+    for verb, resource, want in asked:
+        assert await can_i(cluster, verb, resource, user) == want, (verb, resource)
 
     async def holders() -> dict[str, str]:
         held = {}
