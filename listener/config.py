@@ -171,8 +171,8 @@ PROCESS_KEYS = (
 def load_all_settings() -> list[LoadedConfig]:
     """One scale set's settings, or, when `LISTENER_CONFIG_PATH` names a directory, one per
     `*.json` file in it (docs/listener.md, "Many scale sets in one process"); ConfigError when
-    any is invalid, none is there, two name the same EphemeralRunnerSet, or they disagree on a
-    process setting."""
+    any is invalid, none is there, two name the same EphemeralRunnerSet or standby Lease, or they
+    disagree on a process setting."""
     path = os.environ.get(CONFIG_PATH_VARIABLE)
     if not path or not Path(path).is_dir():
         return [load_settings()]
@@ -182,6 +182,7 @@ def load_all_settings() -> list[LoadedConfig]:
     loaded = [_load(read_config_file(str(file)), source=file.name) for file in files]
     first = loaded[0].settings
     seen: dict[tuple[str, str], str] = {}
+    leases: dict[tuple[str, str], str] = {}
     for file, config in zip(files, loaded, strict=True):
         settings = config.settings
         for key in PROCESS_KEYS:
@@ -197,6 +198,14 @@ def load_all_settings() -> list[LoadedConfig]:
                 f"{target[0]}/{target[1]}"
             )
         seen[target] = file.name
+        # Two sets on one Lease: one holder for both, and the other set never listens.
+        lease = (settings.ephemeral_runner_set_namespace, settings.standby_lease_name)
+        if lease[1] and lease in leases:
+            raise ConfigError(
+                f"{file.name} and {leases[lease]} both stand by on Lease {lease[0]}/{lease[1]}; "
+                "each scale set needs its own"
+            )
+        leases[lease] = file.name
     return loaded
 
 

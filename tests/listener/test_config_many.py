@@ -52,13 +52,18 @@ def test_a_file_without_a_single_file_path_still_loads_one(
         ({"metrics_auth": True}, "b.json: metrics_auth differs from a.json's"),
         ({}, "b.json and a.json both scale EphemeralRunnerSet arc-runners/arc-runner-set-7d9fb"),
         ({"min_runners": -1}, "b.json: min_runners"),
+        # LISTENER_STANDBY_LEASE_NAME, applying to every file, would do this.
+        (
+            {"standby_lease_name": "lease-a"},
+            "b.json and a.json both stand by on Lease arc-runners/lease-a",
+        ),
     ],
-    ids=["metrics-addr", "log-format", "metrics-auth", "same-set", "invalid"],
+    ids=["metrics-addr", "log-format", "metrics-auth", "same-set", "invalid", "same-lease"],
 )
 def test_configs_that_cannot_share_a_process_are_refused(
     folder: Path, changes: dict[str, Any], message: str
 ) -> None:
-    write(folder, "a")
+    write(folder, "a", standby_lease_name="lease-a")
     other = {"ephemeral_runner_set_name": "set-b"} if changes else {}
     write(folder, "b", **other, **changes)
     with pytest.raises(ConfigError, match="^" + re.escape(message)):
