@@ -1,8 +1,10 @@
 """Listener groups (docs/autoscaling.md#listener-groups): the AutoscalingRunnerSets of one
 namespace that name the same group (annotation `gha-runner-scaler/listener-group`) and share
 their GitHub config are served by one listener pod, one `gha-listener` process with a config
-file per set. Each set keeps its AutoscalingListener; the group's pod, ServiceAccount, config
-Secret, Role and RoleBinding are named after the group and made from its members.
+file per set (with standby, a pod per replica, each serving every member, and a Lease per
+member: docs/autoscaling.md#standby-for-a-group). Each set keeps its AutoscalingListener; the
+group's pods, ServiceAccount, config Secret, Role and RoleBinding are named after the group and
+made from its members.
 
 Pure functions: who belongs to a group (and who is refused, and why), and the group's objects.
 """
