@@ -1,0 +1,160 @@
+"""A listener group with standby (docs/autoscaling.md#standby-for-a-group), measured on the real
+`gha-listener`: two processes given the same N config files, each naming its set's own Lease (a
+group's two pods), against the emulators, with the controller's default Lease timings (15, 10
+and 2 s). The first process starts alone and opens every session; the second starts and stands
+by for every set. Measured: each process's RSS, the Lease requests per second of both at rest,
+then, the first SIGKILLed, the seconds until every set has a session again, all opened by the
+second.
+
+    .venv/bin/python -m bench.listener_group_standby --sets 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from bench.listener_jobs import NAMESPACE, ROOT, SET
+from bench.listener_memory import GHA_LISTENER, LISTENER_USER, set_object, status_kib, until
+from controller.autoscalinglistener.objects import role_rules
+from sandbox.actions.emulator import ActionsEmulator
+from sandbox.kube.emulator import KubeEmulator
+from sandbox.kube.testing import project_crds
+from shared.actions.client import ActionsClient
+from shared.actions.credentials import PersonalAccessToken
+from shared.actions.models import RunnerScaleSet
+
+
+@dataclass(frozen=True)
+class Sample:
+    sets: int
+    holder_rss_kib: int
+    standby_rss_kib: int
+    lease_requests_per_second: float
+    takeover_seconds: float
+
+
+async def measure(count: int, window: float) -> Sample:
+    async with (
+        KubeEmulator(kubelet=False) as kube,
+        ActionsEmulator(long_poll_timeout=1.0) as gh,
+    ):
+        kube.apply_crds(project_crds())
+        names = [f"{SET}-{index:03}" for index in range(count)]
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        for doc in yaml.safe_load_all((ROOT / "manifests/listener/rbac.yaml").read_text()):
+            doc["metadata"]["namespace"] = NAMESPACE
+            for subject in doc.get("subjects", []):
+                subject["namespace"] = NAMESPACE
+            if doc["kind"] == "Role":
+                # The group's Role as the controller makes it: a rule per set and per Lease.
+                doc["rules"] = role_rules(*names, leases=names)
+            kube.apply(doc)
+        runner_set = yaml.safe_load(
+            (ROOT / "manifests/examples/docker-run/ephemeralrunnerset.yaml").read_text()
+        )
+        for name in names:
+            kube.apply(set_object(runner_set, name))
+            kube.apply(
+                {
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "metadata": {"name": name, "namespace": NAMESPACE},
+                    "spec": {},
+                }
+            )
+        token = gh.add_pat()
+        client = ActionsClient(config_url=gh.config_url(), credentials=PersonalAccessToken(token))
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            sets = folder / "sets"
+            sets.mkdir()
+            for name in names:
+                scale_set = await client.create_runner_scale_set(RunnerScaleSet(name=name))
+                config = {
+                    "configure_url": gh.config_url(),
+                    "ephemeral_runner_set_namespace": NAMESPACE,
+                    "ephemeral_runner_set_name": name,
+                    "runner_scale_set_id": scale_set.id,
+                    "metrics_addr": "127.0.0.1:0",
+                    "standby_lease_name": name,
+                }
+                (sets / f"{name}.json").write_text(json.dumps(config))
+            kubeconfig = folder / "kubeconfig"
+            kube.write_kubeconfig(
+                kubeconfig, token=kube.service_account_token(NAMESPACE, "gha-listener")
+            )
+            env = {
+                "PATH": os.environ.get("PATH", ""),
+                "LISTENER_CONFIG_PATH": str(sets),
+                "LISTENER_GITHUB_TOKEN": token,
+                "KUBECONFIG": str(kubeconfig),
+            }
+
+            async def start() -> asyncio.subprocess.Process:
+                return await asyncio.create_subprocess_exec(
+                    GHA_LISTENER,
+                    env=env,
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.DEVNULL,
+                )
+
+            holder = await start()
+            standby = None
+            try:
+                await until(lambda: len(gh.state.sessions) == count)
+                first = set(gh.state.sessions)
+                standby = await start()
+                # Its start: the identity and permission reviews, a first look at each Lease.
+                await asyncio.sleep(window)
+                before = kube.requests.count(resource="leases", user=LISTENER_USER)
+                await asyncio.sleep(window)
+                leases = kube.requests.count(resource="leases", user=LISTENER_USER) - before
+                holder_rss = status_kib(holder.pid, "VmRSS")
+                standby_rss = status_kib(standby.pid, "VmRSS")
+                holder.send_signal(signal.SIGKILL)
+                killed = time.monotonic()
+                await until(
+                    lambda: len(gh.state.sessions) == count and not first & set(gh.state.sessions)
+                )
+                takeover = time.monotonic() - killed
+            finally:
+                for proc in (holder, standby):
+                    if proc is not None and proc.returncode is None:
+                        proc.terminate()
+                        await proc.wait()
+        await client.aclose()
+    return Sample(
+        sets=count,
+        holder_rss_kib=holder_rss,
+        standby_rss_kib=standby_rss,
+        lease_requests_per_second=leases / window,
+        takeover_seconds=takeover,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--sets", type=int, default=100)
+    parser.add_argument("--window", type=float, default=20.0, help="seconds at rest measured")
+    args = parser.parse_args()
+    sample = asyncio.run(measure(args.sets, args.window))
+    print(
+        f"{sample.sets} sets, 2 processes: holder {sample.holder_rss_kib / 1024:.1f} MB, "
+        f"standby {sample.standby_rss_kib / 1024:.1f} MB, "
+        f"{sample.lease_requests_per_second:.1f} Lease requests/s at rest, "
+        f"every session back {sample.takeover_seconds:.1f} s after SIGKILL"
+    )
+
+
+if __name__ == "__main__":
+    main()
