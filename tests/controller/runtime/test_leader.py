@@ -113,6 +113,29 @@ async def test_a_released_lease_is_taken_at_once(objects: Objects, ns: str) -> N
     assert await b.try_acquire_or_renew()
 
 
+async def test_a_leader_renews_with_a_put_alone_until_someone_else_writes(
+    kube: KubeEmulator, objects: Objects, ns: str
+) -> None:
+    """client-go's fast path: a leader renews on what it last wrote, so a held Lease costs a
+    PUT per period, not a GET and a PUT (docs/autoscaling.md#standby-for-a-group: a group's
+    standby renews a Lease per set). A write by anyone since fails that PUT on its
+    resourceVersion, and the read that follows decides."""
+    a = elector(objects, ns, "a")
+    await a.acquire()
+    reads = kube.requests.count(resource="leases", verb="get")
+    for _ in range(3):
+        assert await a.try_acquire_or_renew()
+    assert kube.requests.count(resource="leases", verb="get") == reads
+    assert kube.requests.count(resource="leases", verb="update", code=200) == 3
+
+    lease = await objects.get(LEASE, ns, "lock")
+    lease["spec"]["holderIdentity"] = "b"
+    await objects.replace(LEASE, ns, lease)
+    assert not await a.try_acquire_or_renew()
+    assert kube.requests.count(resource="leases", verb="update", code=409) == 1
+    assert await holder(objects, ns) == "b"
+
+
 async def test_release_works_after_a_renewal_it_did_not_hear_back_from(
     objects: Objects, ns: str
 ) -> None:
