@@ -8,8 +8,10 @@ A candidate reads the Lease. It takes it when nobody holds it, when the holder r
 `holderIdentity`), or when the record has not changed for `lease_duration` as measured on this
 process's monotonic clock since it last saw the record change (so clocks of different machines
 never need to agree). Every write is a PUT carrying the resourceVersion it read, so two
-candidates cannot both win: the loser gets 409. The leader renews every `retry_period`; when no
-renewal has succeeded for `renew_deadline` it gives up, which leaves `lease_duration -
+candidates cannot both win: the loser gets 409. The leader renews every `retry_period`, on the
+Lease as it last wrote it without reading it first (client-go's fast path: a write by anyone
+since fails with 409, and the leader reads and decides as a candidate); when no renewal has
+succeeded for `renew_deadline` it gives up, which leaves `lease_duration -
 renew_deadline` for its work (the controller's reconciles, the listener's message session) to
 stop before anyone else can take the lease.
 
