@@ -4,7 +4,8 @@ group's two pods), against the emulators, with the controller's default Lease ti
 and 2 s). The first process starts alone and opens every session; the second starts and stands
 by for every set. Measured: each process's RSS, the Lease requests per second of both at rest,
 then, the first SIGKILLed, the seconds until every set has a session again, all opened by the
-second.
+second. Before that, the controller side of `bench.listener_groups` for the N sets grouped, at
+one replica and at two: pods, the controller's requests and writes until every pod exists.
 
     .venv/bin/python -m bench.listener_group_standby --sets 100
 """
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from bench.listener_groups import controller_side
 from bench.listener_jobs import NAMESPACE, ROOT, SET
 from bench.listener_memory import GHA_LISTENER, LISTENER_USER, set_object, status_kib, until
 from controller.autoscalinglistener.objects import role_rules
@@ -147,6 +149,12 @@ def main() -> None:
     parser.add_argument("--sets", type=int, default=100)
     parser.add_argument("--window", type=float, default=20.0, help="seconds at rest measured")
     args = parser.parse_args()
+    for replicas in (1, 2):
+        side = asyncio.run(controller_side(args.sets, grouped=True, replicas=replicas))
+        print(
+            f"controller, {args.sets} grouped sets at {replicas} replica(s): {side.pods} pods, "
+            f"{side.requests} requests, {side.writes} writes, {side.seconds:.1f} s"
+        )
     sample = asyncio.run(measure(args.sets, args.window))
     print(
         f"{sample.sets} sets, 2 processes: holder {sample.holder_rss_kib / 1024:.1f} MB, "

@@ -65,7 +65,7 @@ class ControllerSample:
     seconds: float
 
 
-def listener_body(rig: Rig, index: int, *, grouped: bool) -> JSONDict:
+def listener_body(rig: Rig, index: int, *, grouped: bool, replicas: int = 1) -> JSONDict:
     name = f"set-{index:04}"
     meta: dict[str, Any] = {"name": f"{name}-listener", "namespace": rig.system_namespace}
     if grouped:
@@ -84,11 +84,13 @@ def listener_body(rig: Rig, index: int, *, grouped: bool) -> JSONDict:
             "maxRunners": 5,
             "minRunners": 0,
             "image": LISTENER_IMAGE,
+            **({"listenerReplicas": replicas} if replicas > 1 else {}),
         },
     }
 
 
-async def controller_side(sets: int, *, grouped: bool) -> ControllerSample:
+async def controller_side(sets: int, *, grouped: bool, replicas: int = 1) -> ControllerSample:
+    """With `replicas`, every set asks for that many listener pods (standby)."""
     options = RigOptions(controllers=("autoscalinglistener",), kubelet=False)
     async with (
         ActionsEmulator() as actions,
@@ -104,9 +106,9 @@ async def controller_side(sets: int, *, grouped: bool) -> ControllerSample:
             await rig.objects.create(
                 AUTOSCALING_LISTENER,
                 rig.system_namespace,
-                listener_body(rig, index, grouped=grouped),
+                listener_body(rig, index, grouped=grouped, replicas=replicas),
             )
-        want = -(-sets // MAX_MEMBERS) if grouped else sets
+        want = (-(-sets // MAX_MEMBERS) if grouped else sets) * replicas
 
         pods_key = (POD.group, POD.plural)
 
