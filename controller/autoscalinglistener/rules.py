@@ -386,11 +386,8 @@ def _children(observed: Observed, inputs: Inputs, runner_set: JSONDict) -> Plan:
     if extra := delete_pods(keep=replicas):
         why.append(f"{extra} pod(s) beyond listenerReplicas {replicas} deleted")
     digest = str(secret["metadata"]["annotations"][ANNOTATION_INTEGRITY_HASH])
-    restarts = dict(observed.restarts)
-    delays: list[float] = []
-    states: list[bool] = []
-    for replica in range(replicas):
-        desired = listener_pod(
+    desired = [
+        listener_pod(
             listener,
             config_digest=digest,
             metrics_addr=settings.metrics_addr,
@@ -398,7 +395,24 @@ def _children(observed: Observed, inputs: Inputs, runner_set: JSONDict) -> Plan:
             entrypoint=settings.entrypoint,
             resources=settings.resources,
         )
-        pod = _pod(observed, replica, desired)
+        for replica in range(replicas)
+    ]
+    return _with_pods(observed, steps, why, desired, dict(observed.restarts))
+
+
+def _with_pods(
+    observed: Observed,
+    steps: list[Action],
+    why: list[str],
+    desired: list[JSONDict],
+    restarts: dict[int, Restarts],
+) -> Plan:
+    """The plan of `steps`, then each replica's pod decided on its own (`_pod`): `desired[i]`
+    is replica i's; `restarts` gets each one's backoff."""
+    delays: list[float] = []
+    states: list[bool] = []
+    for replica, pod_desired in enumerate(desired):
+        pod = _pod(observed, replica, pod_desired)
         steps += pod.steps
         why += pod.why
         restarts[replica] = pod.restarts
@@ -568,26 +582,8 @@ def _group_children(observed: Observed, group: Group, runner_set: JSONDict) -> P
     steps += [Delete(POD, group.home, pod_name(pseudo, replica)) for replica in extra]
     if extra:
         why.append(f"{len(extra)} pod(s) beyond the group's {replicas} replica(s) deleted")
-    restarts: dict[int, Restarts] = {}
-    delays: list[float] = []
-    states: list[bool] = []
-    as_group = replace(observed, listener=pseudo)
-    for replica, pod_desired in enumerate(desired):
-        pod = _pod(as_group, replica, pod_desired)
-        steps += pod.steps
-        why += pod.why
-        restarts[replica] = pod.restarts
-        if pod.requeue_after is not None:
-            delays.append(pod.requeue_after)
-        if pod.running is not None:
-            states.append(pod.running)
-    return Plan(
-        steps=tuple(steps),
-        why=tuple(why),
-        requeue_after=min(delays) if delays else None,
-        running=any(states) if states else None,
-        restarts=restarts,
-    )
+    # Its crash loop said per pod when the group runs more than one.
+    return _with_pods(replace(observed, listener=pseudo), steps, why, desired, {})
 
 
 def _patched_runner_sets(role: JSONDict | None) -> list[str]:
