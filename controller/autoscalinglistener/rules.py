@@ -397,7 +397,8 @@ def _children(observed: Observed, inputs: Inputs, runner_set: JSONDict) -> Plan:
         )
         for replica in range(replicas)
     ]
-    return _with_pods(observed, steps, why, desired, dict(observed.restarts))
+    rolling = bool(standby) and bool(granted_leases(inputs.role))
+    return _with_pods(observed, steps, why, desired, dict(observed.restarts), rolling=rolling)
 
 
 def _with_pods(
@@ -406,13 +407,18 @@ def _with_pods(
     why: list[str],
     desired: list[JSONDict],
     restarts: dict[int, Restarts],
+    *,
+    rolling: bool,
 ) -> Plan:
     """The plan of `steps`, then each replica's pod decided on its own (`_pod`): `desired[i]`
-    is replica i's; `restarts` gets each one's backoff."""
+    is replica i's; `restarts` gets each one's backoff. `rolling`: the pods running and those
+    to make all stand by on Leases, so pods of an older config are replaced one at a time."""
+    turn = _next_to_roll(observed, desired) if rolling else None
     delays: list[float] = []
     states: list[bool] = []
     for replica, pod_desired in enumerate(desired):
-        pod = _pod(observed, replica, pod_desired)
+        replace_now = not rolling or turn is None or turn == replica
+        pod = _pod(observed, replica, pod_desired, replace_now=replace_now)
         steps += pod.steps
         why += pod.why
         restarts[replica] = pod.restarts
@@ -583,7 +589,38 @@ def _group_children(observed: Observed, group: Group, runner_set: JSONDict) -> P
     if extra:
         why.append(f"{len(extra)} pod(s) beyond the group's {replicas} replica(s) deleted")
     # Its crash loop said per pod when the group runs more than one.
-    return _with_pods(replace(observed, listener=pseudo), steps, why, desired, {})
+    # The Role as read granting Leases: the pods running were made with standby too.
+    rolling = replicas > 1 and bool(granted_leases(inputs.role))
+    return _with_pods(replace(observed, listener=pseudo), steps, why, desired, {}, rolling=rolling)
+
+
+def _next_to_roll(observed: Observed, desired: list[JSONDict]) -> int | None:
+    """Which pod of an older config is replaced now, when standby runs before and after a
+    config change: one at a time, the highest replica first, once every other replica has a
+    Ready pod to hold the sessions meanwhile (a holder stopping releases its Leases, and a
+    Ready standby takes them within a retry period, rather than every session pausing while
+    all pods are made again). -1: none yet. None: no pod is Ready, so nothing is served and
+    every old pod is replaced at once."""
+    pods = observed.pods
+    want = desired[0]["metadata"]["annotations"][ANNOTATION_INTEGRITY_HASH]
+
+    def ready(replica: int) -> bool:
+        pod = pods.get(replica)
+        return pod is not None and not is_deleting(pod) and pod_ready(pod)
+
+    if not any(ready(replica) for replica in range(len(desired))):
+        return None
+    old = [
+        replica
+        for replica in range(len(desired))
+        if replica in pods
+        and (metadata_of(pods[replica]).get("annotations") or {}).get(ANNOTATION_INTEGRITY_HASH)
+        != want
+    ]
+    for replica in sorted(old, reverse=True):
+        if all(ready(other) for other in range(len(desired)) if other != replica):
+            return replica
+    return -1
 
 
 def _patched_runner_sets(role: JSONDict | None) -> list[str]:
@@ -685,8 +722,11 @@ class _PodPlan:
     """Whether its listener runs (None: unknown, being replaced)."""
 
 
-def _pod(observed: Observed, replica: int, desired: JSONDict) -> _PodPlan:
-    """One replica's decision: its pod is to be `desired`."""
+def _pod(
+    observed: Observed, replica: int, desired: JSONDict, *, replace_now: bool = True
+) -> _PodPlan:
+    """One replica's decision: its pod is to be `desired`; without `replace_now`, a pod made
+    from an older config that still runs is left to serve until its turn (`_next_to_roll`)."""
     listener, settings, now = observed.listener, observed.settings, observed.now
     name = desired["metadata"]["name"]
     namespace = desired["metadata"]["namespace"]
@@ -702,6 +742,8 @@ def _pod(observed: Observed, replica: int, desired: JSONDict) -> _PodPlan:
         return _PodPlan((), (), restarts, None, None)
     want = desired["metadata"]["annotations"][ANNOTATION_INTEGRITY_HASH]
     have = (metadata_of(pod).get("annotations") or {}).get(ANNOTATION_INTEGRITY_HASH)
+    if have != want and not replace_now and stopped(pod) is None:
+        return _PodPlan((), (), restarts, None, container_state(pod, "running"))
     if have != want:
         return _PodPlan(
             (Delete(POD, namespace, name),),

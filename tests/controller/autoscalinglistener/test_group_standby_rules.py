@@ -94,3 +94,64 @@ def test_pods_with_another_hash_or_beyond_the_replicas_count_as_old() -> None:
     settled = plan(observed([FIRST, SECOND], role_rules("a", leases=["a", "c"]), new))
     assert leases_deleted(settled.steps) == ["c"]
     assert role_written(settled.steps) == role_rules("a", "b", leases=["a", "b"])
+
+
+THIRD = member("c", "2026-01-03T00:00:00Z")
+
+
+def ready(pod: JSONDict) -> JSONDict:
+    return {
+        **pod,
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [{"name": "listener", "state": {"running": {}}}],
+        },
+    }
+
+
+def pods_deleted(steps: tuple[object, ...]) -> list[str]:
+    return [s.name for s in steps if isinstance(s, Delete) and s.kind == POD]
+
+
+def pods_created(steps: tuple[object, ...]) -> list[int]:
+    return [s.replica for s in steps if isinstance(s, CreatePod)]
+
+
+def test_a_config_change_replaces_the_pods_one_at_a_time_while_the_other_serves() -> None:
+    """Standby before and after (the Role grants Leases): c joining makes every pod's config
+    change, but the last replica is replaced first, and the first only once the new one is
+    Ready to take the sessions the first releases on SIGTERM."""
+    both = role_rules("a", "b", leases=["a", "b"])
+    name = group_members(FIRST, [FIRST]).object_name
+    old = {replica: ready(pod) for replica, pod in made_pods([FIRST, SECOND], both).items()}
+    three = [FIRST, SECOND, THIRD]
+
+    first = plan(observed(three, both, old))
+    assert pods_deleted(first.steps) == [f"{name}-1"]
+    assert pods_created(first.steps) == []
+
+    replacing = plan(observed(three, both, {0: old[0]}))
+    assert pods_created(replacing.steps) == [1]
+    assert pods_deleted(replacing.steps) == []
+    [new] = [s.desired for s in replacing.steps if isinstance(s, CreatePod)]
+
+    starting = plan(observed(three, both, {0: old[0], 1: new}))
+    assert pods_deleted(starting.steps) == [], "the new pod is not Ready yet"
+    assert starting.running is True, "the old pod still serves"
+
+    last = plan(observed(three, both, {0: old[0], 1: ready(new)}))
+    assert pods_deleted(last.steps) == [name]
+
+
+def test_old_pods_go_at_once_when_none_is_ready_or_standby_was_off() -> None:
+    both = role_rules("a", "b", leases=["a", "b"])
+    name = group_members(FIRST, [FIRST]).object_name
+    three = [FIRST, SECOND, THIRD]
+    old = made_pods([FIRST, SECOND], both)
+    assert pods_deleted(plan(observed(three, both, old)).steps) == [name, f"{name}-1"]
+    # Turning standby on: the pods running hold sessions without a Lease, which no standby
+    # could take over from.
+    serving = {replica: ready(pod) for replica, pod in old.items()}
+    without = role_rules("a", "b")
+    assert pods_deleted(plan(observed(three, without, serving)).steps) == [name, f"{name}-1"]
