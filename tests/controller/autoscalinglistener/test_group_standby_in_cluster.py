@@ -5,8 +5,9 @@ asking for two listener replicas, and the Kubernetes emulator's kubelet running 
 and the group's two listener pods as real processes. Each pod serves every set and holds the
 sessions of the sets whose Lease it holds (here the first pod to start takes them all: the
 Leases are free then); the pod holding the first set's Lease is SIGKILLed while jobs of every
-set run: the other pod takes its Leases, ends its sessions, and every job completes. Deleting
-the sets removes the pods and every Lease."""
+set run: the other pod takes its Leases, ends its sessions, and every job completes. A fourth
+set joining replaces the pods one at a time, one always Ready. Deleting the sets removes the
+pods and every Lease."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ pytestmark = [
 ]
 
 SETS = (NAME, "big-runners", "gpu-runners")
+JOINING = "arm-runners"
 JOB_SECONDS = 2.0
 
 
@@ -49,6 +51,16 @@ async def grouped_set(cluster: Cluster, name: str, **spec: object) -> None:
     doc["metadata"].setdefault("annotations", {})[ANNOTATION_LISTENER_GROUP] = "linux"
     doc["spec"].update(spec)
     await cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(doc))
+
+
+async def jobs_run(cluster: Cluster, *sets: str) -> None:
+    jobs = [cluster.gh.enqueue_job(labels=[name], duration=0.5) for name in sets]
+
+    async def done() -> bool:
+        return all(cluster.gh.state.jobs[job].state == "completed" for job in jobs)
+
+    await cluster.until(done, what=f"a job of each of {sets} completed")
+    assert [cluster.gh.state.jobs[job].result for job in jobs] == ["succeeded"] * len(sets)
 
 
 async def can_i(cluster: Cluster, verb: str, resource: str, user: str) -> str:
@@ -161,13 +173,38 @@ async def test_a_group_pod_sigkilled_hands_its_sessions_to_the_other_and_no_job_
 
     await cluster.until(made_again, what="the killed replica made again")
 
-    for name in SETS:
+    # A fourth set joins: every pod's config changes. The pods are replaced one at a time, so
+    # one of them is always Ready to hold the sessions, and the sessions move on SIGTERM.
+    await grouped_set(cluster, JOINING)
+    old_uids = set()
+    for name in names:
+        pod = await cluster.get(POD, SYSTEM, name)
+        assert pod is not None
+        old_uids.add(pod["metadata"]["uid"])
+    gaps = 0
+
+    async def replaced() -> bool:
+        nonlocal gaps
+        now = [await cluster.get(POD, SYSTEM, name) for name in names]
+        serving = [
+            p for p in now if ready(p) and not (p or {})["metadata"].get("deletionTimestamp")
+        ]
+        gaps += not serving
+        fresh = [p for p in serving if p is not None and p["metadata"]["uid"] not in old_uids]
+        return len(fresh) == 2 and len(cluster.gh.state.sessions) == len(SETS) + 1
+
+    await cluster.until(replaced, what="both pods made again with the fourth set")
+    assert gaps == 0, "no moment without a Ready pod"
+    await jobs_run(cluster, *SETS, JOINING)
+    assert cluster.gh.state.count("create_session", status=409) == 0
+
+    for name in (*SETS, JOINING):
         await cluster.kubectl("-n", RUNNERS, "delete", "autoscalingrunnerset", name, "--wait=false")
 
     async def all_gone() -> bool:
         left = [await cluster.get(POD, SYSTEM, name) for name in names]
-        left += [await cluster.get(LEASE, RUNNERS, lease) for lease in leases.values()]
         left.append(await cluster.get(ROLE, RUNNERS, group))
-        return left == [None] * len(left)
+        every_lease = (await cluster.objects.list(LEASE, RUNNERS))["items"]
+        return left == [None] * len(left) and not every_lease
 
     await cluster.until(all_gone, what="the group's pods, Leases and Role gone")
