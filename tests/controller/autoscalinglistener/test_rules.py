@@ -642,3 +642,22 @@ def test_replicas_beyond_listener_replicas_go() -> None:
     assert f"delete Pod {NAME}-2" in kinds(made.steps)
     assert made.why == ("1 pod(s) beyond listenerReplicas 2 deleted",)
     assert not any(isinstance(s, Ensure) and s.kind == POD for s in made.steps)
+
+
+def test_standby_pods_of_an_older_config_are_replaced_one_at_a_time() -> None:
+    """A set's own standby (docs/autoscaling.md#listener-standby): its config changing (here
+    `maxRunners`), the last replica goes first; the first only once the new one is Ready."""
+    standby = listener(listenerReplicas=2)
+    granted = Inputs(credentials=TOKEN, role=role(standby))
+    old = pods_of(standby, **ready())
+    changed = listener(listenerReplicas=2, maxRunners=9)
+
+    first = plan(observed(changed, pods=old, inputs=granted))
+    assert [k for k in kinds(first.steps) if k.startswith(("delete", "create"))] == [
+        f"delete Pod {NAME}-1"
+    ]
+    new = pods_of(changed, **ready())
+    last = plan(observed(changed, pods={0: old[0], 1: new[1]}, inputs=granted))
+    assert [k for k in kinds(last.steps) if k.startswith(("delete", "create"))] == [
+        f"delete Pod {NAME}"
+    ]
