@@ -105,6 +105,9 @@ async def run(admin: Path, audit_log: Path, runners: int, order: str) -> Counter
         custom = client.CustomObjectsApi(api)
         group = ("actions.github.com", "v1alpha1", namespace, "ephemeralrunners")
         await core.create_namespace({"metadata": {"name": namespace}})
+        # Pods are refused until the ServiceAccount controller has made `default`.
+        while not (await core.list_namespaced_service_account(namespace)).items:
+            await asyncio.sleep(0.1)
         audit = AuditLog(audit_log, namespace=namespace, admin=admin_name)
         made = []
         for index in range(runners):
