@@ -3,16 +3,17 @@ in this project's, on a real control plane, counted from the API server's audit 
 
     python -m bench.realcp.arc_order --kubeconfig ADMIN --audit-log FILE [--runners 20]
 
-In a namespace of its own, with no controller watching it, the admin makes N EphemeralRunners
-(each with a finalizer, as both controllers put one) and, for each, a JIT Secret and an
-unscheduled pod owned by it (`controller` and `blockOwnerDeletion` set, as both controllers set
-them). Then, for every runner:
+In a namespace of its own per order, with no controller watching it, the admin makes N
+EphemeralRunners and, for each, a JIT Secret and an unscheduled pod owned by it (`controller`
+and `blockOwnerDeletion` set, as both controllers set them). Then, for every runner:
 
-- `arc`: ARC's order (its EphemeralRunner reconciler's deletion path): the runner deleted (its
-  finalizer holds it), its pod and Secret deleted by the controller, and once both are gone the
-  finalizer removed;
-- `ours`: this project's: the runner deleted in the background, the finalizer removed, the pod
-  and Secret left to the garbage collector.
+- `arc`: ARC's order (its EphemeralRunner reconciler's deletion path): the runner (with a
+  finalizer, as both controllers put one) deleted, its pod and Secret deleted by the controller,
+  and once both are gone the finalizer removed;
+- `ours`: this project's: the runner (with the finalizer) deleted in the background, the
+  finalizer removed, the pod and Secret left to the garbage collector;
+- `foreground`, `orphan`: the runner (no finalizer) deleted with that propagation policy, the
+  rest left to the garbage collector.
 
 After the collector has been quiet for a while, its requests on the namespace are counted (the
 admin's own are left out) and printed per runner, by verb, resource and code.
@@ -35,15 +36,19 @@ from bench.realcp.load import AuditLog, Tally, _kubectl, _yaml_docs
 from sandbox.demo.cluster import CRDS
 
 FINALIZER = "ephemeralrunner.actions.github.com/finalizer"
-ORDERS = ("arc", "ours")
+ORDERS = ("arc", "ours", "foreground", "orphan")
 QUIET = 5.0
 
 
-def runner(name: str, namespace: str) -> dict[str, Any]:
+def runner(name: str, namespace: str, *, finalizer: bool) -> dict[str, Any]:
     return {
         "apiVersion": "actions.github.com/v1alpha1",
         "kind": "EphemeralRunner",
-        "metadata": {"name": name, "namespace": namespace, "finalizers": [FINALIZER]},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "finalizers": [FINALIZER] if finalizer else [],
+        },
         "spec": {
             "githubConfigUrl": "https://github.com/example-org",
             "githubConfigSecret": "github-config",
@@ -106,13 +111,15 @@ async def run(admin: Path, audit_log: Path, runners: int, order: str) -> Counter
         group = ("actions.github.com", "v1alpha1", namespace, "ephemeralrunners")
         await core.create_namespace({"metadata": {"name": namespace}})
         # Pods are refused until the ServiceAccount controller has made `default`.
-        while not (await core.list_namespaced_service_account(namespace)).items:
+        for _ in range(300):
+            if (await core.list_namespaced_service_account(namespace)).items:
+                break
             await asyncio.sleep(0.1)
         audit = AuditLog(audit_log, namespace=namespace, admin=admin_name)
         made = []
         for index in range(runners):
             owner = await custom.create_namespaced_custom_object(
-                *group, runner(f"runner-{index}", namespace)
+                *group, runner(f"runner-{index}", namespace, finalizer=order in ("arc", "ours"))
             )
             await core.create_namespaced_secret(
                 namespace, owned("Secret", f"runner-{index}", namespace, owner)
@@ -125,10 +132,13 @@ async def run(admin: Path, audit_log: Path, runners: int, order: str) -> Counter
         audit.read()  # the creations: not counted
         tally = Tally()
         unfinalize = [{"op": "remove", "path": "/metadata/finalizers"}]
+        policy = {"foreground": "Foreground", "orphan": "Orphan"}.get(order, "Background")
         for name in made:
             await custom.delete_namespaced_custom_object(
-                *group, name, body=client.V1DeleteOptions(propagation_policy="Background")
+                *group, name, body=client.V1DeleteOptions(propagation_policy=policy)
             )
+            if order in ("foreground", "orphan"):
+                continue
             if order == "arc":
                 await core.delete_namespaced_pod(name, namespace)
                 await core.delete_namespaced_secret(name, namespace)
@@ -142,7 +152,7 @@ async def run(admin: Path, audit_log: Path, runners: int, order: str) -> Counter
             tally = tally + audit.read()
             await asyncio.sleep(0.5)
         tally = tally + audit.read()
-        for name in made:
+        for name in made if order != "orphan" else []:
             await _gone(core.read_namespaced_pod, name, namespace)
             await _gone(core.read_namespaced_secret, name, namespace)
         await core.delete_namespace(namespace)
