@@ -16,7 +16,7 @@ DISTRIBUTION = "gha-runner-scaler"
 def _settings_help() -> str:
     """Every key of the config file with its default and description, from the settings'
     field descriptions in listener/config.py, so they are written in one place."""
-    from pydantic import SecretStr
+    from dataclasses import MISSING, fields
 
     from listener.config import (
         CONFIG_PATH_VARIABLE,
@@ -24,18 +24,19 @@ def _settings_help() -> str:
         SECRET_FILE_KEYS,
         ListenerSettings,
     )
+    from shared.actions.wiremodel import SecretStr
 
     lines = [
         f"Settings (keys of the JSON file {CONFIG_PATH_VARIABLE} names; a {ENV_PREFIX}<KEY> "
         "variable overrides each):"
     ]
-    for name, field in ListenerSettings.model_fields.items():
+    for field in fields(ListenerSettings):
         value = field.default
         if isinstance(value, SecretStr):
             value = value.get_secret_value()
-        default = "" if field.default_factory is not None else f" (default {value!r})"
-        lines.append(f"  {name}{default}")
-        lines.append(f"      {field.description}")
+        default = "" if field.default_factory is not MISSING else f" (default {value!r})"
+        lines.append(f"  {field.name}{default}")
+        lines.append(f"      {field.metadata['description']}")
     secrets = ", ".join(f"{ENV_PREFIX}{key.upper()}_FILE" for key in SECRET_FILE_KEYS)
     lines.append(f"{secrets}: read that secret from the file named, not the environment.")
     lines.append("Kubernetes: KUBECONFIG, else the in-cluster identity. See docs/listener.md.")
