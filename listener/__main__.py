@@ -6,11 +6,18 @@ exit codes.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from shared.process import exit_on_sigterm_while_starting
 
 DISTRIBUTION = "gha-runner-scaler"
+PURE_PYTHON = ("FROZENLIST_NO_EXTENSIONS", "AIOHTTP_NO_EXTENSIONS")
+"""The switches by which frozenlist and aiohttp use their pure-Python code instead of their C
+extensions, read when they are imported. Those cost the listener 1.1 MB (frozenlist's is C++
+and maps libstdc++) and 0.6 MB (aiohttp's HTTP parser and writer) of its 40 MB
+(docs/listener.md#memory); it parses a long poll at a time and a few Kubernetes answers, where
+their speed does not show."""
 
 
 def _settings_help() -> str:
@@ -48,12 +55,19 @@ def main(argv: list[str] | None = None) -> int:
     (0.4 MB of the listener's memory, docs/listener.md#memory) is imported only when arguments
     are given."""
     exit_on_sigterm_while_starting()
+    use_pure_python()
     arguments = sys.argv[1:] if argv is None else argv
     delete_scale_set = _parse(arguments) if arguments else False
     # Imported after: a SIGTERM during these imports is a clean stop (shared/process.py).
     from listener import app
 
     return app.run(delete_scale_set=delete_scale_set)
+
+
+def use_pure_python() -> None:
+    """Set the PURE_PYTHON switches, unless set already (to "" for the C extensions)."""
+    for variable in PURE_PYTHON:
+        os.environ.setdefault(variable, "1")
 
 
 def _parse(arguments: list[str]) -> bool:
