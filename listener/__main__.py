@@ -15,7 +15,7 @@ DISTRIBUTION = "gha-runner-scaler"
 PURE_PYTHON = ("FROZENLIST_NO_EXTENSIONS", "AIOHTTP_NO_EXTENSIONS")
 """The switches by which frozenlist and aiohttp use their pure-Python code instead of their C
 extensions, read when they are imported. Those cost the listener 1.1 MB (frozenlist's is C++
-and maps libstdc++) and 0.6 MB (aiohttp's HTTP parser and writer) of its 40 MB
+and maps libstdc++) and 0.6 MB (aiohttp's HTTP parsers) of its 40 MB
 (docs/listener.md#memory); it parses a long poll at a time and a few Kubernetes answers, where
 their speed does not show."""
 
