@@ -150,6 +150,11 @@ class MetricSpec:
     labels: list[str] = field(default_factory=list)
     buckets: list[float] | None = None
 
+    def __post_init__(self) -> None:
+        # Bounds given as integers are floats, as a bound read from JSON is: `le="60.0"`.
+        if self.buckets is not None:
+            object.__setattr__(self, "buckets", [float(bound) for bound in self.buckets])
+
 
 @dataclass(frozen=True)
 class MetricsConfig:
