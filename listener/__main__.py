@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     (0.4 MB of the listener's memory, docs/listener.md#memory) is imported only when arguments
     are given."""
     exit_on_sigterm_while_starting()
-    use_pure_python()
+    _use_pure_python()
     arguments = sys.argv[1:] if argv is None else argv
     delete_scale_set = _parse(arguments) if arguments else False
     # Imported after: a SIGTERM during these imports is a clean stop (shared/process.py).
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     return app.run(delete_scale_set=delete_scale_set)
 
 
-def use_pure_python() -> None:
+def _use_pure_python() -> None:
     """Set the PURE_PYTHON switches, unless set already (to "" for the C extensions)."""
     for variable in PURE_PYTHON:
         os.environ.setdefault(variable, "1")

@@ -107,10 +107,14 @@ def test_gha_listener_leaves_the_c_extensions_of_frozenlist_and_aiohttp() -> Non
         for name, value in os.environ.items()
         if not name.endswith("_NO_EXTENSIONS") and not name.startswith("OTEL_")
     }
+    # main() sets the switches first; --version then exits before the listener's import.
     code = (
         "import json, sys\n"
-        "from listener.__main__ import use_pure_python\n"
-        "use_pure_python()\n"
+        "from listener.__main__ import main\n"
+        "try:\n"
+        "    main(['--version'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
         "import listener.app\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
