@@ -22,7 +22,7 @@ import statistics
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +135,7 @@ async def run(
                 metrics_addr="",
             )
             if concurrency is not None:
-                settings = settings.model_copy(update={"job_started_concurrency": concurrency})
+                settings = replace(settings, job_started_concurrency=concurrency)
             stop = asyncio.Event()
             listener = asyncio.create_task(serve(settings, credentials_of(settings), stop=stop))
             await gh.state.wait_for(

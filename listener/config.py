@@ -16,9 +16,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_origin
-
-from pydantic import SecretStr, ValidationError
+from typing import Any
 
 from shared.listenerconfig import (
     MAX_INT32,
@@ -26,6 +24,7 @@ from shared.listenerconfig import (
     LogLevel,
     MetricsConfig,
     MetricSpec,
+    SettingsError,
 )
 from shared.wire import DecodeError, TooLarge, decode_json, read_file_capped
 
@@ -40,7 +39,6 @@ __all__ = [
     "LogLevel",
     "MetricSpec",
     "MetricsConfig",
-    "describe",
     "environment_values",
     "load_all_settings",
     "load_settings",
@@ -76,12 +74,7 @@ def read_config_file(path: str) -> dict[str, Any]:
     return {key: value for key, value in data.items() if value is not None}
 
 
-_SCALARS = (str, int, float, bool, SecretStr)
-STRUCTURED_KEYS = frozenset(
-    name
-    for name, field in ListenerSettings.model_fields.items()
-    if field.annotation not in _SCALARS and get_origin(field.annotation) is not Literal
-)
+STRUCTURED_KEYS = ListenerSettings.structured_keys()
 """Keys whose `LISTENER_<KEY>` value is JSON (objects and lists); the others' is the text."""
 
 
@@ -91,7 +84,7 @@ def environment_values(environ: Mapping[str, str]) -> dict[str, Any]:
     whose value is not JSON. The model validates the values, as it validates the file's."""
     by_name = {name.upper(): value for name, value in environ.items()}
     values: dict[str, Any] = {}
-    for key in ListenerSettings.model_fields:
+    for key in ListenerSettings.key_names():
         variable = f"{ENV_PREFIX}{key.upper()}"
         if variable not in by_name:
             continue
@@ -149,11 +142,12 @@ def _load(file_values: dict[str, Any], *, source: str = "") -> LoadedConfig:
     # The environment wins over the file; a secret file stands for its variable.
     values = {**file_values, **environment_values(os.environ), **read_secret_files(os.environ)}
     try:
-        settings = ListenerSettings(**values)
-    except ValidationError as exc:
+        settings = ListenerSettings.from_values(values)
+    except SettingsError as exc:
+        # Each problem names its key and what is wrong, never the value.
         prefix = f"{source}: " if source else ""
-        raise ConfigError(prefix + describe(exc)) from None
-    ignored = sorted(set(file_values) - set(ListenerSettings.model_fields))
+        raise ConfigError(prefix + str(exc)) from None
+    ignored = sorted(set(file_values) - set(ListenerSettings.key_names()))
     return LoadedConfig(settings=settings, ignored_keys=ignored)
 
 
@@ -207,13 +201,3 @@ def load_all_settings() -> list[LoadedConfig]:
             )
         leases[lease] = file.name
     return loaded
-
-
-def describe(exc: ValidationError) -> str:
-    """One line naming each bad field and what is wrong, never the rejected value."""
-    parts = []
-    for error in exc.errors(include_input=False, include_url=False):
-        message = str(error["msg"]).removeprefix("Value error, ")
-        location = ".".join(str(part) for part in error["loc"])
-        parts.append(f"{location}: {message}" if location else message)
-    return "; ".join(parts)

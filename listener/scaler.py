@@ -16,10 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from shared.api import patchid
-from shared.policy import Decision, PolicyState, ScalingPolicy, decide, utc_now
+from shared.policy import Decision, PolicyState, decide, utc_now
 from shared.typedefs import JSONDict
+
+if TYPE_CHECKING:
+    # Its pydantic model is imported only for a config with a policy (docs/listener.md#memory).
+    from shared.policy import ScalingPolicy
 
 
 @dataclass(frozen=True, slots=True)

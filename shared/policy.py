@@ -7,6 +7,10 @@ asks `decide` for the count to publish. What each policy does: docs/policies.md.
 `decide` is one pure function of (assigned jobs, bounds, policy, state, clock): the state it
 returns is all it remembers between two statistics, so a table of calls is a complete test.
 Without a policy it is ARC's formula, `min(minRunners + assigned, maxRunners)`.
+
+The policy's pydantic models are in shared/policymodel.py, and `ScalingPolicy` is imported from
+there when first named here: the listener calls `decide` for every set, and pydantic is
+about 12 MB of its memory (docs/listener.md#memory), needed only to validate a policy.
 """
 
 from __future__ import annotations
@@ -15,10 +19,10 @@ import math
 import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+if TYPE_CHECKING:
+    from shared.policymodel import ScalingPolicy
 
 # A Go duration of hours, minutes and seconds, as Kubernetes objects write them ("10h", "1h30m").
 _DURATION = re.compile(r"(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?")
@@ -31,155 +35,6 @@ def parse_duration(value: str) -> timedelta | None:
         return None
     hours, minutes, seconds = (int(found[unit] or 0) for unit in "hms")
     return timedelta(hours=hours, minutes=minutes, seconds=seconds)
-
-
-class _PolicyModel(BaseModel):
-    """camelCase on the wire, strict and closed like the CRD types around it."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-        strict=True,
-        extra="forbid",
-        frozen=True,
-    )
-
-
-class Schedule(_PolicyModel):
-    """A recurring time window that raises minRunners and minIdle while it is open."""
-
-    cron: str = Field(
-        description="When the window opens: five cron fields (minute hour day-of-month month "
-        "day-of-week) or a macro such as @daily, read in timeZone."
-    )
-    duration: str = Field(description='How long the window stays open: "10h", "1h30m", "45m".')
-    time_zone: str = Field(default="UTC", description="IANA time zone, e.g. Europe/Berlin.")
-    min_runners: int | None = Field(
-        default=None, ge=0, description="Least runners in total while the window is open."
-    )
-    min_idle: int | None = Field(
-        default=None, ge=0, description="Idle runners on top of the busy ones while open."
-    )
-
-    @field_validator("cron")
-    @classmethod
-    def _cron(cls, value: str) -> str:
-        # Imported only for a schedule: croniter and dateutil are about 0.8 MB of the listener's
-        # memory (docs/listener.md#memory).
-        from croniter import croniter
-
-        fields = value.split()
-        macro = len(fields) == 1 and value.startswith("@")
-        # Random ("R") fields would make the window differ between two evaluations.
-        if not (macro or len(fields) == 5) or "R" in value or not croniter.is_valid(value):
-            raise ValueError(
-                f'not a cron expression: "{value}" (five fields: minute hour day-of-month month '
-                'day-of-week, e.g. "0 8 * * 1-5", or a macro such as "@daily")'
-            )
-        return value
-
-    @field_validator("duration")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        parsed = parse_duration(value)
-        if parsed is None or parsed <= timedelta(0):
-            raise ValueError(f'not a positive duration: "{value}" (e.g. "10h", "1h30m", "45m")')
-        return value
-
-    @field_validator("time_zone")
-    @classmethod
-    def _time_zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(
-                f'unknown time zone "{value}" (an IANA name such as "Europe/Berlin" or "UTC")'
-            ) from None
-        return value
-
-    @model_validator(mode="after")
-    def _raises_something(self) -> Schedule:
-        if self.min_runners is None and self.min_idle is None:
-            raise ValueError("a schedule must set minRunners, minIdle or both")
-        return self
-
-    def is_open(self, now: datetime) -> bool:
-        """Whether a window of this schedule holds `now` (an aware datetime).
-
-        The window of a start s holds now when s <= now < s + duration, so the first start
-        after now - duration decides; the duration is elapsed time, across DST changes too.
-        """
-        from croniter import croniter
-
-        length = parse_duration(self.duration) or timedelta(0)
-        since = (now - length).astimezone(ZoneInfo(self.time_zone))
-        start: datetime = croniter(self.cron, since).get_next(datetime)
-        return start <= now
-
-
-class Burst(_PolicyModel):
-    """Extra runners when assigned jobs jump, so that the rest of a burst finds runners."""
-
-    threshold: int = Field(
-        ge=0,
-        description="A rise of assigned jobs between two statistics above this starts a burst.",
-    )
-    extra_percent: int = Field(
-        default=100, ge=0, description="Extra runners as a percentage of the rise, rounded up."
-    )
-    max_extra: int = Field(ge=0, description="Most extra runners a burst adds.")
-
-
-class ScalingPolicy(_PolicyModel):
-    """Capacity policies on top of minRunners and maxRunners (not in ARC: docs/policies.md)."""
-
-    min_idle: int | None = Field(
-        default=None,
-        ge=0,
-        description="Idle runners kept on top of the busy ones; with it, minRunners is the least "
-        "number of runners in total.",
-    )
-    schedules: list[Schedule] | None = Field(
-        default=None, description="Time windows that raise minRunners and minIdle."
-    )
-    burst: Burst | None = None
-    warm_tail_seconds: int | None = Field(
-        default=None, ge=0, description="After a burst, how long its highest count is held."
-    )
-    scale_down_delay_seconds: int | None = Field(
-        default=None, ge=0, description="How long a lower count must be asked for before it is."
-    )
-
-    @model_validator(mode="after")
-    def _tail_needs_burst(self) -> ScalingPolicy:
-        if self.warm_tail_seconds and self.burst is None:
-            raise ValueError("warmTailSeconds needs burst, which says what a burst is")
-        return self
-
-    def to_wire(self) -> dict[str, object]:
-        """The JSON object: camelCase keys, no unset field."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-    def bound_problems(self, *, min_runners: int, max_runners: int) -> list[str]:
-        """What in this policy contradicts the bounds, each naming its field (camelCase path)."""
-        problems = []
-        if self.min_idle is not None and self.min_idle > max_runners:
-            problems.append(
-                f"minIdle must not be greater than maxRunners ({self.min_idle} > {max_runners})"
-            )
-        for index, schedule in enumerate(self.schedules or ()):
-            for name, value in (
-                ("minRunners", schedule.min_runners),
-                ("minIdle", schedule.min_idle),
-            ):
-                if value is not None and value > max_runners:
-                    problems.append(
-                        f"schedules[{index}].{name} must not be greater than maxRunners "
-                        f"({value} > {max_runners})"
-                    )
-        return problems
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,23 +77,24 @@ def decide(
 ) -> Decision:
     """The runner count to ask for, and the state to pass to the next call."""
     assigned = max(assigned_jobs, 0)
-    rules = policy or ScalingPolicy()
-    open_windows = [s for s in rules.schedules or () if s.is_open(now)]
+    schedules = policy.schedules if policy is not None else None
+    open_windows = [s for s in schedules or () if s.is_open(now)]
     floor = min(
         max([min_runners] + [s.min_runners for s in open_windows if s.min_runners is not None]),
         max_runners,
     )
     # Without minIdle, minRunners is also the idle count on top of the busy runners (ARC's
     # formula), raised like minRunners by an open window.
-    base_idle = floor if rules.min_idle is None else rules.min_idle
+    base_idle = floor if policy is None or policy.min_idle is None else policy.min_idle
     idle = max([base_idle] + [s.min_idle for s in open_windows if s.min_idle is not None])
     count = max(floor, assigned + idle)
     resting = min(max(floor, idle), max_runners)
 
-    state, count = _burst(rules, state, assigned=assigned, count=count, now=now)
-    if state.tail_until is not None and now < state.tail_until:
-        count = max(count, state.tail_count)
-    state, count = _scale_down_delay(rules, state, count=count, now=now)
+    if policy is not None:
+        state, count = _burst(policy, state, assigned=assigned, count=count, now=now)
+        if state.tail_until is not None and now < state.tail_until:
+            count = max(count, state.tail_count)
+        state, count = _scale_down_delay(policy, state, count=count, now=now)
     state = replace(state, previous_assigned=assigned)
     return Decision(replicas=min(count, max_runners), resting=resting, floor=floor, state=state)
 
@@ -296,3 +152,21 @@ def _scale_down_delay(
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+__all__ = [
+    "Decision",
+    "PolicyState",
+    "ScalingPolicy",
+    "decide",
+    "parse_duration",
+    "utc_now",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ScalingPolicy":
+        from shared import policymodel
+
+        return getattr(policymodel, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # Test files whose processes run on simulated time (Leases at the demo's speed-up) or whose
 # counts depend on timing windows: `scripts/test` runs them after the rest, one at a time, so
 # that no other test's load starves them (run beside another worker, their controllers lost
-# their Leases and their counts took an extra status write).
+# their Leases and their counts took an extra status write). A test of theirs marked `anywhere`
+# (a usage error refused at start, a rendering) runs with the rest.
 SERIAL = (
     "tests/bench/",
     "tests/sandbox/chaos/",
@@ -32,10 +33,25 @@ SERIAL = (
 )
 
 
+# The longest files of the parallel run, longest first. pytest-xdist hands each worker whole files
+# in collection order, where these came last (test_imports.py alone is 86 s of CPU): one worker
+# then ran them while the other sat idle. Handed out first, they run beside the many short files.
+LONGEST_FIRST = (
+    "tests/test_imports.py",
+    "tests/security/test_rbac.py",
+    "tests/controller/test_back_to_arc.py",
+    "tests/controller/test_in_cluster.py",
+    "tests/listener/test_e2e_fuzz.py",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.relative_to(ROOT).as_posix().startswith(SERIAL):
+        serial = item.path.relative_to(ROOT).as_posix().startswith(SERIAL)
+        if serial and item.get_closest_marker("anywhere") is None:
             item.add_marker(pytest.mark.serial)
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.relative_to(ROOT).as_posix(), len(rank)))
 
 
 @pytest.fixture

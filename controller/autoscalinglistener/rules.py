@@ -30,8 +30,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from pydantic import ValidationError
-
 from controller.autoscalinglistener.group import (
     Group,
     group_config_secret,
@@ -81,6 +79,7 @@ from shared.kube.objects import (
 )
 from shared.kube.views import is_deleting, metadata_of, pod_ready
 from shared.listenerconfig import ListenerSettings as ListenerConfig
+from shared.listenerconfig import SettingsError
 from shared.typedefs import JSONDict
 
 WAIT = 1.0
@@ -908,12 +907,9 @@ def config_problem(config: JSONDict) -> str | None:
     """Why `gha-listener` would refuse this config, checked with its own model
     (shared.listenerconfig), in one line without any value; None when it would load it."""
     try:
-        ListenerConfig.model_validate(config)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        message = first["msg"].removeprefix("Value error, ")
-        return f"{where}: {message}" if where else message
+        ListenerConfig.from_values(config)
+    except SettingsError as exc:
+        return exc.problems[0]
     return None
 
 

@@ -47,6 +47,12 @@ class Controllers:
         self.gc = gc
         self.dependents: dict[str, set[Ref]] = {}
         self.owners_of: dict[Ref, set[str]] = {}
+        self.blocks: dict[Ref, set[str]] = {}
+        """The owners each dependent blocks (`blockOwnerDeletion`), as last seen: like the real
+        collector's graph, a dependent blocks its owner's foreground deletion until its delete
+        event arrives."""
+        self.deleting_dependents: set[str] = set()
+        """Owners whose foreground deletion the collector has begun."""
         self.terminating: set[str] = set()
         self.requests: Requests | None = None
         """Where the garbage collector's requests are counted, as the real one sends them
@@ -108,7 +114,7 @@ class Controllers:
     def handle(self, ev: Event) -> None:
         meta = ev.obj["metadata"]
         ref: Ref = (ev.key, meta.get("namespace", ""), meta["name"])
-        self._index(ev, ref)
+        unblocked = self._index(ev, ref)
         if ev.key == NAMESPACES:
             if ev.type == "ADDED":
                 self.seed_namespace(meta["name"])
@@ -125,6 +131,7 @@ class Controllers:
         ):
             self._stop_on_control_plane(ns, meta["name"])
         if ev.type == "DELETED":
+            self.deleting_dependents.discard(meta["uid"])
             if self.gc:
                 self._collect(meta["uid"])
                 for owner in list(ev.obj["metadata"].get("ownerReferences") or []):
@@ -132,6 +139,10 @@ class Controllers:
             if ns in self.terminating:
                 self._sweep_namespace(ns)
             return
+        if self.gc:
+            # An owner a dependent stops blocking gets a pass, as when the dependent goes.
+            for uid in unblocked:
+                self._check_foreground(uid)
         if self.gc and meta.get("deletionTimestamp"):
             finalizers = meta.get("finalizers") or []
             if FOREGROUND in finalizers:
@@ -144,7 +155,9 @@ class Controllers:
         if rt is not None:
             self.registry.delete(rt, ns=ns, name=name, options={"gracePeriodSeconds": 0})
 
-    def _index(self, ev: Event, ref: Ref) -> None:
+    def _index(self, ev: Event, ref: Ref) -> set[str]:
+        """The graph updated with the event; returns the owners the object no longer blocks."""
+        before = self.blocks.pop(ref, set())
         for uid in self.owners_of.pop(ref, set()):
             deps = self.dependents.get(uid)
             if deps is not None:
@@ -152,12 +165,17 @@ class Controllers:
                 if not deps:
                     del self.dependents[uid]
         if ev.type == "DELETED":
-            return
-        owners = {o.get("uid", "") for o in ev.obj["metadata"].get("ownerReferences") or []}
+            return before
+        references = ev.obj["metadata"].get("ownerReferences") or []
+        owners = {o.get("uid", "") for o in references}
         if owners:
             self.owners_of[ref] = owners
             for uid in owners:
                 self.dependents.setdefault(uid, set()).add(ref)
+        blocked = {o.get("uid", "") for o in references if o.get("blockOwnerDeletion")}
+        if blocked:
+            self.blocks[ref] = blocked
+        return before - blocked
 
     def _objects(self, refs: set[Ref]) -> list[tuple[TypeKey, Obj]]:
         out = []
@@ -167,7 +185,18 @@ class Controllers:
                 out.append((key, obj))
         return out
 
-    def _delete(self, key: TypeKey, obj: Obj, *, policy: str, collector: bool = False) -> None:
+    def _delete(
+        self,
+        key: TypeKey,
+        obj: Obj,
+        *,
+        policy: str,
+        collector: bool = False,
+        owner: TypeKey | None = None,
+    ) -> None:
+        """`owner`: the kind of an owner that still exists (a foreground deletion's), which the
+        real collector reads too before it deletes the dependent; an owner that is gone it knows
+        from its absent-owner cache."""
         rt = self.registry.catalog.preferred(*key)
         if rt is None:
             return
@@ -176,6 +205,8 @@ class Controllers:
         if collector:
             # The real collector reads each dependent live before it deletes it.
             self._count("get", key, ns)
+            if owner is not None:
+                self._count("get", owner, ns)
         code = 200
         try:
             self.registry.delete(
@@ -197,6 +228,14 @@ class Controllers:
                 self._delete(key, obj, policy="Background", collector=True)
 
     def _foreground(self, ev: Event, uid: str) -> None:
+        """An owner's foreground deletion, in the real collector's steps: its own pass (a GET;
+        its finalizer removed at once if nothing blocks), then each dependent read, its owner
+        read, and the dependent deleted; each dependent's delete event then brings another pass
+        over the owner (`_check_foreground`)."""
+        first = uid not in self.deleting_dependents
+        self.deleting_dependents.add(uid)
+        if first:
+            self._check_foreground(uid)
         for key, obj in self._objects(self.dependents.get(uid, set())):
             if not obj["metadata"].get("deletionTimestamp"):
                 # As the real collector: foreground again only for a dependent that has
@@ -204,20 +243,19 @@ class Controllers:
                 policy = (
                     "Foreground" if self.dependents.get(obj["metadata"]["uid"]) else "Background"
                 )
-                self._delete(key, obj, policy=policy, collector=True)
-        self._check_foreground(uid)
+                self._delete(key, obj, policy=policy, collector=True, owner=ev.key)
 
     def _check_foreground(self, uid: str) -> None:
+        """A pass over an owner deleting its dependents: read live, and its finalizer removed
+        once no dependent in the graph blocks it."""
         owner = self.store.by_uid(uid)
         if owner is None or FOREGROUND not in (owner["metadata"].get("finalizers") or []):
             return
+        where = self.store.uids.get(uid)
+        if where is not None:
+            self._count("get", where[0], owner["metadata"].get("namespace", ""))
         blocking = [
-            obj
-            for _, obj in self._objects(self.dependents.get(uid, set()))
-            if any(
-                o.get("uid") == uid and o.get("blockOwnerDeletion")
-                for o in obj["metadata"].get("ownerReferences") or []
-            )
+            ref for ref in self.dependents.get(uid, set()) if uid in self.blocks.get(ref, ())
         ]
         if not blocking:
             self._drop_finalizer(owner, FOREGROUND)

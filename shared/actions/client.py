@@ -8,10 +8,9 @@ import logging
 import os
 import time
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, Self, TypeVar
-
-from pydantic import BaseModel, ValidationError
 
 from shared.actions.config import GitHubConfig, parse_config_url
 from shared.actions.credentials import Credentials, GitHubApp, token_expiry
@@ -36,6 +35,8 @@ from shared.actions.models import (
     RunnerReference,
     RunnerScaleSet,
     RunnerScaleSetSession,
+    WireError,
+    WireModel,
 )
 from shared.actions.session import MessageSession
 from shared.actions.transport import (
@@ -66,7 +67,7 @@ RECENT_TOKENS = 2
 """Tokens kept out of errors and logs per kind: the one in use and the one it replaced."""
 NIL_SESSION_ID = "00000000-0000-0000-0000-000000000000"
 
-ModelT = TypeVar("ModelT", bound=BaseModel)
+ModelT = TypeVar("ModelT", bound=WireModel)
 
 
 class ActionsClient:
@@ -359,11 +360,10 @@ class ActionsClient:
         if payload is None:
             return None
         try:
-            return model.model_validate(payload)
-        except ValidationError as exc:
+            return model.from_wire(payload)
+        except WireError as exc:
             raise UnexpectedResponse(
-                f"{response.method} {response.url}: unexpected {model.__name__} body "
-                f"({exc.error_count()} validation errors)"
+                f"{response.method} {response.url}: unexpected {model.__name__} body ({exc})"
             ) from None
 
     def envelope(self, response: Response) -> list[Any]:
@@ -385,11 +385,10 @@ class ActionsClient:
     def _list(self, response: Response, model: type[ModelT]) -> list[ModelT]:
         items = self.envelope(response)
         try:
-            return [model.model_validate(item) for item in items]
-        except ValidationError as exc:
+            return [model.from_wire(item) for item in items]
+        except WireError as exc:
             raise UnexpectedResponse(
-                f"{response.method} {response.url}: unexpected {model.__name__} in list "
-                f"({exc.error_count()} validation errors)"
+                f"{response.method} {response.url}: unexpected {model.__name__} in list ({exc})"
             ) from None
 
     def _named(
@@ -585,13 +584,9 @@ def _with_default_labels(scale_set: RunnerScaleSet) -> RunnerScaleSet:
     if not scale_set.labels:
         if not scale_set.name:
             raise InvalidArgument("a runner scale set needs a name or at least one label")
-        return scale_set.model_copy(update={"labels": [Label(name=scale_set.name)]})
-    return scale_set.model_copy(
-        update={
-            "labels": [
-                lb.model_copy(update={"type": lb.type or "System"}) for lb in scale_set.labels
-            ]
-        }
+        return replace(scale_set, labels=[Label(name=scale_set.name)])
+    return replace(
+        scale_set, labels=[replace(lb, type=lb.type or "System") for lb in scale_set.labels]
     )
 
 

@@ -12,8 +12,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol, Self
 
-from pydantic import ValidationError
-
 from shared.actions.errors import (
     ActionsError,
     InvalidArgument,
@@ -22,7 +20,7 @@ from shared.actions.errors import (
     SessionNotFound,
     UnexpectedResponse,
 )
-from shared.actions.models import RunnerScaleSetMessage, RunnerScaleSetSession
+from shared.actions.models import RunnerScaleSetMessage, RunnerScaleSetSession, WireError
 from shared.actions.transport import Response, Transport
 from shared.actions.urls import API_VERSION, SCALE_SETS, join_url, with_query
 
@@ -173,12 +171,9 @@ class MessageSession:
             return None
         payload = response.json()
         try:
-            return RunnerScaleSetMessage.model_validate(payload)
-        except ValidationError as exc:
-            raise UnexpectedResponse(
-                f"GET message: undecodable message ({exc.error_count()} errors: "
-                f"{[e['loc'] for e in exc.errors(include_input=False)]})"
-            ) from None
+            return RunnerScaleSetMessage.from_wire(payload)
+        except WireError as exc:
+            raise UnexpectedResponse(f"GET message: undecodable message ({exc})") from None
 
     async def delete_message(self, message_id: int) -> None:
         """Acknowledge a message so it is not delivered again (any 2xx counts)."""

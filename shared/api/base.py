@@ -75,9 +75,8 @@ class WireModel(BaseModel):
         serialize_by_alias=True,
         strict=True,
         extra="forbid",
-        # Validators and serializers are built on first use, not when the class is made: the
-        # listener imports these types and never validates one (0.45 MB of its memory,
-        # docs/listener.md#memory).
+        # Validators and serializers are built on first use, not when the class is made: a
+        # process that imports these types and validates few of them builds only those.
         defer_build=True,
     )
 

@@ -44,6 +44,7 @@ from shared.api.names import (
     MAX_LISTENER_REPLICAS,
     MAX_RUNNERS_UNBOUNDED,
 )
+from shared.api.phases import EphemeralRunnerPhase
 from shared.policy import ScalingPolicy
 
 
@@ -56,33 +57,6 @@ class AutoscalingRunnerSetPhase(StrEnum):
 class EphemeralRunnerSetPhase(StrEnum):
     RUNNING = "Running"
     OUTDATED = "Outdated"
-
-
-class EphemeralRunnerPhase(StrEnum):
-    PENDING = "Pending"
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    OUTDATED = "Outdated"
-
-    @property
-    def is_terminal(self) -> bool:
-        """The runner is done: nothing may move it to another phase (ARC's `IsDone`)."""
-        return self in (
-            EphemeralRunnerPhase.SUCCEEDED,
-            EphemeralRunnerPhase.FAILED,
-            EphemeralRunnerPhase.OUTDATED,
-        )
-
-
-def is_terminal_phase(phase: str | None) -> bool:
-    """`is_terminal` for a raw `status.phase` value; unknown and missing phases are not."""
-    if phase is None:
-        return False
-    try:
-        return EphemeralRunnerPhase(phase).is_terminal
-    except ValueError:
-        return False
 
 
 def _blank_is_unset(value: object) -> object:

@@ -14,7 +14,7 @@ from shared.api.names import (
     RUNNER_CONTAINER,
     SECRET_RUNNER_ID,
 )
-from shared.api.resources import is_terminal_phase
+from shared.api.phases import is_terminal_phase
 from shared.kube.views import parse_time, secret_value, status_int, status_of
 from shared.typedefs import JSONDict, RawEphemeralRunnerSetStatus, RawEphemeralRunnerStatus
 

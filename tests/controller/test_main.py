@@ -4,6 +4,7 @@ variable."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -67,6 +68,7 @@ def test_help_describes_every_option() -> None:
 def test_defaults_leave_a_listeners_default_port_free() -> None:
     """Before: the controller's metrics and a listener's default metrics_addr were both 8080, so
     the two collided on one host network (docker run --network host)."""
-    listener_port = int(ListenerSettings.model_fields["metrics_addr"].default.rpartition(":")[2])
+    defaults = {key.name: key.default for key in dataclasses.fields(ListenerSettings)}
+    listener_port = int(str(defaults["metrics_addr"]).rpartition(":")[2])
     fields = ControllerSettings.model_fields
     assert listener_port not in {fields["metrics_port"].default, fields["health_port"].default}

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -31,7 +32,7 @@ def test_every_series_arcs_dashboard_queries_is_served() -> None:
         Statistics(total_assigned_jobs=1, total_running_jobs=1, total_registered_runners=1)
     )
     metrics.record_desired(1)
-    job = {"owner_name": "o", "repository_name": "r", "runner_assign_time": T0}
+    job: dict[str, Any] = {"owner_name": "o", "repository_name": "r", "runner_assign_time": T0}
     metrics.record_job_started(JobStarted(**job, scale_set_assign_time=T0))
     metrics.record_job_completed(
         JobCompleted(**job, result="succeeded", finish_time=T0 + timedelta(seconds=5))

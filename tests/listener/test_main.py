@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import fields
 from importlib import metadata
 from pathlib import Path
 
@@ -46,10 +47,11 @@ def test_help_describes_every_setting() -> None:
     result = _run("--help")
     assert result.returncode == 0
     lines = result.stdout.splitlines()
-    for name, field in ListenerSettings.model_fields.items():
-        assert field.description, f"{name} has no description"
-        (at,) = [i for i, line in enumerate(lines) if line.split(" ")[2:3] == [name]]
-        assert lines[at + 1].strip() == field.description
+    for field in fields(ListenerSettings):
+        description = field.metadata["description"]
+        assert description, f"{field.name} has no description"
+        (at,) = [i for i, line in enumerate(lines) if line.split(" ")[2:3] == [field.name]]
+        assert lines[at + 1].strip() == description
     assert "LISTENER_GITHUB_TOKEN_FILE" in result.stdout
 
 

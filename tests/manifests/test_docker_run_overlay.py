@@ -74,7 +74,7 @@ def test_listener_env_holds_listener_settings_and_no_secret() -> None:
     env = _env(OVERLAY / "listener.env")
     keys = {key.removeprefix(ENV_PREFIX).lower() for key in env}
     assert all(key.startswith(ENV_PREFIX) for key in env)
-    assert keys <= set(ListenerSettings.model_fields)
+    assert keys <= set(ListenerSettings.key_names())
     assert not {"github_token", "github_app_private_key"} & keys
     assert int(env["LISTENER_MIN_RUNNERS"]) <= int(env["LISTENER_MAX_RUNNERS"])
     # The controller's defaults are 8080 and 8081 (docs/controller-runtime.md).

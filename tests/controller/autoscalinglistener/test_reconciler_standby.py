@@ -119,7 +119,7 @@ async def test_two_replicas_get_a_lease_its_rule_its_config_key_and_two_pods(rig
     made = await config(rig)
     assert made["standby_lease_name"] == NAME
     assert made["ephemeral_runner_set_namespace"] == rig.namespace, "where the Lease is"
-    loaded = ListenerConfig.model_validate(made)
+    loaded = ListenerConfig.from_values(made)
     assert loaded.standby_lease_name == NAME
     assert (
         loaded.standby_lease_duration_seconds,

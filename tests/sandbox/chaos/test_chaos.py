@@ -112,6 +112,7 @@ def test_a_fault_mix_breaks_no_invariant_loses_no_job_and_leaves_nothing(
         assert timing["n"] >= 1, timing
 
 
+@pytest.mark.anywhere
 def test_an_unknown_mix_stops_the_demo_at_start_with_the_known_ones() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "sandbox", "demo", "--chaos", "kube-api,meteor"],

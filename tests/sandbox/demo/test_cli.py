@@ -102,6 +102,7 @@ def test_a_short_workload_completes_in_cluster_with_every_invariant_held(tmp_pat
     assert list(tmp.iterdir()) == []
 
 
+@pytest.mark.anywhere
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 def test_the_installed_manifests_are_what_kubectl_kustomize_renders() -> None:
     """The demo applies manifests/ without kubectl; what it applies must be what
@@ -121,6 +122,7 @@ def test_the_installed_manifests_are_what_kubectl_kustomize_renders() -> None:
     assert sorted(install_manifests({}), key=key) == expected
 
 
+@pytest.mark.anywhere
 def test_a_trace_that_cannot_be_read_stops_at_start_with_one_line(tmp_path: Path) -> None:
     trace = tmp_path / "trace.csv"
     trace.write_text("queued_at,duration,result,labels\n0,ten,succeeded,\n")

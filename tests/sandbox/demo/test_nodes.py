@@ -139,6 +139,7 @@ async def test_node_drain_retries_a_refused_eviction_then_completes(
     assert "unschedulable" not in (kube.store.get(NODES, "", node) or {})["spec"]
 
 
+@pytest.mark.anywhere
 async def test_node_errors_are_one_line(sandbox: KubeEmulator, tmp_path: Path) -> None:
     code, _, err = await finished(await node_cli(tmp_path, "drain", "ghost"))
     assert code == 1
