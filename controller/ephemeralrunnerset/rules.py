@@ -18,7 +18,7 @@ Implements ARC's classification, scaling and victim rules with the newer upstrea
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
@@ -59,15 +59,16 @@ FAILED_LINEAGE_ANNOTATION = "gha-runner-scaler/failed-runner-replacements"
 @dataclass(slots=True)
 class Children:
     """The runners of one set, bucketed as ARC does (docs/reconcilers.md#ephemeralrunnerset)
-    plus `stale_outdated`."""
+    plus `stale_outdated`. Each bucket is read by its length and by iterating it
+    (`children.Runners`: a pass's view of the index's bucket, read only when iterated)."""
 
-    pending: list[JSONDict] = field(default_factory=list)
-    running: list[JSONDict] = field(default_factory=list)
-    finished: list[JSONDict] = field(default_factory=list)
-    failed: list[JSONDict] = field(default_factory=list)
-    outdated: list[JSONDict] = field(default_factory=list)
-    stale_outdated: list[JSONDict] = field(default_factory=list)
-    deleting: list[JSONDict] = field(default_factory=list)
+    pending: Collection[JSONDict] = field(default_factory=list)
+    running: Collection[JSONDict] = field(default_factory=list)
+    finished: Collection[JSONDict] = field(default_factory=list)
+    failed: Collection[JSONDict] = field(default_factory=list)
+    outdated: Collection[JSONDict] = field(default_factory=list)
+    stale_outdated: Collection[JSONDict] = field(default_factory=list)
+    deleting: Collection[JSONDict] = field(default_factory=list)
     latest_patch_id: int = 0
 
     @property
@@ -77,7 +78,12 @@ class Children:
 
     @property
     def terminated(self) -> list[JSONDict]:
-        return self.finished + self.failed + self.outdated + self.stale_outdated
+        return [*self.finished, *self.failed, *self.outdated, *self.stale_outdated]
+
+    @property
+    def live(self) -> list[JSONDict]:
+        """The pending and running runners."""
+        return [*self.pending, *self.running]
 
 
 # The buckets of `Children` a runner can be in by itself; `stale_outdated` is the part of
@@ -91,6 +97,7 @@ PENDING, RUNNING, FINISHED, FAILED, OUTDATED, DELETING = (
     "deleting",
 )
 BUCKETS = (PENDING, RUNNING, FINISHED, FAILED, OUTDATED, DELETING)
+STALE_OUTDATED = "stale_outdated"
 
 
 def bucket_of(runner: JSONDict) -> str:
@@ -119,17 +126,17 @@ def patch_id_of(runner: JSONDict) -> int | None:
 
 
 def classify(runners: Iterable[JSONDict], *, applied_revision: int) -> Children:
-    children = Children()
+    buckets: dict[str, list[JSONDict]] = {bucket: [] for bucket in (*BUCKETS, STALE_OUTDATED)}
+    latest = 0
     for runner in runners:
         patch_id = patch_id_of(runner)
         if patch_id is not None:
-            children.latest_patch_id = max(children.latest_patch_id, patch_id)
+            latest = max(latest, patch_id)
         bucket = bucket_of(runner)
         if bucket == OUTDATED and is_stale(runner, applied_revision=applied_revision):
-            children.stale_outdated.append(runner)
-        else:
-            getattr(children, bucket).append(runner)
-    return children
+            bucket = STALE_OUTDATED
+        buckets[bucket].append(runner)
+    return Children(**buckets, latest_patch_id=latest)
 
 
 def failed_since(runner: JSONDict) -> datetime:
@@ -144,7 +151,7 @@ def lineage(runner: JSONDict) -> int:
 
 
 def replacement_due(
-    failed: Sequence[JSONDict], *, now: datetime, policy: ReplacementPolicy
+    failed: Iterable[JSONDict], *, now: datetime, policy: ReplacementPolicy
 ) -> tuple[list[JSONDict], timedelta | None]:
     """The failed runners whose backoff has run out, and the wait until the next one is due."""
     due: list[JSONDict] = []
@@ -271,7 +278,7 @@ def scale_down_candidates(children: Children) -> list[JSONDict]:
 
 def cleanup_candidates(children: Children) -> list[JSONDict]:
     """Live runners a cleanup (revision change, Outdated, deletion) removes: all but the busy."""
-    return [r for r in children.pending + children.running if not is_busy(r)]
+    return [r for r in children.live if not is_busy(r)]
 
 
 def desired_phase(*, current: str, children: Children, revision_advanced: bool) -> str:
@@ -488,7 +495,7 @@ class Plan:
         """The plan in one line (empty when it does nothing but its status)."""
         parts: list[str] = []
         if self.finalizing is Finalizing.CLEAN_UP:
-            busy = len([r for r in children.pending + children.running if is_busy(r)])
+            busy = sum(1 for r in children.live if is_busy(r))
             parts.append(f"being deleted: cleaning up its runners ({busy} busy finish their jobs)")
         elif self.finalizing is Finalizing.RELEASE:
             parts.append("being deleted, no runner left: removing the finalizer")
@@ -554,8 +561,16 @@ def plan(observed: Observed) -> Plan:
     if is_deleting(obj):
         if not has_any_finalizer(obj, EPHEMERAL_RUNNER_SET_FINALIZERS):
             return Plan(finalizing=Finalizing.NOTHING)
-        live = children.pending + children.running + children.terminated + children.deleting
-        return Plan(finalizing=Finalizing.CLEAN_UP if live else Finalizing.RELEASE)
+        buckets = (
+            children.pending,
+            children.running,
+            children.finished,
+            children.failed,
+            children.outdated,
+            children.stale_outdated,
+            children.deleting,
+        )
+        return Plan(finalizing=Finalizing.CLEAN_UP if any(buckets) else Finalizing.RELEASE)
     first = Plan(
         spec_revision=track_runner_spec(obj, children),
         add_finalizer=not has_any_finalizer(obj, [FINALIZER_EPHEMERAL_RUNNER_SET]),
