@@ -137,9 +137,13 @@ class Counts:
     cpu: dict[str, float] = field(default_factory=dict)
     """CPU seconds by process: this one (emulators, listener, and the controller when it runs
     here) and the controller's own process."""
+    skipped: Counter[str] = field(default_factory=Counter)
+    """Issue 43's "nothing skipped under lag": `jobs` completed, runners `explained` (with a
+    `JobTimeline` Event), `busy` runners and busy runner pods `protected` (the busy label)."""
 
     def __sub__(self, before: Counts) -> Counts:
         return Counts(
+            skipped=self.skipped - before.skipped,
             kube=self.kube - before.kube,
             kube_errors=self.kube_errors - before.kube_errors,
             actions=self.actions - before.actions,
@@ -150,6 +154,7 @@ class Counts:
 
     def __add__(self, other: Counts) -> Counts:
         return Counts(
+            skipped=self.skipped + other.skipped,
             kube=self.kube + other.kube,
             kube_errors=self.kube_errors + other.kube_errors,
             actions=self.actions + other.actions,
@@ -434,6 +439,10 @@ class Bench:
             user, verb, resource, code = key.split("\t")
             counts.kube_errors[f"{USERS.get(user, 'other')} {verb} {resource} {code}"] += n
         counts.actions.update(self.actions_state["counts"])
+        counts.skipped.update(
+            {key: self.kube_state[key] for key in ("explained", "busy", "protected")},
+            jobs=self.actions_state["completed"],
+        )
         counts.actions_errors.update(self.actions_state["errors"])
         counts.metrics = _metric_counts(await self.controller.metrics())
         # What the Actions emulator's mutations cost it, counted: flat per runner as N grows.
@@ -923,6 +932,14 @@ def report(result: Result) -> str:
             lines.append(
                 f"  controller memory: RSS {rss / 1024:.1f} MB at the end, "
                 f"peak {peak / 1024:.1f} MB"
+            )
+        skipped = c.skipped
+        if skipped["jobs"]:
+            lines.append(
+                f"  explained jobs / jobs: {skipped['explained']} / {skipped['jobs']} = "
+                f"{skipped['explained'] / skipped['jobs']:.2f}; busy-protected / busy: "
+                f"{skipped['protected']} / {skipped['busy']} = "
+                f"{skipped['protected'] / max(skipped['busy'], 1):.2f}"
             )
         lines.append("  Kubernetes requests per runner (lists and watches: total):")
         for key, value in sorted(c.kube.items()):
