@@ -19,6 +19,7 @@ from controller.ephemeralrunnerset.rules import (
     DELETING,
     FAILED,
     FINISHED,
+    IDLE,
     OUTDATED,
     PENDING,
     RUNNING,
@@ -26,6 +27,7 @@ from controller.ephemeralrunnerset.rules import (
     Children,
     bucket_of,
     classify,
+    is_idle,
     is_stale,
     patch_id_of,
 )
@@ -83,9 +85,10 @@ class Runners(Collection[JSONDict]):
 @dataclass(slots=True)
 class _Owned:
     buckets: dict[str, dict[Request, JSONDict]] = field(
-        default_factory=lambda: {bucket: {} for bucket in BUCKETS}
+        default_factory=lambda: {bucket: {} for bucket in (*BUCKETS, IDLE)}
     )
-    """Per bucket, its runners in the order they entered it."""
+    """Per bucket, its runners in the order they entered it; `IDLE` holds those of the pending
+    and running buckets a scale-down may take (`rules.is_idle`) too."""
     patch_ids: Counter[int] = field(default_factory=Counter)
     """How many runners carry each patch-id annotation."""
 
@@ -95,6 +98,7 @@ class _Place:
     owner: str
     bucket: str
     patch_id: int | None
+    idle: bool
 
 
 class ChildIndex:
@@ -130,7 +134,10 @@ class ChildIndex:
         self.scanned += 1
         key = Request.of(runner)
         owner = controller_owner_uid(runner)
-        place = _Place(owner, bucket_of(runner), patch_id_of(runner)) if owner is not None else None
+        place = None
+        if owner is not None:
+            bucket = bucket_of(runner)
+            place = _Place(owner, bucket, patch_id_of(runner), is_idle(runner, bucket))
         if place != self._places.get(key):
             self._drop(key)
             if place is None:
@@ -141,7 +148,10 @@ class ChildIndex:
             self._places[key] = place
         if place is not None:
             # An update within the bucket keeps the runner's position in it.
-            self._owners[place.owner].buckets[place.bucket][key] = runner
+            buckets = self._owners[place.owner].buckets
+            buckets[place.bucket][key] = runner
+            if place.idle:
+                buckets[IDLE][key] = runner
 
     def _drop(self, key: Request) -> None:
         place = self._places.pop(key, None)
@@ -149,6 +159,8 @@ class ChildIndex:
             return
         owned = self._owners[place.owner]
         del owned.buckets[place.bucket][key]
+        if place.idle:
+            del owned.buckets[IDLE][key]
         if place.patch_id is not None:
             owned.patch_ids[place.patch_id] -= 1
             if not owned.patch_ids[place.patch_id]:
@@ -174,11 +186,14 @@ class ChildIndex:
             key = Request.of(runner)
             place = self._places.get(key)
             if place is not None and place.owner == owner_uid:
-                gone.setdefault(place.bucket, set()).add(id(buckets[place.bucket][key]))
+                counted_out = id(buckets[place.bucket][key])
+                gone.setdefault(place.bucket, set()).add(counted_out)
+                if place.idle:
+                    gone.setdefault(IDLE, set()).add(counted_out)
             deleting[key] = runner
         created = classify(unseen.created, applied_revision=applied_revision)
         extra: dict[str, Collection[JSONDict]] = {
-            bucket: getattr(created, bucket) for bucket in (*BUCKETS, STALE_OUTDATED)
+            bucket: getattr(created, bucket) for bucket in (*BUCKETS, STALE_OUTDATED, IDLE)
         }
         extra[DELETING] = [*deleting.values(), *created.deleting]
 
@@ -204,6 +219,7 @@ class ChildIndex:
             stale_outdated=[*stale, *extra[STALE_OUTDATED]],
             deleting=view(DELETING),
             latest_patch_id=created.latest_patch_id,
+            idle=view(IDLE),
         )
         if owned is not None and owned.patch_ids:
             children.latest_patch_id = max(children.latest_patch_id, max(owned.patch_ids))

@@ -70,6 +70,10 @@ class Children:
     stale_outdated: Collection[JSONDict] = field(default_factory=list)
     deleting: Collection[JSONDict] = field(default_factory=list)
     latest_patch_id: int = 0
+    idle: Collection[JSONDict] = field(default_factory=list)
+    """The pending and running runners a scale-down may take (`is_idle`), also in their
+    buckets: a scale-down reads these, not every live runner (in a jobs phase nearly all are
+    busy)."""
 
     @property
     def scale_total(self) -> int:
@@ -98,6 +102,7 @@ PENDING, RUNNING, FINISHED, FAILED, OUTDATED, DELETING = (
 )
 BUCKETS = (PENDING, RUNNING, FINISHED, FAILED, OUTDATED, DELETING)
 STALE_OUTDATED = "stale_outdated"
+IDLE = "idle"
 
 
 def bucket_of(runner: JSONDict) -> str:
@@ -125,14 +130,23 @@ def patch_id_of(runner: JSONDict) -> int | None:
     return annotation_int(runner, ANNOTATION_PATCH_ID)
 
 
+def is_idle(runner: JSONDict, bucket: str) -> bool:
+    """A runner of `bucket` a scale-down may take: pending or running, never one with a job,
+    never one the service does not know yet (runner id 0: removing an unregistered runner from
+    the service is impossible, so deleting it could leave a registration behind)."""
+    return bucket in (PENDING, RUNNING) and bool(runner_id(runner)) and not is_busy(runner)
+
+
 def classify(runners: Iterable[JSONDict], *, applied_revision: int) -> Children:
-    buckets: dict[str, list[JSONDict]] = {bucket: [] for bucket in (*BUCKETS, STALE_OUTDATED)}
+    buckets: dict[str, list[JSONDict]] = {bucket: [] for bucket in (*BUCKETS, STALE_OUTDATED, IDLE)}
     latest = 0
     for runner in runners:
         patch_id = patch_id_of(runner)
         if patch_id is not None:
             latest = max(latest, patch_id)
         bucket = bucket_of(runner)
+        if is_idle(runner, bucket):
+            buckets[IDLE].append(runner)
         if bucket == OUTDATED and is_stale(runner, applied_revision=applied_revision):
             bucket = STALE_OUTDATED
         buckets[bucket].append(runner)
@@ -262,17 +276,15 @@ def _oldest_first(runners: Iterable[JSONDict]) -> list[JSONDict]:
 
 def scale_down_candidates(children: Children) -> list[JSONDict]:
     """Victims in order: starting runners, idle ready ones, then `Running` ones without a job,
-    each oldest first (upstream takes the pending ones, then the running ones).
-
-    Never a runner with a job, never one the service does not know yet (runner id 0): removing
-    an unregistered runner from the service is impossible, so deleting it could leave a
-    registration behind. This project's listener writes `Running` together with the job, but a
-    runner ARC made is `Running` as soon as its pod runs, busy or not: without a job it is idle.
+    each oldest first (upstream takes the pending ones, then the running ones), all of them
+    `Children.idle` (`is_idle`). This project's listener writes `Running` together with the
+    job, but a runner ARC made is `Running` as soon as its pod runs, busy or not: without a job
+    it is idle.
     """
-    pending = [r for r in children.pending if runner_id(r) and not is_busy(r)]
+    pending = [r for r in children.idle if bucket_of(r) == PENDING]
     starting = [r for r in pending if not status_of(r).get("ready")]
     ready = [r for r in pending if status_of(r).get("ready")]
-    idle_running = [r for r in children.running if runner_id(r) and not is_busy(r)]
+    idle_running = [r for r in children.idle if bucket_of(r) == RUNNING]
     return _oldest_first(starting) + _oldest_first(ready) + _oldest_first(idle_running)
 
 
