@@ -23,7 +23,9 @@ Counted per runner: Kubernetes requests by user, verb and resource (informer lis
 are shown apart: they are per process, not per runner), kube-controller-manager's garbage
 collector's included (`gc`: docs/sandbox.md#the-garbage-collectors-requests), Actions requests
 by sender (the User-Agent's subsystem), reconciles, predicate drops and lazy copies per
-controller; and the same per-runner counts against ARC's figures
+controller; issue 43's "nothing skipped under lag" ratios per phase (runners with a `JobTimeline`
+Event per job completed, busy runner pods labelled per busy runner: `bench.emulators.Tracker`);
+and the same per-runner counts against ARC's figures
 (docs/reconcilers.md#arcs-figures), with and without the garbage collector on both sides.
 
     .venv/bin/python -m bench.controller_scale --runners 100 --jobs [--controller-process]
