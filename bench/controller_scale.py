@@ -23,7 +23,9 @@ Counted per runner: Kubernetes requests by user, verb and resource (informer lis
 are shown apart: they are per process, not per runner), kube-controller-manager's garbage
 collector's included (`gc`: docs/sandbox.md#the-garbage-collectors-requests), Actions requests
 by sender (the User-Agent's subsystem), reconciles, predicate drops and lazy copies per
-controller; and the same per-runner counts against ARC's figures
+controller; issue 43's "nothing skipped under lag" ratios per phase (runners with a `JobTimeline`
+Event per job completed, busy runner pods labelled per busy runner: `bench.emulators.Tracker`);
+and the same per-runner counts against ARC's figures
 (docs/reconcilers.md#arcs-figures), with and without the garbage collector on both sides.
 
     .venv/bin/python -m bench.controller_scale --runners 100 --jobs [--controller-process]
@@ -137,9 +139,13 @@ class Counts:
     cpu: dict[str, float] = field(default_factory=dict)
     """CPU seconds by process: this one (emulators, listener, and the controller when it runs
     here) and the controller's own process."""
+    skipped: Counter[str] = field(default_factory=Counter)
+    """Issue 43's "nothing skipped under lag": `jobs` completed, runners `explained` (with a
+    `JobTimeline` Event), `busy` runners and busy runner pods `protected` (the busy label)."""
 
     def __sub__(self, before: Counts) -> Counts:
         return Counts(
+            skipped=self.skipped - before.skipped,
             kube=self.kube - before.kube,
             kube_errors=self.kube_errors - before.kube_errors,
             actions=self.actions - before.actions,
@@ -150,6 +156,7 @@ class Counts:
 
     def __add__(self, other: Counts) -> Counts:
         return Counts(
+            skipped=self.skipped + other.skipped,
             kube=self.kube + other.kube,
             kube_errors=self.kube_errors + other.kube_errors,
             actions=self.actions + other.actions,
@@ -434,6 +441,10 @@ class Bench:
             user, verb, resource, code = key.split("\t")
             counts.kube_errors[f"{USERS.get(user, 'other')} {verb} {resource} {code}"] += n
         counts.actions.update(self.actions_state["counts"])
+        counts.skipped.update(
+            {key: self.kube_state[key] for key in ("explained", "busy", "protected")},
+            jobs=self.actions_state["completed"],
+        )
         counts.actions_errors.update(self.actions_state["errors"])
         counts.metrics = _metric_counts(await self.controller.metrics())
         # What the Actions emulator's mutations cost it, counted: flat per runner as N grows.
@@ -923,6 +934,14 @@ def report(result: Result) -> str:
             lines.append(
                 f"  controller memory: RSS {rss / 1024:.1f} MB at the end, "
                 f"peak {peak / 1024:.1f} MB"
+            )
+        skipped = c.skipped
+        if skipped["jobs"]:
+            lines.append(
+                f"  explained jobs / jobs: {skipped['explained']} / {skipped['jobs']} = "
+                f"{skipped['explained'] / skipped['jobs']:.2f}; busy-protected / busy: "
+                f"{skipped['protected']} / {skipped['busy']} = "
+                f"{skipped['protected'] / max(skipped['busy'], 1):.2f}"
             )
         lines.append("  Kubernetes requests per runner (lists and watches: total):")
         for key, value in sorted(c.kube.items()):

@@ -26,17 +26,21 @@ from typing import Any
 
 from aiohttp import web
 
+from controller.runners.busy import LABEL_RUNNER_BUSY
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.actions.remote import RemoteRuntime
 from sandbox.demo.cluster import runner_set, setup_cluster
 from sandbox.kube.emulator import KubeEmulator
 from sandbox.kube.store import Event as StoreEvent
 from sandbox.kube.store import Store
+from shared.api.timeline import EVENT_REASON
+from shared.api.views import is_busy
 from shared.typedefs import JSONDict
 
 ERS_KEY = ("actions.github.com", "ephemeralrunnersets")
 ER_KEY = ("actions.github.com", "ephemeralrunners")
 POD_KEY = ("", "pods")
+EVENT_KEY = ("", "events")
 SCALER_USER = "bench-scaler"
 # A held job's duration: it runs until the bench releases it.
 HELD = 86400.0
@@ -89,18 +93,27 @@ def unrelated_pod(namespace: str, index: int) -> JSONDict:
 
 class Tracker:
     """One namespace's runners and pods, followed through the store's events: O(1) per event
-    instead of a scan of every runner and pod per poll."""
+    instead of a scan of every runner and pod per poll.
+
+    Also issue 43's "nothing skipped under lag" counts, since the start: `busy`, the runners
+    ever seen busy (a job and not done: the listener's write); `protected`, the runner pods ever
+    seen with the busy label (the controller's busy-pod patch:
+    docs/reconcilers.md#busy-pods); `explained`, the runners with a `JobTimeline` Event
+    (docs/job-timeline.md)."""
 
     def __init__(self, store: Store, namespace: str) -> None:
         self._namespace = namespace
-        self._subscription = store.subscribe({ER_KEY, POD_KEY})
+        self._subscription = store.subscribe({ER_KEY, POD_KEY, EVENT_KEY})
         self._runners: dict[str, bool] = {}
         """Name: Pending with `ready: true`."""
         self._pods: dict[str, bool] = {}
         """Name: Running."""
         self._ready: set[str] = set()
         """Runners Pending and ready whose pod runs."""
-        for key in (ER_KEY, POD_KEY):
+        self._busy: set[str] = set()
+        self._protected: set[str] = set()
+        self._explained: set[str] = set()
+        for key in (ER_KEY, POD_KEY, EVENT_KEY):
             for obj in store.items(key, namespace):
                 self._apply(key, obj, deleted=False)
 
@@ -110,20 +123,35 @@ class Tracker:
             event = queue.get_nowait()
             if isinstance(event, StoreEvent):
                 self._apply(event.key, event.obj, deleted=event.type == "DELETED")
-        return {"runners": len(self._runners), "pods": len(self._pods), "ready": len(self._ready)}
+        return {
+            "runners": len(self._runners),
+            "pods": len(self._pods),
+            "ready": len(self._ready),
+            "busy": len(self._busy),
+            "protected": len(self._protected),
+            "explained": len(self._explained),
+        }
 
     def _apply(self, key: tuple[str, str], obj: JSONDict, *, deleted: bool) -> None:
         meta = obj["metadata"]
         if meta.get("namespace") != self._namespace:
             return
         name = meta["name"]
+        if key == EVENT_KEY:
+            if obj.get("reason") == EVENT_REASON:
+                self._explained.add(str((obj.get("involvedObject") or {}).get("uid")))
+            return
         status = obj.get("status") or {}
         if key == ER_KEY:
             table = self._runners
             good = status.get("phase") == "Pending" and status.get("ready") is True
+            if is_busy(obj):
+                self._busy.add(name)
         else:
             table = self._pods
             good = status.get("phase") == "Running"
+            if (meta.get("labels") or {}).get(LABEL_RUNNER_BUSY):
+                self._protected.add(name)
         if deleted:
             table.pop(name, None)
         else:

@@ -216,23 +216,27 @@ class EphemeralRunnerSetReconciler:
     def _acts(self, runner_set: JSONDict) -> bool:
         """`rules.plan(...).acts` of the set as a pass would observe it now. (A pass running on
         the set decided on what it read then: the runtime wakes it again whatever this says.)"""
-        return plan(self._observe(runner_set, self._passes.recall(runner_set))).acts
+        memory = self._passes.recall(runner_set)
+        return plan(self._observe(runner_set, memory, pinned=False)).acts
 
-    def _observe(self, runner_set: JSONDict, memory: Recall) -> Observed:
+    def _observe(self, runner_set: JSONDict, memory: Recall, *, pinned: bool = True) -> Observed:
         """What a pass decides on: the runner index with what this process created and deleted
         that the cache does not show yet laid over it, the remembered cleanup marker, the
-        owner's bound, the time."""
+        owner's bound, the time. `pinned`: the runners are kept as they are now through the
+        pass's awaits (`ChildIndex.children`); a wake rule reads them at once."""
         applied = status_int(runner_set, "appliedActionableRevision")
         revision = spec_int(runner_set, "actionableRevision")
         return Observed(
             runner_set=runner_set,
-            children=self._children_of(runner_set, memory, applied),
+            children=self._children_of(runner_set, memory, applied, pinned=pinned),
             cleanup_marker=self._cleanup_marker(memory, runner_set),
             max_runners=owner_max_runners(runner_set, self._scale_sets.get),
             now=self._now(),
             replacement=self._replacement,
             advancing=(
-                self._children_of(runner_set, memory, revision) if revision > applied else None
+                self._children_of(runner_set, memory, revision, pinned=pinned)
+                if revision > applied
+                else None
             ),
             creates_refused_at=self._refused_at(memory),
             budget=self._budgets.get(
@@ -246,10 +250,14 @@ class EphemeralRunnerSetReconciler:
         note = memory.noted(SetStep.NAMESPACE_REFUSED)
         return note.value if note is not None and isinstance(note.value, datetime) else None
 
-    def _children_of(self, runner_set: JSONDict, memory: Recall, revision: int) -> Children:
+    def _children_of(
+        self, runner_set: JSONDict, memory: Recall, revision: int, *, pinned: bool = True
+    ) -> Children:
         namespace = metadata_of(runner_set).get("namespace", "")
         unseen = memory.unseen(lambda name: self._runners.get(namespace, name))
-        return self._children.children(memory.uid, applied_revision=revision, unseen=unseen)
+        return self._children.children(
+            memory.uid, applied_revision=revision, unseen=unseen, pinned=pinned
+        )
 
     @staticmethod
     def _cleanup_marker(memory: Recall, runner_set: JSONDict) -> int:

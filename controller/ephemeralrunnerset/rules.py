@@ -18,7 +18,7 @@ Implements ARC's classification, scaling and victim rules with the newer upstrea
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
@@ -59,16 +59,21 @@ FAILED_LINEAGE_ANNOTATION = "gha-runner-scaler/failed-runner-replacements"
 @dataclass(slots=True)
 class Children:
     """The runners of one set, bucketed as ARC does (docs/reconcilers.md#ephemeralrunnerset)
-    plus `stale_outdated`."""
+    plus `stale_outdated`. Each bucket is read by its length and by iterating it
+    (`children.Runners`: a pass's view of the index's bucket, read only when iterated)."""
 
-    pending: list[JSONDict] = field(default_factory=list)
-    running: list[JSONDict] = field(default_factory=list)
-    finished: list[JSONDict] = field(default_factory=list)
-    failed: list[JSONDict] = field(default_factory=list)
-    outdated: list[JSONDict] = field(default_factory=list)
-    stale_outdated: list[JSONDict] = field(default_factory=list)
-    deleting: list[JSONDict] = field(default_factory=list)
+    pending: Collection[JSONDict] = field(default_factory=list)
+    running: Collection[JSONDict] = field(default_factory=list)
+    finished: Collection[JSONDict] = field(default_factory=list)
+    failed: Collection[JSONDict] = field(default_factory=list)
+    outdated: Collection[JSONDict] = field(default_factory=list)
+    stale_outdated: Collection[JSONDict] = field(default_factory=list)
+    deleting: Collection[JSONDict] = field(default_factory=list)
     latest_patch_id: int = 0
+    idle: Collection[JSONDict] = field(default_factory=list)
+    """The pending and running runners a scale-down may take (`is_idle`), also in their
+    buckets: a scale-down reads these, not every live runner (in a jobs phase nearly all are
+    busy)."""
 
     @property
     def scale_total(self) -> int:
@@ -77,7 +82,12 @@ class Children:
 
     @property
     def terminated(self) -> list[JSONDict]:
-        return self.finished + self.failed + self.outdated + self.stale_outdated
+        return [*self.finished, *self.failed, *self.outdated, *self.stale_outdated]
+
+    @property
+    def live(self) -> list[JSONDict]:
+        """The pending and running runners."""
+        return [*self.pending, *self.running]
 
 
 # The buckets of `Children` a runner can be in by itself; `stale_outdated` is the part of
@@ -91,6 +101,8 @@ PENDING, RUNNING, FINISHED, FAILED, OUTDATED, DELETING = (
     "deleting",
 )
 BUCKETS = (PENDING, RUNNING, FINISHED, FAILED, OUTDATED, DELETING)
+STALE_OUTDATED = "stale_outdated"
+IDLE = "idle"
 
 
 def bucket_of(runner: JSONDict) -> str:
@@ -118,18 +130,27 @@ def patch_id_of(runner: JSONDict) -> int | None:
     return annotation_int(runner, ANNOTATION_PATCH_ID)
 
 
+def is_idle(runner: JSONDict, bucket: str) -> bool:
+    """A runner of `bucket` a scale-down may take: pending or running, never one with a job,
+    never one the service does not know yet (runner id 0: removing an unregistered runner from
+    the service is impossible, so deleting it could leave a registration behind)."""
+    return bucket in (PENDING, RUNNING) and bool(runner_id(runner)) and not is_busy(runner)
+
+
 def classify(runners: Iterable[JSONDict], *, applied_revision: int) -> Children:
-    children = Children()
+    buckets: dict[str, list[JSONDict]] = {bucket: [] for bucket in (*BUCKETS, STALE_OUTDATED, IDLE)}
+    latest = 0
     for runner in runners:
         patch_id = patch_id_of(runner)
         if patch_id is not None:
-            children.latest_patch_id = max(children.latest_patch_id, patch_id)
+            latest = max(latest, patch_id)
         bucket = bucket_of(runner)
+        if is_idle(runner, bucket):
+            buckets[IDLE].append(runner)
         if bucket == OUTDATED and is_stale(runner, applied_revision=applied_revision):
-            children.stale_outdated.append(runner)
-        else:
-            getattr(children, bucket).append(runner)
-    return children
+            bucket = STALE_OUTDATED
+        buckets[bucket].append(runner)
+    return Children(**buckets, latest_patch_id=latest)
 
 
 def failed_since(runner: JSONDict) -> datetime:
@@ -144,7 +165,7 @@ def lineage(runner: JSONDict) -> int:
 
 
 def replacement_due(
-    failed: Sequence[JSONDict], *, now: datetime, policy: ReplacementPolicy
+    failed: Iterable[JSONDict], *, now: datetime, policy: ReplacementPolicy
 ) -> tuple[list[JSONDict], timedelta | None]:
     """The failed runners whose backoff has run out, and the wait until the next one is due."""
     due: list[JSONDict] = []
@@ -255,23 +276,21 @@ def _oldest_first(runners: Iterable[JSONDict]) -> list[JSONDict]:
 
 def scale_down_candidates(children: Children) -> list[JSONDict]:
     """Victims in order: starting runners, idle ready ones, then `Running` ones without a job,
-    each oldest first (upstream takes the pending ones, then the running ones).
-
-    Never a runner with a job, never one the service does not know yet (runner id 0): removing
-    an unregistered runner from the service is impossible, so deleting it could leave a
-    registration behind. This project's listener writes `Running` together with the job, but a
-    runner ARC made is `Running` as soon as its pod runs, busy or not: without a job it is idle.
+    each oldest first (upstream takes the pending ones, then the running ones), all of them
+    `Children.idle` (`is_idle`). This project's listener writes `Running` together with the
+    job, but a runner ARC made is `Running` as soon as its pod runs, busy or not: without a job
+    it is idle.
     """
-    pending = [r for r in children.pending if runner_id(r) and not is_busy(r)]
+    pending = [r for r in children.idle if bucket_of(r) == PENDING]
     starting = [r for r in pending if not status_of(r).get("ready")]
     ready = [r for r in pending if status_of(r).get("ready")]
-    idle_running = [r for r in children.running if runner_id(r) and not is_busy(r)]
+    idle_running = [r for r in children.idle if bucket_of(r) == RUNNING]
     return _oldest_first(starting) + _oldest_first(ready) + _oldest_first(idle_running)
 
 
 def cleanup_candidates(children: Children) -> list[JSONDict]:
     """Live runners a cleanup (revision change, Outdated, deletion) removes: all but the busy."""
-    return [r for r in children.pending + children.running if not is_busy(r)]
+    return [r for r in children.live if not is_busy(r)]
 
 
 def desired_phase(*, current: str, children: Children, revision_advanced: bool) -> str:
@@ -488,7 +507,7 @@ class Plan:
         """The plan in one line (empty when it does nothing but its status)."""
         parts: list[str] = []
         if self.finalizing is Finalizing.CLEAN_UP:
-            busy = len([r for r in children.pending + children.running if is_busy(r)])
+            busy = sum(1 for r in children.live if is_busy(r))
             parts.append(f"being deleted: cleaning up its runners ({busy} busy finish their jobs)")
         elif self.finalizing is Finalizing.RELEASE:
             parts.append("being deleted, no runner left: removing the finalizer")
@@ -554,8 +573,16 @@ def plan(observed: Observed) -> Plan:
     if is_deleting(obj):
         if not has_any_finalizer(obj, EPHEMERAL_RUNNER_SET_FINALIZERS):
             return Plan(finalizing=Finalizing.NOTHING)
-        live = children.pending + children.running + children.terminated + children.deleting
-        return Plan(finalizing=Finalizing.CLEAN_UP if live else Finalizing.RELEASE)
+        buckets = (
+            children.pending,
+            children.running,
+            children.finished,
+            children.failed,
+            children.outdated,
+            children.stale_outdated,
+            children.deleting,
+        )
+        return Plan(finalizing=Finalizing.CLEAN_UP if any(buckets) else Finalizing.RELEASE)
     first = Plan(
         spec_revision=track_runner_spec(obj, children),
         add_finalizer=not has_any_finalizer(obj, [FINALIZER_EPHEMERAL_RUNNER_SET]),

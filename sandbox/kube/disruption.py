@@ -4,8 +4,9 @@
 Each PodDisruptionBudget's status is computed as a pure value (`budget_status`) from the pods its
 selector matches and, for `maxUnavailable` or a percentage `minAvailable`, the scale of those
 pods' controllers; then written through `/status` when it differs. A budget is synced when it is
-written, when a pod or workload of its namespace changes, and when an entry of `disruptedPods`
-expires. A budget whose expected pods cannot be counted (a controller without a scale
+written, when a pod it selects (before or after the write) or a workload of its namespace
+changes, and when an entry of `disruptedPods` expires; the pods it selects are kept per budget
+from the pod events. A budget whose expected pods cannot be counted (a controller without a scale
 subresource, such as a custom resource without one, or no controller found) gets the fail-safe
 status: `disruptionsAllowed: 0` and `DisruptionAllowed=False` with reason `SyncFailed` and the
 error as message, its other fields (observedGeneration included) as they were.
@@ -208,18 +209,36 @@ def _expected(spec: Obj, pods: list[Obj], scale_of: ScaleOf) -> tuple[int, int]:
     return 0, 0
 
 
+@dataclass(slots=True)
+class _Selection:
+    """A budget's selector and the names of its namespace's pods it picks, kept from the pod
+    events, so that a sync reads what the budget selects rather than every pod of the namespace
+    (the real controller reads its informer's pods; this emulator's syncs were 45 ms per busy
+    runner at 2,000 runners when each one scanned the namespace: BENCHMARKS.md, "Nothing
+    skipped under lag")."""
+
+    selector: Any
+    pods: set[str]
+
+
 class DisruptionController:
     def __init__(self, *, registry: Registry, store: Store) -> None:
         self.registry = registry
         self.store = store
         self._rechecks: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self._budgets: dict[str, dict[str, _Selection]] = {}
+        """Per namespace, its budgets by name."""
         self.syncs = 0
-        """Budget syncs run (each reads every pod of the budget's namespace)."""
+        """Budget syncs run."""
+        self.examined = 0
+        """Pods read: by a sync (the pods its budget selects), and by a budget's selection
+        built anew (every pod of its namespace, once per selector)."""
 
     async def run(self) -> None:
         sub = self.store.subscribe({PDBS, PODS, *WORKLOADS})
         try:
             for pdb in list(self.store.items(PDBS)):
+                self._select(pdb)
                 self.sync(pdb["metadata"]["namespace"], pdb["metadata"]["name"])
             while True:
                 # As kube-controller-manager's work queue does, a burst of events syncs each
@@ -235,31 +254,59 @@ class DisruptionController:
             for handle in self._rechecks.values():
                 handle.cancel()
 
+    def _select(self, pdb: Obj) -> _Selection:
+        """The budget's selection, built anew from its namespace's pods when its selector is
+        new or changed."""
+        meta = pdb["metadata"]
+        ns, name = meta.get("namespace", ""), meta["name"]
+        selector = (pdb.get("spec") or {}).get("selector")
+        budgets = self._budgets.setdefault(ns, {})
+        found = budgets.get(name)
+        if found is not None and found.selector == selector:
+            return found
+        pods: set[str] = set()
+        for pod in self.store.items(PODS, ns):
+            self.examined += 1
+            if selects(selector, pod["metadata"].get("labels") or {}):
+                pods.add(pod["metadata"]["name"])
+        found = budgets[name] = _Selection(copy.deepcopy(selector), pods)
+        return found
+
     def _touched(self, item: object, dirty: dict[tuple[str, str], None]) -> None:
         """The budgets an event concerns: a budget's own; for a pod, the budgets of its
         namespace selecting it before or after the write (the real controller looks the pod's
-        budget up on each pod event rather than syncing every budget of the namespace); for a
-        workload, every budget of its namespace (its scale may be any of theirs)."""
+        budget up on each pod event rather than syncing every budget of the namespace), each
+        budget's selection updated; for a workload, every budget of its namespace (its scale
+        may be any of theirs)."""
         if not isinstance(item, Event):
             return
         meta = item.obj["metadata"]
         ns = meta.get("namespace", "")
         if item.key == PDBS:
-            if item.type != "DELETED":
+            if item.type == "DELETED":
+                budgets = self._budgets.get(ns, {})
+                budgets.pop(meta["name"], None)
+                if not budgets:
+                    self._budgets.pop(ns, None)
+            else:
+                self._select(item.obj)
                 dirty[(ns, meta["name"])] = None
             return
-        budgets = list(self.store.items(PDBS, ns))
-        if item.key == PODS:
-            labels = [meta.get("labels") or {}]
-            if item.old is not None:
-                labels.append(item.old["metadata"].get("labels") or {})
-            budgets = [
-                b
-                for b in budgets
-                if any(selects((b.get("spec") or {}).get("selector"), ls) for ls in labels)
-            ]
-        for pdb in budgets:
-            dirty[(ns, pdb["metadata"]["name"])] = None
+        budgets = self._budgets.get(ns, {})
+        if item.key != PODS:
+            for name in budgets:
+                dirty[(ns, name)] = None
+            return
+        pod, labels = meta["name"], meta.get("labels") or {}
+        for name, selection in budgets.items():
+            picks = item.type != "DELETED" and selects(selection.selector, labels)
+            if picks:
+                selection.pods.add(pod)
+            elif pod in selection.pods:
+                selection.pods.discard(pod)
+            else:
+                continue
+            dirty[(ns, name)] = None
 
     def sync(self, ns: str, name: str) -> None:
         self.syncs += 1
@@ -267,12 +314,14 @@ class DisruptionController:
         pdb = self.store.get(PDBS, ns, name)
         if rt is None or pdb is None or pdb["metadata"].get("deletionTimestamp"):
             return
-        selector = (pdb.get("spec") or {}).get("selector")
-        pods = [
-            p
-            for p in self.store.items(PODS, ns)
-            if selects(selector, p["metadata"].get("labels") or {})
-        ]
+        selection = self._select(pdb)
+        # The pods as stored now: one whose write is still queued here is synced again with it.
+        pods = []
+        for pod_name in sorted(selection.pods):
+            self.examined += 1
+            pod = self.store.get(PODS, ns, pod_name)
+            if pod is not None and selects(selection.selector, pod["metadata"].get("labels") or {}):
+                pods.append(pod)
         now = self.registry.clock()
         budget = budget_status(pdb, pods, scale_of=self._scale_of, now=now)
         if budget.recheck is not None:

@@ -37,6 +37,17 @@ async def test_each_runner_is_created_once_and_no_refill_follows_the_jobs(result
     ]
 
 
+async def test_the_report_counts_every_job_explained_and_every_runner_busy(
+    result: Result,
+) -> None:
+    """Issue 43's "nothing skipped under lag" ratios, read by the bench from the emulator's
+    store: each job's runner has its `JobTimeline` Event."""
+    jobs = result.phases[1].counts.skipped
+    assert (jobs["jobs"], jobs["explained"], jobs["busy"]) == (RUNNERS, RUNNERS, RUNNERS)
+    assert jobs["protected"] <= jobs["busy"]
+    assert f"explained jobs / jobs: {RUNNERS} / {RUNNERS} = 1.00" in report(result)
+
+
 async def test_only_the_github_config_secret_is_read(
     result: Result,
 ) -> None:

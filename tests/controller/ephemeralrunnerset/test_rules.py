@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -68,7 +69,7 @@ def er(
     return {"metadata": meta, "status": status}
 
 
-def names(runners: list[JSONDict]) -> list[str]:
+def names(runners: Iterable[JSONDict]) -> list[str]:
     return [r["metadata"]["name"] for r in runners]
 
 
@@ -195,8 +196,11 @@ def test_replacement_plan_creates_no_extra_runner() -> None:
 
 
 def test_scale_down_takes_starting_then_idle_then_idle_running_oldest_first_never_busy() -> None:
+    request_only = er("busy-request-only", "Running", created=0)
+    request_only["status"]["jobRequestId"] = 7
     children = classify(
         [
+            request_only,
             er("idle-new", "Pending", ready=True, created=9),
             er("idle-old", "Pending", ready=True, created=1),
             er("starting-new", "Pending", created=8),
@@ -211,9 +215,6 @@ def test_scale_down_takes_starting_then_idle_then_idle_running_oldest_first_neve
         ],
         applied_revision=0,
     )
-    request_only = er("busy-request-only", "Running", created=0)
-    request_only["status"]["jobRequestId"] = 7
-    children.running.append(request_only)
     assert names(scale_down_candidates(children)) == [
         "starting-old",
         "starting-new",
