@@ -26,9 +26,9 @@ from bench.controller_scale import (
     SCALE_SET,
     Bench,
     ControllerHandle,
-    _scale_up,
-    _subprocess,
+    controller_subprocess,
     emulators,
+    scale_up,
 )
 
 
@@ -67,17 +67,17 @@ async def run(*, runners: int, within: float = 900.0) -> tuple[Memory, Memory]:
 
             async with (
                 client.ApiClient(scaler_config) as scaler,
-                _subprocess(kubeconfig, workdir) as first,
+                controller_subprocess(kubeconfig, workdir) as first,
             ):
                 await bench(first).settle(within=within)
                 idle = first.memory_kib()
-                await _scale_up(
+                await scale_up(
                     bench(first), scaler, runners=runners, sets=[SCALE_SET], within=within
                 )
                 steady = first.memory_kib()
             assert idle is not None
             assert steady is not None
-            async with _subprocess(kubeconfig, workdir) as second:
+            async with controller_subprocess(kubeconfig, workdir) as second:
                 await bench(second).settle(within=within)
                 restarted = second.memory_kib()
             assert restarted is not None

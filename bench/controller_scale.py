@@ -305,11 +305,11 @@ class Subprocess:
         return int(found["VmRSS"]), int(found["VmHWM"])
 
 
-def _tail(log: Path) -> str:
+def log_tail(log: Path) -> str:
     return log.read_text(errors="replace")[-2000:]
 
 
-async def _read_line(proc: asyncio.subprocess.Process, log: Path, what: str) -> JSONDict:
+async def read_line(proc: asyncio.subprocess.Process, log: Path, what: str) -> JSONDict:
     """The one JSON line a `bench.emulators` process prints once it serves."""
     assert proc.stdout is not None
     try:
@@ -317,7 +317,7 @@ async def _read_line(proc: asyncio.subprocess.Process, log: Path, what: str) -> 
     except TimeoutError:
         line = b""
     if not line:
-        raise RuntimeError(f"{what} did not start: {_tail(log)}")
+        raise RuntimeError(f"{what} did not start: {log_tail(log)}")
     answer: JSONDict = json.loads(line)
     return answer
 
@@ -345,7 +345,7 @@ class Child:
 
 
 @contextlib.asynccontextmanager
-async def _child(
+async def spawned(
     name: str,
     args: list[str],
     workdir: Path,
@@ -488,7 +488,7 @@ class Bench:
                 raise TimeoutError(f"{what}: not reached within {within:.0f}s")
             for child in self.children:
                 if child.proc.returncode is not None:
-                    raise RuntimeError(f"the {child.name} process exited: {_tail(child.log)}")
+                    raise RuntimeError(f"the {child.name} process exited: {log_tail(child.log)}")
             await asyncio.sleep(POLL)
         return time.monotonic() - started
 
@@ -529,7 +529,7 @@ async def _in_process(kubeconfig: Path) -> AsyncIterator[ControllerHandle]:
             await asyncio.wait_for(task, 60)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
@@ -537,12 +537,12 @@ def _free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def _subprocess(
+async def controller_subprocess(
     kubeconfig: Path, workdir: Path, source: Path | None = None
 ) -> AsyncIterator[ControllerHandle]:
     """`gha-controller` in its own process (own interpreter, own core), as in a cluster; with
     `source`, the `controller` package of that tree (`python -m` imports from its directory)."""
-    metrics_port, health_port = _free_port(), _free_port()
+    metrics_port, health_port = free_port(), free_port()
     args = [
         "-m",
         "controller",
@@ -566,7 +566,7 @@ async def _subprocess(
             deadline = time.monotonic() + 60
             while True:
                 if proc.returncode is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"gha-controller did not start: {_tail(log)}")
+                    raise RuntimeError(f"gha-controller did not start: {log_tail(log)}")
                 with contextlib.suppress(aiohttp.ClientError):
                     async with http.get(ready_url, timeout=aiohttp.ClientTimeout(5)) as reply:
                         if reply.status == 200:
@@ -589,7 +589,7 @@ def _load() -> tuple[float, float, float]:
     return os.getloadavg()
 
 
-def _listener_config(workdir: Path, actions: JSONDict, *, scale_set_id: int, runners: int) -> Path:
+def listener_config(workdir: Path, actions: JSONDict, *, scale_set_id: int, runners: int) -> Path:
     """The listener's config file, as the controller writes it for the listener pod."""
     path = workdir / "listener-config.json"
     path.write_text(
@@ -618,10 +618,10 @@ async def emulators(
     scale sets `names`: (the Actions emulator's first line, the Kubernetes emulator's, their
     processes)."""
     command = [sys.executable, "-m", "bench.emulators"]
-    async with _child(
+    async with spawned(
         "actions", [*command, "actions", f"--sets={','.join(names)}"], workdir, first_line=True
     ) as gh:
-        actions = await _read_line(gh.proc, gh.log, "the Actions emulator")
+        actions = await read_line(gh.proc, gh.log, "the Actions emulator")
         kube_args = [
             *command,
             "kube",
@@ -630,8 +630,8 @@ async def emulators(
             f"--workdir={workdir}",
             f"--unrelated-pods={unrelated_pods}",
         ]
-        async with _child("kube", kube_args, workdir, first_line=True) as kube:
-            kube_line = await _read_line(kube.proc, kube.log, "the Kubernetes emulator")
+        async with spawned("kube", kube_args, workdir, first_line=True) as kube:
+            kube_line = await read_line(kube.proc, kube.log, "the Kubernetes emulator")
             yield actions, kube_line, gh, kube
 
 
@@ -669,7 +669,7 @@ async def run(
         ):
             admin_kubeconfig = workdir / "controller.kubeconfig"
             controller = (
-                _subprocess(admin_kubeconfig, workdir, controller_source)
+                controller_subprocess(admin_kubeconfig, workdir, controller_source)
                 if controller_process
                 else _in_process(admin_kubeconfig)
             )
@@ -692,10 +692,10 @@ async def run(
                 await bench.settle(within=within)
                 idle_memory = handle.memory_kib()
                 phases.append(
-                    await _scale_up(bench, scaler, runners=runners, sets=names, within=within)
+                    await scale_up(bench, scaler, runners=runners, sets=names, within=within)
                 )
                 if jobs:
-                    config_path = _listener_config(
+                    config_path = listener_config(
                         workdir,
                         actions,
                         scale_set_id=actions["scale_sets"][SCALE_SET],
@@ -728,7 +728,7 @@ def _created(counts: Counts) -> int:
     return counts.kube["controller create ephemeralrunners"]
 
 
-async def _scale_up(
+async def scale_up(
     bench: Bench, scaler: client.ApiClient, *, runners: int, sets: list[str], within: float
 ) -> Phase:
     before = await bench.snapshot()
@@ -780,7 +780,7 @@ async def _jobs(
     # set to 0 (`minRunners` 0) and the backlog of their messages back up.
     await bench.enqueue_held_jobs(runners, label=SCALE_SET)
     listener_args = [sys.executable, "-m", "listener"]
-    async with _child("listener", listener_args, workdir, env) as listener:
+    async with spawned("listener", listener_args, workdir, env) as listener:
         bench.children.append(listener)
         try:
             await bench.until(
@@ -800,7 +800,7 @@ async def _jobs(
             bench.children.remove(listener)
         code = await listener.stop()
     if code != 0:
-        raise RuntimeError(f"the listener exited with {code}: {_tail(listener.log)}")
+        raise RuntimeError(f"the listener exited with {code}: {log_tail(listener.log)}")
     return Phase(
         name="jobs",
         runners=runners,

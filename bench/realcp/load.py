@@ -47,11 +47,11 @@ from kubernetes_asyncio import client, config
 
 from bench.controller_scale import (
     Child,
-    _child,
-    _free_port,
-    _listener_config,
-    _read_line,
-    _tail,
+    free_port,
+    listener_config,
+    log_tail,
+    read_line,
+    spawned,
 )
 from sandbox.demo.cluster import (
     CONTROLLER_RBAC,
@@ -303,7 +303,7 @@ class Run:
             self._read()
             for child in self.children:
                 if child.proc.returncode is not None:
-                    raise RuntimeError(f"the {child.name} process exited: {_tail(child.log)}")
+                    raise RuntimeError(f"the {child.name} process exited: {log_tail(child.log)}")
             if time.monotonic() - started > within:
                 raise TimeoutError(f"{what}: not reached within {within:.0f}s")
             await asyncio.sleep(POLL)
@@ -335,17 +335,17 @@ def _cpu(pid: int) -> float:
 async def _controller(
     kubeconfig: Path, workdir: Path, namespace: str, http: aiohttp.ClientSession
 ) -> AsyncIterator[tuple[Child, str]]:
-    metrics_port, health_port = _free_port(), _free_port()
+    metrics_port, health_port = free_port(), free_port()
     args = [
         sys.executable, "-m", "controller", f"--kubeconfig={kubeconfig}", "--no-leader-elect",
         f"--watch-namespace={namespace}", "--bind-address=127.0.0.1",
         f"--metrics-port={metrics_port}", f"--health-port={health_port}", "--log-level=warning",
     ]  # fmt: skip
-    async with _child("controller", args, workdir) as child:
+    async with spawned("controller", args, workdir) as child:
         deadline = time.monotonic() + 60
         while True:
             if child.proc.returncode is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"gha-controller did not start: {_tail(child.log)}")
+                raise RuntimeError(f"gha-controller did not start: {log_tail(child.log)}")
             with contextlib.suppress(aiohttp.ClientError):
                 async with http.get(f"http://127.0.0.1:{health_port}/readyz") as reply:
                     if reply.status == 200:
@@ -364,12 +364,12 @@ async def run(
     python = [sys.executable, "-m"]
     async with (
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(60)) as http,
-        _child(
+        spawned(
             "actions", [*python, "bench.emulators", "actions", f"--sets={SCALE_SET}"], workdir,
             first_line=True,
         ) as gh,
     ):  # fmt: skip
-        actions = await _read_line(gh.proc, gh.log, "the Actions emulator")
+        actions = await read_line(gh.proc, gh.log, "the Actions emulator")
         setup(admin, namespace, actions)
         _token_kubeconfig(
             admin, CONTROLLER_NAMESPACE, "gha-controller", workdir / "controller.kubeconfig"
@@ -387,7 +387,7 @@ async def run(
             client_configuration=listener_configuration,
         )
         async with (
-            _child("kubelet", kubelet_args, workdir, first_line=True) as kubelet,
+            spawned("kubelet", kubelet_args, workdir, first_line=True) as kubelet,
             _controller(workdir / "controller.kubeconfig", workdir, namespace, http) as (
                 controller,
                 metrics_url,
@@ -397,7 +397,7 @@ async def run(
         ):
             assert kubelet.proc.stdout is not None
             if (await asyncio.wait_for(kubelet.proc.stdout.readline(), 60)).strip() != b"ready":
-                raise RuntimeError(f"the kubelet did not start: {_tail(kubelet.log)}")
+                raise RuntimeError(f"the kubelet did not start: {log_tail(kubelet.log)}")
             audit = AuditLog(audit_log, namespace=namespace, admin=admin_name)
             bench = Run(
                 api=api, http=http, audit=audit, namespace=namespace,
@@ -425,7 +425,7 @@ async def run(
                 actions["admin"] + "/jobs", json={"count": runners, "label": SCALE_SET}
             ) as reply:
                 reply.raise_for_status()
-            config_path = _listener_config(
+            config_path = listener_config(
                 workdir, actions, scale_set_id=actions["scale_sets"][SCALE_SET], runners=runners
             )
             config_path.write_text(
@@ -438,7 +438,7 @@ async def run(
                 "KUBECONFIG": str(workdir / "listener.kubeconfig"),
                 "LISTENER_CONFIG_PATH": str(config_path),
             }
-            async with _child("listener", [*python, "listener"], workdir, env) as listener:
+            async with spawned("listener", [*python, "listener"], workdir, env) as listener:
                 bench.children.append(listener)
 
                 async def session() -> bool:
