@@ -141,7 +141,9 @@ class Counts:
     here) and the controller's own process."""
     skipped: Counter[str] = field(default_factory=Counter)
     """Issue 43's "nothing skipped under lag": `jobs` completed, runners `explained` (with a
-    `JobTimeline` Event), `busy` runners and busy runner pods `protected` (the busy label)."""
+    `JobTimeline` Event), `busy` runners and busy runner pods `protected` (the busy label), and
+    the same two for the runners seen busy while their pod still ran (`busy_running`,
+    `protected_running`: bench.emulators.Tracker)."""
 
     def __sub__(self, before: Counts) -> Counts:
         return Counts(
@@ -442,7 +444,10 @@ class Bench:
             counts.kube_errors[f"{USERS.get(user, 'other')} {verb} {resource} {code}"] += n
         counts.actions.update(self.actions_state["counts"])
         counts.skipped.update(
-            {key: self.kube_state[key] for key in ("explained", "busy", "protected")},
+            {
+                key: self.kube_state[key]
+                for key in ("explained", "busy", "protected", "busy_running", "protected_running")
+            },
             jobs=self.actions_state["completed"],
         )
         counts.actions_errors.update(self.actions_state["errors"])
@@ -941,7 +946,9 @@ def report(result: Result) -> str:
                 f"  explained jobs / jobs: {skipped['explained']} / {skipped['jobs']} = "
                 f"{skipped['explained'] / skipped['jobs']:.2f}; busy-protected / busy: "
                 f"{skipped['protected']} / {skipped['busy']} = "
-                f"{skipped['protected'] / max(skipped['busy'], 1):.2f}"
+                f"{skipped['protected'] / max(skipped['busy'], 1):.2f}; of those busy while "
+                f"their pod ran: {skipped['protected_running']} / {skipped['busy_running']} = "
+                f"{skipped['protected_running'] / max(skipped['busy_running'], 1):.2f}"
             )
         lines.append("  Kubernetes requests per runner (lists and watches: total):")
         for key, value in sorted(c.kube.items()):

@@ -98,8 +98,10 @@ class Tracker:
     Also issue 43's "nothing skipped under lag" counts, since the start: `busy`, the runners
     ever seen busy (a job and not done: the listener's write); `protected`, the runner pods ever
     seen with the busy label (the controller's busy-pod patch:
-    docs/reconcilers.md#busy-pods); `explained`, the runners with a `JobTimeline` Event
-    (docs/job-timeline.md)."""
+    docs/reconcilers.md#busy-pods); `busy_running`, the runners seen busy while their pod was
+    still `Running` (the listener's write came before the job's end, so a protection could still
+    matter), and `protected_running`, those of them whose pod got the label; `explained`, the
+    runners with a `JobTimeline` Event (docs/job-timeline.md)."""
 
     def __init__(self, store: Store, namespace: str) -> None:
         self._namespace = namespace
@@ -112,6 +114,7 @@ class Tracker:
         """Runners Pending and ready whose pod runs."""
         self._busy: set[str] = set()
         self._protected: set[str] = set()
+        self._busy_running: set[str] = set()
         self._explained: set[str] = set()
         for key in (ER_KEY, POD_KEY, EVENT_KEY):
             for obj in store.items(key, namespace):
@@ -129,6 +132,8 @@ class Tracker:
             "ready": len(self._ready),
             "busy": len(self._busy),
             "protected": len(self._protected),
+            "busy_running": len(self._busy_running),
+            "protected_running": len(self._busy_running & self._protected),
             "explained": len(self._explained),
         }
 
@@ -147,6 +152,8 @@ class Tracker:
             good = status.get("phase") == "Pending" and status.get("ready") is True
             if is_busy(obj):
                 self._busy.add(name)
+                if self._pods.get(name) and not deleted:
+                    self._busy_running.add(name)
         else:
             table = self._pods
             good = status.get("phase") == "Running"

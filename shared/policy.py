@@ -16,25 +16,12 @@ about 12 MB of its memory (docs/listener.md#memory), needed only to validate a p
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from shared.policymodel import ScalingPolicy
-
-# A Go duration of hours, minutes and seconds, as Kubernetes objects write them ("10h", "1h30m").
-_DURATION = re.compile(r"(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?")
-
-
-def parse_duration(value: str) -> timedelta | None:
-    """The time a Go duration such as "10h" or "1h30m" stands for, or None when it is not one."""
-    found = _DURATION.fullmatch(value)
-    if not value or found is None:
-        return None
-    hours, minutes, seconds = (int(found[unit] or 0) for unit in "hms")
-    return timedelta(hours=hours, minutes=minutes, seconds=seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +146,6 @@ __all__ = [
     "PolicyState",
     "ScalingPolicy",
     "decide",
-    "parse_duration",
     "utc_now",
 ]
 

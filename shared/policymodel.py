@@ -8,13 +8,24 @@ imports this module only when its config has a policy (docs/listener.md#memory).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from shared.policy import parse_duration
+# A Go duration of hours, minutes and seconds, as Kubernetes objects write them ("10h", "1h30m").
+_DURATION = re.compile(r"(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?")
+
+
+def parse_duration(value: str) -> timedelta | None:
+    """The time a Go duration such as "10h" or "1h30m" stands for, or None when it is not one."""
+    found = _DURATION.fullmatch(value)
+    if not value or found is None:
+        return None
+    hours, minutes, seconds = (int(found[unit] or 0) for unit in "hms")
+    return timedelta(hours=hours, minutes=minutes, seconds=seconds)
 
 
 class _PolicyModel(BaseModel):
