@@ -178,19 +178,18 @@ class LeaderElector:
     def _valid_until(self) -> float:
         return self._observed_at + self.settings.lease_duration
 
-    async def _attempt(self) -> bool:
+    async def _attempt(self, within: float | None = None) -> bool:
+        """One attempt, given `within` seconds (a retry period unless said)."""
+        within = self.settings.retry_period if within is None else within
         try:
-            async with self._attempting, asyncio.timeout(self.settings.retry_period):
+            async with self._attempting, asyncio.timeout(within):
                 return await self.try_acquire_or_renew()
         except KubeError as exc:
             log.warning("lease request failed", extra={"error": str(exc)})
             return False
         except TimeoutError:
             # TimeoutError's text is empty: say what timed out.
-            log.warning(
-                "lease request failed",
-                extra={"error": f"no answer within {self.settings.retry_period:g} s"},
-            )
+            log.warning("lease request failed", extra={"error": f"no answer within {within:g} s"})
             return False
 
     async def renew(self) -> bool:
@@ -209,7 +208,11 @@ class LeaderElector:
         last = self._clock.now()
         while True:
             await self._clock.sleep(self.settings.retry_period)
-            if await self._attempt():
+            # As client-go's renew loop, a renewal may take what is left of the renew deadline,
+            # not one retry period: a slow answer in time is a renewal (a loaded API server
+            # answering a 1 s retry period's request in 1.2 s cost the lease every time).
+            left = self.settings.renew_deadline - (self._clock.now() - last)
+            if left > 0 and await self._attempt(left):
                 last = self._clock.now()
             elif self._taken_by_another() or (
                 self._clock.now() - last >= self.settings.renew_deadline

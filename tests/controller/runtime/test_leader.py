@@ -4,6 +4,7 @@ leader's keys are never reconciled by two processes at once."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -203,6 +204,27 @@ async def test_a_leader_that_cannot_renew_stops_leading(
     kube.faults.error_rate(1.0, status=500, resource="leases")
     await asyncio.wait_for(leader.hold(), 5)
     assert not leader.is_leader
+
+
+async def test_a_renewal_slower_than_a_retry_period_but_within_the_deadline_keeps_the_lease(
+    kube: KubeEmulator, objects: Objects, ns: str
+) -> None:
+    """As client-go's renew loop: a renewal may take what is left of the renew deadline. A
+    server answering each Lease request in 3 retry periods (a loaded control plane) keeps the
+    leader leading; cut at one retry period, every renewal failed and the lease was lost."""
+    settings = LeaseSettings(
+        name="lock", namespace=ns, lease_duration=1.2, renew_deadline=0.8, retry_period=0.1
+    )
+    leader = LeaderElector(objects=objects, identity="a", settings=settings)
+    await leader.acquire()
+    kube.faults.latency(0.3, resource="leases")
+    holding = asyncio.create_task(leader.hold())
+    await asyncio.sleep(2.5)
+    assert not holding.done(), "the leader gave up"
+    assert leader.is_leader
+    holding.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await holding
 
 
 async def test_a_lease_request_without_an_answer_says_so(
