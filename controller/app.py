@@ -42,6 +42,7 @@ from controller.settings import (
     parse_settings,
     runner_settings_from_environment,
 )
+from shared import wire
 from shared.api.names import LABEL_EPHEMERAL_RUNNER, LABEL_RUNNER_POD
 from shared.kube.client import load_configuration, new_api_client, user_agent
 from shared.kube.objects import POD
@@ -91,7 +92,9 @@ def compose(
     """The dependencies built once, then each reconciler's `setup(manager, deps)`: the runner
     reconcilers, and the in-cluster ones with their settings. `only` names the controllers to
     add (all by default; the tests run some alone) and `clients` replaces the Actions clients
-    (the tests' retry timings). The Actions clients and the tracer close with the manager."""
+    (the tests' retry timings). The Actions clients and the tracer close with the manager.
+    The process decodes JSON with pydantic-core's parser (shared/wire.py)."""
+    wire.use_parser(wire.parse_with_pydantic_core)
     pool = clients or ActionsClients(
         objects=manager.objects,
         credentials_ttl=settings.credentials_ttl_seconds,

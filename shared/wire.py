@@ -9,12 +9,13 @@ Each boundary maps that onto its own vocabulary (`shared.actions.errors`, `share
 config error).
 
 Two parsers give the same values and the same refusals (tests/shared/test_wire.py runs both on
-one corpus). Where pydantic is loaded (the controller, the sandbox), pydantic-core's, which
-pydantic validates JSON with: written in Rust, so depth cannot exhaust Python's stack, and its
-string cache shares equal keys and short values between the objects the controller's informers
-keep (half the memory of `json.loads`' objects: bench/cache_bytes.py). Where it is not (the
-listener, which leaves pydantic out for its memory: docs/listener.md#memory), the standard
-library's `json` with the same checks made here, so the listener loads nothing for it. Both stop
+one corpus), and a process chooses one, once, in its composition root (`use_parser`). The
+controller's (`controller.app.compose`) chooses pydantic-core's, which pydantic validates JSON
+with: written in Rust, so depth cannot exhaust Python's stack, and its string cache shares equal
+keys and short values between the objects the controller's informers keep (half the memory of
+`json.loads`' objects: bench/cache_bytes.py). Every other process (the listener, which leaves
+pydantic out for its memory: docs/listener.md#memory) keeps the default, the standard library's
+`json` with the same checks made here, so it loads nothing for it. Both stop
 at `MAX_DEPTH` nested arrays and objects, refuse `NaN` and `Infinity` (not JSON), invalid UTF-8
 and lone surrogates, and integers of more than 4,300 digits (Python's own limit on converting
 text to int). A duplicate key keeps its last value, as `json.loads` does. The caps and their
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-import sys
+from collections.abc import Callable
 from itertools import accumulate
 from typing import Any
 
@@ -61,15 +62,19 @@ def decode_json(data: bytes | str, *, limit: int, what: str) -> Any:
     if len(data) > limit:
         raise TooLarge(f"{what} is {_size(len(data))}, over the cap of {_size(limit)}")
     data = data.removeprefix(UTF8_BOM) if isinstance(data, bytes) else data.removeprefix("\ufeff")
-    # pydantic_core is looked up, never imported here: a process without pydantic stays so.
-    pydantic_core = sys.modules.get("pydantic_core")
-    parse = parse_with_json if pydantic_core is None else parse_with_pydantic_core
     try:
-        return parse(data)
+        return _parse(data)
     except ValueError as exc:
         # Both parsers' messages name a position ("recursion limit exceeded at line 1
         # column 202"), never the input.
         raise DecodeError(f"{what} is not valid JSON: {exc}", str(exc)) from None
+
+
+def use_parser(parse: Callable[[bytes | str], Any]) -> None:
+    """Make `parse` (`parse_with_json` or `parse_with_pydantic_core`) the one `decode_json` uses
+    in this process; called once, by a composition root, before anything is decoded."""
+    global _parse
+    _parse = parse
 
 
 def parse_with_pydantic_core(data: bytes | str) -> Any:
@@ -222,3 +227,7 @@ async def read_capped(response: aiohttp.ClientResponse, *, limit: int, what: str
         if len(body) > limit:
             raise TooLarge(f"{what} is over the cap of {_size(limit)}")
     return bytes(body)
+
+
+_parse: Callable[[bytes | str], Any] = parse_with_json
+"""The parser `decode_json` uses (`use_parser`)."""

@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import aiohttp
@@ -160,3 +161,38 @@ async def test_the_process_serves_leads_and_releases_on_sigterm(
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+def test_the_composition_root_chooses_pydantic_cores_parser_for_the_process() -> None:
+    """shared/wire.py: `compose` makes decode_json pydantic-core's, whose string cache gives two
+    decodes of one key the same str (what halves the informers' cache); before it, in a fresh
+    interpreter, the `json` default gives each decode its own."""
+    code = """
+import asyncio, json
+from kubernetes_asyncio import client
+from controller import app
+from controller.runtime import Manager
+from controller.settings import RunnerSettings
+from shared.wire import decode_json
+
+def one_key_object() -> bool:
+    a, b = (decode_json(b'{"somekey": 1}', limit=100, what="x") for _ in range(2))
+    return next(iter(a)) is next(iter(b))
+
+async def main() -> None:
+    before = one_key_object()
+    api = client.ApiClient(client.Configuration(host="http://127.0.0.1:9"))
+    app.compose(Manager(api=api), RunnerSettings())
+    print(json.dumps([before, one_key_object()]))
+    await api.close()
+
+asyncio.run(main())
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    ).stdout
+    assert json.loads(out) == [False, True]
