@@ -61,6 +61,7 @@ import aiohttp
 from kubernetes_asyncio import client, config
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.emulators import LAG_BUCKETS_MS
 from controller.app import install_reconcilers
 from controller.runtime import Manager, RuntimeSettings
 from sandbox import leash
@@ -143,7 +144,8 @@ class Counts:
     """Issue 43's "nothing skipped under lag": `jobs` completed, runners `explained` (with a
     `JobTimeline` Event), `busy` runners and busy runner pods `protected` (the busy label), and
     the same two for the runners seen busy while their pod still ran (`busy_running`,
-    `protected_running`: bench.emulators.Tracker)."""
+    `protected_running`), and the controller's time to protect (`protect_ms_p50`,
+    `protect_ms_max`, `missed_window_ms_max`: bench.emulators.Tracker)."""
 
     def __sub__(self, before: Counts) -> Counts:
         return Counts(
@@ -445,8 +447,18 @@ class Bench:
         counts.actions.update(self.actions_state["counts"])
         counts.skipped.update(
             {
-                key: self.kube_state[key]
-                for key in ("explained", "busy", "protected", "busy_running", "protected_running")
+                key: self.kube_state.get(key, 0)
+                for key in (
+                    "explained",
+                    "busy",
+                    "protected",
+                    "busy_running",
+                    "protected_running",
+                    "protect_ms_p50",
+                    "protect_ms_max",
+                    "missed_window_ms_max",
+                    *(f"loop_lag_le_{b}" for b in (*LAG_BUCKETS_MS, "inf")),
+                )
             },
             jobs=self.actions_state["completed"],
         )
@@ -949,6 +961,18 @@ def report(result: Result) -> str:
                 f"{skipped['protected'] / max(skipped['busy'], 1):.2f}; of those busy while "
                 f"their pod ran: {skipped['protected_running']} / {skipped['busy_running']} = "
                 f"{skipped['protected_running'] / max(skipped['busy_running'], 1):.2f}"
+            )
+            lines.append(
+                f"  busy pod protected after the listener's write: median "
+                f"{skipped['protect_ms_p50']} ms, max {skipped['protect_ms_max']} ms; an "
+                f"unprotected one's job ended at most {skipped['missed_window_ms_max']} ms after "
+                "that write"
+            )
+            lag = [(b, skipped[f"loop_lag_le_{b}"]) for b in (*LAG_BUCKETS_MS, "inf")]
+            ticks = sum(n for _, n in lag)
+            lines.append(
+                "  Kubernetes emulator's event loop late by (share of its 50 ms ticks): "
+                + ", ".join(f"<= {b} ms {n / max(ticks, 1):.3f}" for b, n in lag)
             )
         lines.append("  Kubernetes requests per runner (lists and watches: total):")
         for key, value in sorted(c.kube.items()):

@@ -19,6 +19,7 @@ import asyncio
 import json
 import signal
 import sys
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -100,8 +101,13 @@ class Tracker:
     seen with the busy label (the controller's busy-pod patch:
     docs/reconcilers.md#busy-pods); `busy_running`, the runners seen busy while their pod was
     still `Running` (the listener's write came before the job's end, so a protection could still
-    matter), and `protected_running`, those of them whose pod got the label; `explained`, the
-    runners with a `JobTimeline` Event (docs/job-timeline.md)."""
+    matter), and `protected_running`, those of them whose pod got the label while it still ran
+    (a label on a pod already done protects nothing); `explained`, the
+    runners with a `JobTimeline` Event (docs/job-timeline.md). And how long the controller took:
+    `protect_ms_p50` and `protect_ms_max`, from a runner seen busy while its pod ran to the
+    label on its pod; `missed_window_ms_max`, the longest such runner left unprotected was busy
+    before its pod ended (the time the controller had). Times are taken as `follow` applies
+    each event, on the emulator's loop, as a watch would deliver it."""
 
     def __init__(self, store: Store, namespace: str) -> None:
         self._namespace = namespace
@@ -115,17 +121,26 @@ class Tracker:
         self._busy: set[str] = set()
         self._protected: set[str] = set()
         self._busy_running: set[str] = set()
+        self._busy_since: dict[str, float] = {}
+        """Runners busy while their pod runs, unprotected yet: since when."""
+        self._protected_running: set[str] = set()
+        self._protect_ms: list[float] = []
+        self._missed_window_ms: list[float] = []
         self._explained: set[str] = set()
         for key in (ER_KEY, POD_KEY, EVENT_KEY):
             for obj in store.items(key, namespace):
                 self._apply(key, obj, deleted=False)
 
-    def state(self) -> dict[str, int]:
+    async def follow(self) -> None:
+        """Apply the store's events as they come (until cancelled)."""
         queue = self._subscription.queue
-        while not queue.empty():
-            event = queue.get_nowait()
+        while True:
+            event = await queue.get()
             if isinstance(event, StoreEvent):
                 self._apply(event.key, event.obj, deleted=event.type == "DELETED")
+
+    def state(self) -> dict[str, int]:
+        protect = sorted(self._protect_ms)
         return {
             "runners": len(self._runners),
             "pods": len(self._pods),
@@ -133,8 +148,11 @@ class Tracker:
             "busy": len(self._busy),
             "protected": len(self._protected),
             "busy_running": len(self._busy_running),
-            "protected_running": len(self._busy_running & self._protected),
+            "protected_running": len(self._protected_running),
             "explained": len(self._explained),
+            "protect_ms_p50": round(protect[len(protect) // 2]) if protect else 0,
+            "protect_ms_max": round(protect[-1]) if protect else 0,
+            "missed_window_ms_max": round(max(self._missed_window_ms, default=0)),
         }
 
     def _apply(self, key: tuple[str, str], obj: JSONDict, *, deleted: bool) -> None:
@@ -152,13 +170,22 @@ class Tracker:
             good = status.get("phase") == "Pending" and status.get("ready") is True
             if is_busy(obj):
                 self._busy.add(name)
-                if self._pods.get(name) and not deleted:
+                if self._pods.get(name) and not deleted and name not in self._busy_running:
                     self._busy_running.add(name)
+                    self._busy_since[name] = time.monotonic()
         else:
             table = self._pods
             good = status.get("phase") == "Running"
+            since = self._busy_since.get(name)
             if (meta.get("labels") or {}).get(LABEL_RUNNER_BUSY):
                 self._protected.add(name)
+                if since is not None:
+                    self._protect_ms.append((time.monotonic() - since) * 1000)
+                    self._protected_running.add(name)
+                    del self._busy_since[name]
+            elif since is not None and (deleted or not good):
+                self._missed_window_ms.append((time.monotonic() - since) * 1000)
+                del self._busy_since[name]
         if deleted:
             table.pop(name, None)
         else:
@@ -167,6 +194,30 @@ class Tracker:
             self._ready.add(name)
         else:
             self._ready.discard(name)
+
+
+LAG_BUCKETS_MS = (10, 100, 1000, 5000)
+"""Upper bounds of the event-loop lag histogram (`LoopLag`); beyond the last, `inf`."""
+
+
+class LoopLag:
+    """How late this process's event loop runs a timer: every `interval` seconds, the time past
+    it counted into `LAG_BUCKETS_MS` buckets (`loop_lag_le_<ms>`, `loop_lag_le_inf`), which a
+    phase's counts subtract like any other. Every request and watch event the process serves
+    waits at least that long: the floor of any client's latency against it."""
+
+    def __init__(self, interval: float = 0.05) -> None:
+        self.interval = interval
+        self.buckets: Counter[str] = Counter()
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            await asyncio.sleep(self.interval)
+            late = (loop.time() - started - self.interval) * 1000
+            bound = next((str(b) for b in LAG_BUCKETS_MS if late <= b), "inf")
+            self.buckets[f"loop_lag_le_{bound}"] += 1
 
 
 async def _serve_admin(
@@ -317,6 +368,9 @@ async def _kube(args: argparse.Namespace) -> None:
                 token=kube.user_token(SCALER_USER, ["system:masters"]),
             )
             tracker = Tracker(kube.store, namespace)
+            following = asyncio.create_task(tracker.follow())
+            lag = LoopLag()
+            lagging = asyncio.create_task(lag.run())
             counts: Counter[str] = Counter()
             errors: Counter[str] = Counter()
             seen = 0
@@ -346,6 +400,7 @@ async def _kube(args: argparse.Namespace) -> None:
                         "errors": errors,
                         "replicas": replicas,
                         **tracker.state(),
+                        **lag.buckets,
                     }
                 )
 
@@ -354,6 +409,8 @@ async def _kube(args: argparse.Namespace) -> None:
                 print(json.dumps({"url": kube.url, "admin": admin_url}), flush=True)
                 await _until_stopped()
             finally:
+                following.cancel()
+                lagging.cancel()
                 await admin.cleanup()
     finally:
         await runtime.stop()

@@ -65,6 +65,10 @@ class ControllerSettings(BaseModel):
     split a cluster by namespace."""
     workers: int = Field(4, ge=1, le=256)
     """Concurrent reconciles per controller; ARC's single worker per kind is its bottleneck."""
+    urgent_workers: int = Field(12, ge=0, le=256)
+    """Workers of the EphemeralRunner controller kept for runners turning busy, besides
+    `workers`: their pods are protected however long the other passes take (slow Actions
+    calls, a backlog); 0 leaves them to the shared workers, ahead of the backlog."""
     leader_elect: bool = True
     """Elect a leader so that replicas can run side by side with one reconciling."""
     lease_name: str = "gha-runner-scale-set-controller"
@@ -131,6 +135,7 @@ class ControllerSettings(BaseModel):
         return RuntimeSettings(
             namespaces=frozenset(self.watch_namespaces) or None,
             workers=self.workers,
+            urgent_workers=self.urgent_workers,
             backoff=Backoff(base=self.backoff_base, maximum=self.backoff_max),
             watch=WatchSettings(
                 server_timeout=self.watch_timeout,

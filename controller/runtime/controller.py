@@ -142,6 +142,9 @@ class Controller:
     urgent: Callable[[JSONDict, JSONDict], bool] | None = None
     """Updates of the primary for which `urgent(old, new)` holds go to the queue's urgent lane,
     before the backlog (docs/controller-runtime.md#the-urgent-lane)."""
+    urgent_workers: int | None = None
+    """Workers that take urgent keys only, besides `workers` (with `urgent` only); None takes
+    the manager's default."""
     queue: WorkQueue[Request] = field(init=False)
     echoes: Echoes = field(init=False)
 
@@ -369,16 +372,19 @@ def _watch_name(ctrl: Controller, kind: Kind, predicate: UpdatePredicate | None)
     return f"{kind.kind.lower()}-to-{ctrl.name}"
 
 
-async def worker(ctrl: Controller, metrics: RuntimeMetrics, tracer: Tracer) -> None:
-    """Take keys from the controller's queue and reconcile them until the queue shuts down;
-    each pass is a span of `tracer`'s unless the reconciler chooses (`PassTracing`)."""
+async def worker(
+    ctrl: Controller, metrics: RuntimeMetrics, tracer: Tracer, *, urgent_only: bool = False
+) -> None:
+    """Take keys from the controller's queue (its urgent lane only, with `urgent_only`) and
+    reconcile them until the queue shuts down; each pass is a span of `tracer`'s unless the
+    reconciler chooses (`PassTracing`)."""
     labels = {"controller": ctrl.name}
     copy_observer.set(lambda: metrics.copies.add(1, labels))
     current_echoes.set(ctrl.echoes)
     queue = ctrl.queue
     reconciler = ctrl.reconciler
     traced = reconciler if isinstance(reconciler, PassTracing) else None
-    while (key := await queue.get()) is not None:
+    while (key := await queue.get(urgent_only=urgent_only)) is not None:
         metrics.active.add(1, labels)
         started = time.perf_counter()
         chosen = traced.pass_span(key) if traced is not None else PassSpan(tracer)

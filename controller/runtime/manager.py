@@ -45,6 +45,9 @@ class RuntimeSettings:
     """Namespaces to watch; None watches all of them."""
     workers: int = 4
     """Default concurrent reconciles per controller (ARC hard-wires 1 for most, its bottleneck)."""
+    urgent_workers: int = 12
+    """Default workers kept for the urgent lane of a controller that has one
+    (docs/controller-runtime.md#the-urgent-lane)."""
     backoff: Backoff = field(default_factory=Backoff)
     watch: WatchSettings = field(default_factory=WatchSettings)
     leader_election: LeaseSettings | None = None
@@ -239,6 +242,16 @@ class Manager:
                         worker(ctrl, self.metrics, self.tracer), name=f"{ctrl.name}-{i}"
                     )
                     for i in range(count)
+                ]
+                urgent = 0 if ctrl.urgent is None else ctrl.urgent_workers
+                if urgent is None:
+                    urgent = self.settings.urgent_workers
+                workers += [
+                    asyncio.create_task(
+                        worker(ctrl, self.metrics, self.tracer, urgent_only=True),
+                        name=f"{ctrl.name}-urgent-{i}",
+                    )
+                    for i in range(urgent)
                 ]
             if holding is not None:
                 if await self._until_stopped(holding):

@@ -9,7 +9,9 @@
   the worker taking it (client-go's queue duration).
 - Two lanes, as controller-runtime's priority queue: an `urgent` add goes before every key of the
   ordinary lane (the initial list, requeues, most events), and an urgent add of a key already
-  waiting moves it there. Within a lane, first in, first out.
+  waiting moves it there. Within a lane, first in, first out. A worker may take from the urgent
+  lane only (`get(urgent_only=True)`): workers kept for urgent keys, which ordinary passes
+  never hold up.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class WorkQueue(Generic[K]):
         self._added_at: dict[K, float] = {}
         self._seq = 0
         self._wakeup = asyncio.Event()
+        self._urgent_wakeup = asyncio.Event()
+        """Set by an add to the urgent lane only: what urgent-only workers wait for."""
         self._shutdown = False
         self.adds = 0
         self.urgent_adds = 0
@@ -105,8 +109,7 @@ class WorkQueue(Generic[K]):
             return False
         if key in self._dirty:
             if urgent and self._lane.get(key) is False:
-                self._lane[key] = True
-                self._urgent.append(key)
+                self._enqueue(key, urgent=True)
                 self.urgent_adds += 1
             elif urgent and key in self._processing:
                 self._dirty_urgent.add(key)
@@ -125,12 +128,17 @@ class WorkQueue(Generic[K]):
 
     def _enqueue(self, key: K, *, urgent: bool) -> None:
         self._lane[key] = urgent
-        (self._urgent if urgent else self._ready).append(key)
+        if urgent:
+            self._urgent.append(key)
+            self._urgent_wakeup.set()
+        else:
+            self._ready.append(key)
 
-    def _next_ready(self) -> K | None:
-        """The first key of the urgent lane, else of the ordinary one; entries a key left
-        behind when it moved lanes are dropped on the way."""
-        for urgent, lane in ((True, self._urgent), (False, self._ready)):
+    def _next_ready(self, *, urgent_only: bool = False) -> K | None:
+        """The first key of the urgent lane, else (unless `urgent_only`) of the ordinary one;
+        entries a key left behind when it moved lanes are dropped on the way."""
+        lanes = [(True, self._urgent)] + ([] if urgent_only else [(False, self._ready)])
+        for urgent, lane in lanes:
             while lane:
                 key = lane.popleft()
                 if self._lane.get(key) is urgent:
@@ -200,10 +208,11 @@ class WorkQueue(Generic[K]):
             self._deferred.discard(key)
         return None
 
-    def try_get(self) -> K | None:
-        """A ready key, now marked as processing, or None."""
+    def try_get(self, *, urgent_only: bool = False) -> K | None:
+        """A ready key (of the urgent lane only, with `urgent_only`), now marked as processing,
+        or None."""
         self._promote_due()
-        key = self._next_ready()
+        key = self._next_ready(urgent_only=urgent_only)
         if key is None:
             return None
         self._dirty.discard(key)
@@ -217,12 +226,19 @@ class WorkQueue(Generic[K]):
             self.observe_wait(self._clock.now() - added_at)
         return key
 
-    async def get(self) -> K | None:
-        """Wait for a key; None once the queue is shut down."""
+    async def get(self, *, urgent_only: bool = False) -> K | None:
+        """Wait for a key (of the urgent lane only, with `urgent_only`); None once the queue is
+        shut down. An urgent-only worker never waits for a scheduled key: the ordinary workers
+        bring it in when it falls due, and an urgent add wakes it."""
         while not self._shutdown:
-            key = self.try_get()
+            key = self.try_get(urgent_only=urgent_only)
             if key is not None:
                 return key
+            if urgent_only:
+                # The urgent lane is empty now (`try_get` dropped what moved out of it).
+                self._urgent_wakeup.clear()
+                await self._urgent_wakeup.wait()
+                continue
             self._wakeup.clear()
             next_due = self._promote_due()
             if self._lane:
@@ -257,3 +273,4 @@ class WorkQueue(Generic[K]):
         """Wake every waiting `get` with None; adds are ignored from now on."""
         self._shutdown = True
         self._wakeup.set()
+        self._urgent_wakeup.set()

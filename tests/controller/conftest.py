@@ -451,6 +451,9 @@ class RigOptions:
     """How often the emulator sends a bookmark on a watch that asks for them."""
     nodes: int = 1
     """The emulator's worker nodes (a drain needs another node for the pods it evicts)."""
+    urgent_workers: int | None = None
+    """Workers kept for the urgent lane (docs/controller-runtime.md#the-urgent-lane); None
+    for the default."""
 
 
 @pytest.fixture
@@ -559,16 +562,15 @@ async def _running(
     test_api = client.ApiClient(
         await kube.configuration(token=kube.user_token(TEST_USER, ["system:masters"]))
     )
-    manager = Manager(
-        api=api,
-        settings=RuntimeSettings(
-            namespaces=None if rig_options.cluster_role else frozenset({namespace, system}),
-            backoff=Backoff(base=0.01, maximum=0.5),
-            watch=rig_options.watch,
-            drain_timeout=2.0,
-        ),
-        clock=rig_options.clock,
+    runtime = RuntimeSettings(
+        namespaces=None if rig_options.cluster_role else frozenset({namespace, system}),
+        backoff=Backoff(base=0.01, maximum=0.5),
+        watch=rig_options.watch,
+        drain_timeout=2.0,
     )
+    if rig_options.urgent_workers is not None:
+        runtime = dataclasses.replace(runtime, urgent_workers=rig_options.urgent_workers)
+    manager = Manager(api=api, settings=runtime, clock=rig_options.clock)
     # Wired by the composition root (controller/app.py), with the rig's settings and clients;
     # the runner-namespace controller runs whatever else does, as in gha-controller.
     deps = app.compose(

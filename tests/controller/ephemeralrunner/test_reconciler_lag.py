@@ -6,7 +6,7 @@ keep arriving and are queued, as they are while the workers are busy."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 import pytest
 
@@ -26,17 +26,20 @@ def rig_options() -> RigOptions:
 
 
 class Gate:
-    """Holds every pass of the EphemeralRunner reconciler until opened; records the keys in the
-    order their passes start."""
+    """Holds the passes of the EphemeralRunner reconciler (over the runners named in `only`, or
+    every one) until opened; records the keys in the order their passes start."""
 
-    def __init__(self, rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(
+        self, rig: Rig, monkeypatch: pytest.MonkeyPatch, only: Collection[str] | None = None
+    ) -> None:
         [ctrl] = [c for c in rig.manager.controllers if c.name == "ephemeralrunner"]
         self.open = asyncio.Event()
         self.started: list[str] = []
         original: Callable[[Request], Awaitable[Result]] = ctrl.reconciler.reconcile
 
         async def held(request: Request) -> Result:
-            await self.open.wait()
+            if only is None or request.name in only:
+                await self.open.wait()
             self.started.append(request.name)
             return await original(request)
 
@@ -77,7 +80,9 @@ async def test_a_runner_done_before_any_pass_saw_its_job_still_gets_its_timeline
 
 
 @pytest.mark.parametrize(
-    "rig_options", [RigOptions(controllers=("ephemeralrunner",), kubelet=True)]
+    "rig_options",
+    # Without workers kept for the urgent lane: the shared workers take it first.
+    [RigOptions(controllers=("ephemeralrunner",), kubelet=True, urgent_workers=0)],
 )
 async def test_a_runner_turning_busy_is_handled_before_the_backlog(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
@@ -125,3 +130,45 @@ async def test_a_runner_turning_busy_is_handled_before_the_backlog(
     waited = [name for name in backlog if name not in held]
     assert len(waited) == waiting
     assert all(gate.started.index(hot) < gate.started.index(name) for name in waited), gate.started
+
+
+@pytest.mark.parametrize(
+    "rig_options", [RigOptions(controllers=("ephemeralrunner",), kubelet=True)]
+)
+async def test_a_runner_turning_busy_is_protected_while_every_shared_worker_is_held(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The urgent lane's own workers (docs/controller-runtime.md#the-urgent-lane): passes that
+    hold every shared worker (slow Actions calls, a backlog) do not hold up the protection of a
+    pod whose runner turns busy; the held passes are still held when it lands."""
+    names = [(await rig.create_runner())["metadata"]["name"] for _ in range(WORKERS + 2)]
+    runners = {r["metadata"]["name"]: r for r in await rig.registered(len(names))}
+
+    async def pods_running() -> bool:
+        pods = [await rig.pod(name) for name in names]
+        return all(p is not None and p["status"].get("phase") == "Running" for p in pods)
+
+    await rig.until(pods_running, what="runner pods running")
+    await rig.settle(delayed=True)
+    backlog, hot = names[:-1], names[-1]
+    gate = Gate(rig, monkeypatch, only=backlog)
+    [ctrl] = [c for c in rig.manager.controllers if c.name == "ephemeralrunner"]
+    for name in backlog:
+        await rig.set_status(name, message="backlog")
+
+    async def held() -> bool:
+        return len(ctrl.queue.processing) == WORKERS and len(ctrl.queue) == 1
+
+    await rig.until(held, what="every shared worker held, one key waiting")
+    await rig.job_started(runners[hot])
+
+    async def protected() -> JSONDict | None:
+        pod = await rig.pod(hot)
+        annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
+        return pod if "karpenter.sh/do-not-disrupt" in annotations else None
+
+    await rig.until(protected, what="busy pod protected")
+    assert not gate.open.is_set()
+    assert len(ctrl.queue.processing & {Request(rig.namespace, n) for n in backlog}) == WORKERS
+    gate.open.set()
+    await rig.settle()

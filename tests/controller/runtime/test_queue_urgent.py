@@ -1,8 +1,10 @@
 """The queue's urgent lane (docs/controller-runtime.md#the-urgent-lane): an urgent add is taken
 before the backlog, moves a key already waiting, and a key held by a worker comes back urgent;
-no key is ever handed out twice."""
+no key is ever handed out twice. Workers kept for the lane take from it only."""
 
 from __future__ import annotations
+
+import asyncio
 
 from controller.runtime import FakeClock, Request, WorkQueue
 from controller.runtime.controller import Controller, handlers
@@ -87,3 +89,38 @@ def test_the_primarys_urgent_rule_picks_the_lane() -> None:
     handler.on_update(runner("hot"), runner("hot", jobId="j"))
     handler.on_update(runner("cold"), runner("cold", ready="true"))
     assert drain(ctrl.queue) == [HOT, *BACKLOG, Request("ns", "cold")]
+
+
+def test_an_urgent_only_take_leaves_the_backlog() -> None:
+    queue = backlog()
+    assert queue.try_get(urgent_only=True) is None
+    queue.add(BACKLOG[2], urgent=True)  # moved: its old place in the backlog is skipped
+    assert queue.try_get(urgent_only=True) == BACKLOG[2]
+    assert queue.try_get(urgent_only=True) is None
+    queue.done(BACKLOG[2])
+    assert drain(queue) == [BACKLOG[0], BACKLOG[1], BACKLOG[3], BACKLOG[4]]
+
+
+async def test_an_urgent_only_worker_wakes_for_an_urgent_add_only() -> None:
+    queue: WorkQueue[Request] = WorkQueue("test", clock=FakeClock())
+    taking = asyncio.ensure_future(queue.get(urgent_only=True))
+    queue.add(BACKLOG[0])
+    queue.add_after(BACKLOG[1], 5.0)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not taking.done()
+    queue.add(HOT, urgent=True)
+    assert await taking == HOT
+    # A key held by another worker comes back urgent when it is done, and wakes the worker.
+    assert queue.try_get() == BACKLOG[0]
+    taking = asyncio.ensure_future(queue.get(urgent_only=True))
+    queue.add(BACKLOG[0], urgent=True)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not taking.done()
+    queue.done(BACKLOG[0])
+    assert await taking == BACKLOG[0]
+    taking = asyncio.ensure_future(queue.get(urgent_only=True))
+    await asyncio.sleep(0)
+    queue.shutdown()
+    assert await taking is None
