@@ -14,7 +14,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from sandbox.kube import KubeEmulator
-from sandbox.kube.disruption import budget_status
+from sandbox.kube.disruption import DISRUPTION_USER, budget_status
 from sandbox.kube.store import Event
 from tests.sandbox.kube.conftest import wait_for
 
@@ -323,6 +323,82 @@ async def test_a_pod_without_a_found_controller_fails_the_percentage_budget(
         status_when(kube, "b", lambda s: condition(s)["reason"] == "SyncFailed")
     )
     assert condition(status)["message"] == 'found no controllers for pod "p"'
+
+
+# --- the disruption controller's requests --------------------------------------------------
+
+
+def status_updates(kube: KubeEmulator) -> int:
+    return kube.requests.count(
+        verb="update",
+        resource="poddisruptionbudgets",
+        subresource="status",
+        user=DISRUPTION_USER,
+        namespace=NS,
+        code=200,
+    )
+
+
+async def settled(kube: KubeEmulator, syncs: int) -> None:
+    """Until the controller has run a sync after `syncs` (a sync runs to its end at once)."""
+    await wait_for(lambda: kube.disruption.syncs > syncs)
+
+
+async def test_a_busy_pod_costs_its_budget_one_status_update_when_labelled_one_when_gone(
+    kube: KubeEmulator, apis: tuple[client.CoreV1Api, client.PolicyV1Api]
+) -> None:
+    """The real controller's `update poddisruptionbudgets/status` for the busy-pod budget, as
+    kube-controller-manager 1.32 sent them (BENCHMARKS.md, "API load per job on a real control
+    plane"): one per sync that changes the status, none for one that changes nothing."""
+    core, policy = apis
+    busy = {"app": "web", "busy": "yes"}
+    await policy.create_namespaced_pod_disruption_budget(
+        NS, budget("busy", minAvailable=HUGE, selector={"matchLabels": busy})
+    )
+    await ready_pods(kube, core, "p")
+    await wait_for(status_when(kube, "busy", lambda s: s.get("observedGeneration") == 1))
+    assert kube.requests.count(user=DISRUPTION_USER) == 0  # not counted unless asked
+    kube.controllers.requests = kube.requests
+
+    syncs = kube.disruption.syncs
+    await core.patch_namespaced_pod("p", NS, {"metadata": {"labels": busy}})
+    await wait_for(status_when(kube, "busy", lambda s: s["currentHealthy"] == 1))
+    # The pod's event, then its own write's: that sync finds the status up to date.
+    await wait_for(lambda: kube.disruption.syncs >= syncs + 2)
+    assert status_updates(kube) == 1
+
+    syncs = kube.disruption.syncs
+    await core.patch_namespaced_pod("p", NS, {"metadata": {"labels": {"tier": "front"}}})
+    await settled(kube, syncs)
+    assert status_updates(kube) == 1
+
+    await core.delete_namespaced_pod("p", NS, grace_period_seconds=0)
+    await wait_for(status_when(kube, "busy", lambda s: s["expectedPods"] == 0))
+    assert status_updates(kube) == 2
+    assert kube.requests.count(user=DISRUPTION_USER) == 2
+
+
+async def test_the_fail_safe_status_is_written_on_every_sync(
+    kube: KubeEmulator, apis: tuple[client.CoreV1Api, client.PolicyV1Api]
+) -> None:
+    """failSafe updates the status without comparing it: a sync that fails again sends an
+    update that changes nothing (the API server answers 200 and writes nothing)."""
+    core, policy = apis
+    kube.controllers.requests = kube.requests
+    owner = {"apiVersion": "actions.github.com/v1alpha1", "kind": "EphemeralRunner", "uid": "u1"}
+    await ready_pods(kube, core, "r", owner={**owner, "name": "r"})
+    await policy.create_namespaced_pod_disruption_budget(NS, budget("b", maxUnavailable=0))
+    await wait_for(status_when(kube, "b", lambda s: condition(s)["reason"] == "SyncFailed"))
+    # The fail-safe write, then one more on its own write's event, which changes nothing.
+    await wait_for(lambda: status_updates(kube) == 2)
+    syncs = kube.disruption.syncs
+    version = (kube.store.get(PDBS, NS, "b") or {})["metadata"]["resourceVersion"]
+
+    await core.patch_namespaced_pod("r", NS, {"metadata": {"labels": {"tier": "front"}}})
+    await settled(kube, syncs)
+
+    assert status_updates(kube) == 3
+    assert (kube.store.get(PDBS, NS, "b") or {})["metadata"]["resourceVersion"] == version
 
 
 # --- eviction ------------------------------------------------------------------------------
