@@ -14,7 +14,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from sandbox.kube import KubeEmulator
-from sandbox.kube.disruption import DISRUPTION_USER, budget_status
+from sandbox.kube.disruption import DISRUPTION_USER, budget_status, up_to_date
 from sandbox.kube.store import Event
 from tests.sandbox.kube.conftest import wait_for
 
@@ -658,3 +658,45 @@ def test_an_eviction_keeps_its_pod_out_of_current_healthy_for_two_minutes() -> N
     assert budget.status["disruptedPods"] == {"a": "2026-12-06T11:59:00Z"}
     assert (budget.status["currentHealthy"], budget.status["disruptionsAllowed"]) == (2, 1)
     assert budget.recheck == dt.datetime(2026, 12, 6, 12, 1, tzinfo=dt.UTC)
+
+
+STORED: Obj = {
+    "observedGeneration": 1,
+    "disruptionsAllowed": 0,
+    "currentHealthy": 1,
+    "desiredHealthy": HUGE,
+    "expectedPods": 1,
+    "conditions": [
+        {
+            "type": "DisruptionAllowed",
+            "status": "False",
+            "reason": "InsufficientPods",
+            "message": "",
+            "observedGeneration": 1,
+            "lastTransitionTime": "2026-12-06T00:00:00Z",
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "fresh"),
+    [
+        ({}, True),
+        ({"disruptedPods": {}}, True),  # no map and an empty one alike
+        ({"conditions": [{**STORED["conditions"][0], "message": "set by hand"}]}, True),
+        ({"currentHealthy": 2}, False),
+        ({"disruptedPods": {"p": "2026-12-06T00:00:00Z"}}, False),
+        ({"observedGeneration": 0}, False),
+        ({"conditions": [{**STORED["conditions"][0], "reason": "SyncFailed"}]}, False),
+        ({"conditions": []}, False),
+    ],
+)
+def test_a_status_is_written_unless_up_to_date_as_update_pdb_status_judges(
+    change: Obj, fresh: bool
+) -> None:
+    """updatePdbStatus compares the counts, disruptedPods, the observed generation, and the
+    condition's status and reason (not its message or times)."""
+    pdb = {"metadata": {"generation": 1}, "status": {**STORED, **change}}
+    status = {k: v for k, v in STORED.items() if k != "conditions"}
+    assert up_to_date(pdb, status) is fresh
