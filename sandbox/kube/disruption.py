@@ -4,15 +4,15 @@
 Each PodDisruptionBudget's status is computed as a pure value (`budget_status`) from the pods its
 selector matches and, for `maxUnavailable` or a percentage `minAvailable`, the scale of those
 pods' controllers; then written through `/status` unless it is up to date, as the real controller
-judges it (`up_to_date`). A budget is synced when it is
-written, when a pod it selects (before or after the write) or a workload of its namespace
-changes, and when an entry of `disruptedPods` expires; the pods it selects are kept per budget
-from the pod events. A budget whose expected pods cannot be counted (a controller without a scale
-subresource, such as a custom resource without one, or no controller found) gets the fail-safe
-status: `disruptionsAllowed: 0` and `DisruptionAllowed=False` with reason `SyncFailed` and the
-error as message, its other fields (observedGeneration included) as they were, written on every
-such sync. Given kube-controller-manager's request log, each status write is recorded as the real
-controller's `update poddisruptionbudgets/status` (docs/sandbox-kube.md#poddisruptionbudgets).
+judges it (`up_to_date`). A budget is synced when it is written, when a pod it selects (before or
+after the write) or a workload of its namespace changes, and when an entry of `disruptedPods`
+expires; the pods it selects are kept per budget from the pod events. A budget whose expected
+pods cannot be counted (a controller without a scale subresource, such as a custom resource
+without one, or no controller found) gets the fail-safe status: `disruptionsAllowed: 0` and
+`DisruptionAllowed=False` with reason `SyncFailed` and the error as message, its other fields
+(observedGeneration included) as they were, written on every such sync. Given
+kube-controller-manager's request log, each status write is recorded as the real controller's
+`update poddisruptionbudgets/status` (docs/sandbox-kube.md#the-disruption-controllers-requests).
 """
 
 from __future__ import annotations
@@ -425,10 +425,10 @@ def uid_replicas(obj: Obj) -> tuple[str, int]:
 
 
 def up_to_date(pdb: Obj, status: Obj) -> bool:
-    """updatePdbStatus's test before it writes (docs/sandbox-kube.md#poddisruptionbudgets): the
-    stored status has the new counts and `disruptedPods` (none and empty alike), has observed
-    the budget's generation, and its condition has the status and reason its
-    `disruptionsAllowed` calls for (ConditionsAreUpToDate: message and times not compared)."""
+    """updatePdbStatus's test before it writes: the stored status has the new counts and
+    `disruptedPods` (none and empty alike), has observed the budget's generation, and its
+    condition has the status and reason its `disruptionsAllowed` calls for (ConditionsAreUpToDate:
+    message and times not compared). docs/sandbox-kube.md#the-disruption-controllers-requests."""
     old = pdb.get("status") or {}
     if any(int(old.get(k) or 0) != int(status.get(k) or 0) for k in STATUS_COUNTS):
         return False
