@@ -21,8 +21,10 @@ the counts from the emulators' admin endpoints; each process's CPU time comes fr
 
 Counted per runner: Kubernetes requests by user, verb and resource (informer lists and watches
 are shown apart: they are per process, not per runner), kube-controller-manager's garbage
-collector's included (`gc`: docs/sandbox.md#the-garbage-collectors-requests), Actions requests
-by sender (the User-Agent's subsystem), reconciles, predicate drops and lazy copies per
+collector's included (`gc`: docs/sandbox.md#the-garbage-collectors-requests) and its disruption
+controller's (`disruption`: the busy-pod budget's status, docs/sandbox-kube.md#poddisruptionbudgets;
+left out of the totals against ARC, which makes no budget), Actions requests by sender (the
+User-Agent's subsystem), reconciles, predicate drops and lazy copies per
 controller; issue 43's "nothing skipped under lag" ratios per phase (runners with a `JobTimeline`
 Event per job completed, busy runner pods labelled per busy runner: `bench.emulators.Tracker`);
 and the same per-runner counts against ARC's figures
@@ -65,6 +67,7 @@ from bench.emulators import LAG_BUCKETS_MS
 from controller.app import install_reconcilers
 from controller.runtime import Manager, RuntimeSettings
 from sandbox import leash
+from sandbox.kube.disruption import DISRUPTION_USER
 from sandbox.kube.gc import GC_USER
 from shared.typedefs import JSONDict
 
@@ -78,6 +81,7 @@ USERS = {
     SCALER_USER: "scaler",
     LISTENER_USER: "listener",
     GC_USER: "gc",
+    DISRUPTION_USER: "disruption",
 }
 ERS_KEY = ("actions.github.com", "ephemeralrunnersets")
 ER_KEY = ("actions.github.com", "ephemeralrunners")
@@ -888,6 +892,14 @@ def comparison(result: Result) -> list[tuple[str, float, str]]:
             "garbage collector Kubernetes requests",
             gc,
             f"ARC: {ARC_GC_KUBE[0]} (it deletes the pod and JIT Secret itself)",
+        )
+    )
+    disruption = counts.kube_total("disruption") / n
+    rows.append(
+        (
+            "disruption controller Kubernetes requests (the busy-pod budget's status)",
+            disruption,
+            "ARC: 0 (it makes no budget); not in the totals below",
         )
     )
     everyone = controller_kube + listener_kube + gc

@@ -3,13 +3,16 @@
 
 Each PodDisruptionBudget's status is computed as a pure value (`budget_status`) from the pods its
 selector matches and, for `maxUnavailable` or a percentage `minAvailable`, the scale of those
-pods' controllers; then written through `/status` when it differs. A budget is synced when it is
-written, when a pod it selects (before or after the write) or a workload of its namespace
-changes, and when an entry of `disruptedPods` expires; the pods it selects are kept per budget
-from the pod events. A budget whose expected pods cannot be counted (a controller without a scale
-subresource, such as a custom resource without one, or no controller found) gets the fail-safe
-status: `disruptionsAllowed: 0` and `DisruptionAllowed=False` with reason `SyncFailed` and the
-error as message, its other fields (observedGeneration included) as they were.
+pods' controllers; then written through `/status` unless it is up to date, as the real controller
+judges it (`up_to_date`). A budget is synced when it is written, when a pod it selects (before or
+after the write) or a workload of its namespace changes, and when an entry of `disruptedPods`
+expires; the pods it selects are kept per budget from the pod events. A budget whose expected
+pods cannot be counted (a controller without a scale subresource, such as a custom resource
+without one, or no controller found) gets the fail-safe status: `disruptionsAllowed: 0` and
+`DisruptionAllowed=False` with reason `SyncFailed` and the error as message, its other fields
+(observedGeneration included) as they were, written on every such sync. Given
+kube-controller-manager's request log, each status write is recorded as the real controller's
+`update poddisruptionbudgets/status` (docs/sandbox-kube.md#the-disruption-controllers-requests).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.kube.clock import timestamp
+from sandbox.kube.faults import Request, Requests
+from sandbox.kube.kinds.disruptionbudgets import STATUS_COUNTS
 from sandbox.kube.registry import Registry
 from sandbox.kube.status import ApiError, qualified
 from sandbox.kube.store import Event, Store, TypeKey
@@ -44,6 +49,9 @@ WORKLOADS = (DEPLOYMENTS, REPLICASETS, STATEFULSETS, RCS)
 # (the controller's DeletionTimeout).
 DELETION_TIMEOUT = dt.timedelta(minutes=2)
 CONDITION = "DisruptionAllowed"
+# kube-controller-manager's disruption controller as kubeadm runs it (`--use-service-account-
+# credentials`): each controller with its own ServiceAccount.
+DISRUPTION_USER = "system:serviceaccount:kube-system:disruption-controller"
 
 
 class SyncFailed(Exception):
@@ -54,6 +62,8 @@ class SyncFailed(Exception):
 class Budget:
     status: Obj
     recheck: dt.datetime | None = None
+    failed: bool = False
+    """The fail-safe status, which the real controller writes without comparing (failSafe)."""
 
 
 ScaleOf = Callable[[Obj, str], tuple[str, int] | None]
@@ -156,7 +166,7 @@ def budget_status(pdb: Obj, pods: list[Obj], *, scale_of: ScaleOf, now: dt.datet
     except SyncFailed as exc:
         old["disruptionsAllowed"] = 0
         set_condition(old, value="False", reason="SyncFailed", message=str(exc), now=stamp)
-        return Budget(old)
+        return Budget(old, failed=True)
     disrupted: dict[str, str] = {}
     recheck: dt.datetime | None = None
     listed = old.get("disruptedPods") or {}
@@ -222,9 +232,19 @@ class _Selection:
 
 
 class DisruptionController:
-    def __init__(self, *, registry: Registry, store: Store) -> None:
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        store: Store,
+        requests: Callable[[], Requests | None] = lambda: None,
+    ) -> None:
         self.registry = registry
         self.store = store
+        self.requests = requests
+        """Where kube-controller-manager's requests are counted, read at each write: the
+        emulator gives the garbage collector's (`Controllers.requests`), so one switch counts
+        both controllers; None leaves them out of the request log."""
         self._rechecks: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._budgets: dict[str, dict[str, _Selection]] = {}
         """Per namespace, its budgets by name."""
@@ -326,14 +346,30 @@ class DisruptionController:
         budget = budget_status(pdb, pods, scale_of=self._scale_of, now=now)
         if budget.recheck is not None:
             self._recheck(ns, name, (budget.recheck - now).total_seconds())
-        if _same(budget.status, pdb.get("status") or {}):
+        if not budget.failed and up_to_date(pdb, budget.status):
             return
         new = copy.deepcopy(pdb)
         new["status"] = budget.status
+        code = 200
         try:
+            # The budget is read from the store, never from a lagging cache as the real
+            # controller's informer may be: no write here is answered 409.
             self.registry.commit(rt, cur=pdb, new=new, subresource="status")
         except ApiError as exc:
+            code = exc.code
             log.debug("disruption controller status write failed: %s", exc.message)
+        requests = self.requests()
+        if requests is not None:
+            requests.record(
+                Request(
+                    verb="update",
+                    resource=PDBS[1],
+                    subresource="status",
+                    user=DISRUPTION_USER,
+                    namespace=ns,
+                    code=code,
+                )
+            )
 
     def _recheck(self, ns: str, name: str, seconds: float) -> None:
         key = (ns, name)
@@ -388,20 +424,24 @@ def uid_replicas(obj: Obj) -> tuple[str, int]:
     return obj["metadata"]["uid"], 1 if replicas is None else int(replicas)
 
 
-def _same(new: Obj, old: Obj) -> bool:
-    """Equal but for the condition's transition time, which the real controller compares the
-    same way (ConditionsAreUpToDate looks at status and observedGeneration only)."""
-
-    def key(status: Obj) -> Obj:
-        return {
-            **status,
-            "conditions": [
-                {k: v for k, v in c.items() if k != "lastTransitionTime"}
-                for c in status.get("conditions") or []
-            ],
-        }
-
-    return key(new) == key(old)
+def up_to_date(pdb: Obj, status: Obj) -> bool:
+    """updatePdbStatus's test before it writes: the stored status has the new counts and
+    `disruptedPods` (none and empty alike), has observed the budget's generation, and its
+    condition has the status and reason its `disruptionsAllowed` calls for (ConditionsAreUpToDate:
+    message and times not compared). docs/sandbox-kube.md#the-disruption-controllers-requests."""
+    old = pdb.get("status") or {}
+    if any(int(old.get(k) or 0) != int(status.get(k) or 0) for k in STATUS_COUNTS):
+        return False
+    if (old.get("disruptedPods") or {}) != (status.get("disruptedPods") or {}):
+        return False
+    if old.get("observedGeneration") != pdb["metadata"].get("generation"):
+        return False
+    for c in old.get("conditions") or []:
+        if c.get("type") == CONDITION:
+            allowed = int(old.get("disruptionsAllowed") or 0) > 0
+            expected = ("True", "SufficientPods") if allowed else ("False", "InsufficientPods")
+            return (c.get("status"), c.get("reason")) == expected
+    return False
 
 
 def matching(budgets: Iterable[Obj], pod: Obj) -> list[Obj]:

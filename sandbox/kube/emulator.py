@@ -157,7 +157,9 @@ class KubeEmulator:
             ca_pem=self._ca_pem.decode() or "sandbox-without-tls\n",
         )
         self.workloads = Workloads(registry=self.registry, store=self.store)
-        self.disruption = DisruptionController(registry=self.registry, store=self.store)
+        self.disruption = DisruptionController(
+            registry=self.registry, store=self.store, requests=lambda: self.controllers.requests
+        )
         self.node_lifecycle = NodeLifecycle(registry=self.registry, store=self.store)
         runtime: ContainerRuntime = container_runtime or RunUntilDeleted()
         self.processes = (

@@ -117,6 +117,23 @@ async def test_the_garbage_collector_reads_then_deletes_each_pod_and_jit_secret(
     }
 
 
+async def test_the_busy_budget_costs_the_disruption_controller_status_updates(
+    result: Result,
+) -> None:
+    """kube-controller-manager's disruption controller updates the set's busy-pod budget's
+    status when a pod it selects comes or goes (the busy label added; the pod no longer Ready;
+    the pod gone), counted under its own name: at most 3 per protected pod, fewer when one sync
+    serves several changes."""
+    counts = result.lifecycle()
+    disruption = {k: v for k, v in counts.kube.items() if k.startswith("disruption ")}
+    assert set(disruption) <= {"disruption update poddisruptionbudgets/status"}
+    updates = sum(disruption.values())
+    protected = result.phases[1].counts.skipped["protected"]
+    assert (updates > 0) == (protected > 0)
+    assert updates <= 3 * protected
+    assert not any(k.startswith("other ") for k in counts.kube), counts.kube
+
+
 async def test_every_process_of_the_system_reports_its_cpu(result: Result) -> None:
     scale_up, jobs = result.phases
     assert {"kube process", "actions process"} <= scale_up.counts.cpu.keys()

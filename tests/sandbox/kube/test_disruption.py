@@ -14,7 +14,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from sandbox.kube import KubeEmulator
-from sandbox.kube.disruption import budget_status
+from sandbox.kube.disruption import DISRUPTION_USER, budget_status, up_to_date
 from sandbox.kube.store import Event
 from tests.sandbox.kube.conftest import wait_for
 
@@ -325,6 +325,82 @@ async def test_a_pod_without_a_found_controller_fails_the_percentage_budget(
     assert condition(status)["message"] == 'found no controllers for pod "p"'
 
 
+# --- the disruption controller's requests --------------------------------------------------
+
+
+def status_updates(kube: KubeEmulator) -> int:
+    return kube.requests.count(
+        verb="update",
+        resource="poddisruptionbudgets",
+        subresource="status",
+        user=DISRUPTION_USER,
+        namespace=NS,
+        code=200,
+    )
+
+
+async def settled(kube: KubeEmulator, syncs: int) -> None:
+    """Until the controller has run a sync after `syncs` (a sync runs to its end at once)."""
+    await wait_for(lambda: kube.disruption.syncs > syncs)
+
+
+async def test_a_busy_pod_costs_its_budget_one_status_update_when_labelled_one_when_gone(
+    kube: KubeEmulator, apis: tuple[client.CoreV1Api, client.PolicyV1Api]
+) -> None:
+    """The real controller's `update poddisruptionbudgets/status` for the busy-pod budget, as
+    kube-controller-manager 1.32 sent them (BENCHMARKS.md, "API load per job on a real control
+    plane"): one per sync that changes the status, none for one that changes nothing."""
+    core, policy = apis
+    busy = {"app": "web", "busy": "yes"}
+    await policy.create_namespaced_pod_disruption_budget(
+        NS, budget("busy", minAvailable=HUGE, selector={"matchLabels": busy})
+    )
+    await ready_pods(kube, core, "p")
+    await wait_for(status_when(kube, "busy", lambda s: s.get("observedGeneration") == 1))
+    assert kube.requests.count(user=DISRUPTION_USER) == 0  # not counted unless asked
+    kube.controllers.requests = kube.requests
+
+    syncs = kube.disruption.syncs
+    await core.patch_namespaced_pod("p", NS, {"metadata": {"labels": busy}})
+    await wait_for(status_when(kube, "busy", lambda s: s["currentHealthy"] == 1))
+    # The pod's event, then its own write's: that sync finds the status up to date.
+    await wait_for(lambda: kube.disruption.syncs >= syncs + 2)
+    assert status_updates(kube) == 1
+
+    syncs = kube.disruption.syncs
+    await core.patch_namespaced_pod("p", NS, {"metadata": {"labels": {"tier": "front"}}})
+    await settled(kube, syncs)
+    assert status_updates(kube) == 1
+
+    await core.delete_namespaced_pod("p", NS, grace_period_seconds=0)
+    await wait_for(status_when(kube, "busy", lambda s: s["expectedPods"] == 0))
+    assert status_updates(kube) == 2
+    assert kube.requests.count(user=DISRUPTION_USER) == 2
+
+
+async def test_the_fail_safe_status_is_written_on_every_sync(
+    kube: KubeEmulator, apis: tuple[client.CoreV1Api, client.PolicyV1Api]
+) -> None:
+    """failSafe updates the status without comparing it: a sync that fails again sends an
+    update that changes nothing (the API server answers 200 and writes nothing)."""
+    core, policy = apis
+    kube.controllers.requests = kube.requests
+    owner = {"apiVersion": "actions.github.com/v1alpha1", "kind": "EphemeralRunner", "uid": "u1"}
+    await ready_pods(kube, core, "r", owner={**owner, "name": "r"})
+    await policy.create_namespaced_pod_disruption_budget(NS, budget("b", maxUnavailable=0))
+    await wait_for(status_when(kube, "b", lambda s: condition(s)["reason"] == "SyncFailed"))
+    # The fail-safe write, then one more on its own write's event, which changes nothing.
+    await wait_for(lambda: status_updates(kube) == 2)
+    syncs = kube.disruption.syncs
+    version = (kube.store.get(PDBS, NS, "b") or {})["metadata"]["resourceVersion"]
+
+    await core.patch_namespaced_pod("r", NS, {"metadata": {"labels": {"tier": "front"}}})
+    await settled(kube, syncs)
+
+    assert status_updates(kube) == 3
+    assert (kube.store.get(PDBS, NS, "b") or {})["metadata"]["resourceVersion"] == version
+
+
 # --- eviction ------------------------------------------------------------------------------
 
 
@@ -582,3 +658,45 @@ def test_an_eviction_keeps_its_pod_out_of_current_healthy_for_two_minutes() -> N
     assert budget.status["disruptedPods"] == {"a": "2026-12-06T11:59:00Z"}
     assert (budget.status["currentHealthy"], budget.status["disruptionsAllowed"]) == (2, 1)
     assert budget.recheck == dt.datetime(2026, 12, 6, 12, 1, tzinfo=dt.UTC)
+
+
+STORED: Obj = {
+    "observedGeneration": 1,
+    "disruptionsAllowed": 0,
+    "currentHealthy": 1,
+    "desiredHealthy": HUGE,
+    "expectedPods": 1,
+    "conditions": [
+        {
+            "type": "DisruptionAllowed",
+            "status": "False",
+            "reason": "InsufficientPods",
+            "message": "",
+            "observedGeneration": 1,
+            "lastTransitionTime": "2026-12-06T00:00:00Z",
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "fresh"),
+    [
+        ({}, True),
+        ({"disruptedPods": {}}, True),  # no map and an empty one alike
+        ({"conditions": [{**STORED["conditions"][0], "message": "set by hand"}]}, True),
+        ({"currentHealthy": 2}, False),
+        ({"disruptedPods": {"p": "2026-12-06T00:00:00Z"}}, False),
+        ({"observedGeneration": 0}, False),
+        ({"conditions": [{**STORED["conditions"][0], "reason": "SyncFailed"}]}, False),
+        ({"conditions": []}, False),
+    ],
+)
+def test_a_status_is_written_unless_up_to_date_as_update_pdb_status_judges(
+    change: Obj, fresh: bool
+) -> None:
+    """updatePdbStatus compares the counts, disruptedPods, the observed generation, and the
+    condition's status and reason (not its message or times)."""
+    pdb = {"metadata": {"generation": 1}, "status": {**STORED, **change}}
+    status = {k: v for k, v in STORED.items() if k != "conditions"}
+    assert up_to_date(pdb, status) is fresh
