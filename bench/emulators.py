@@ -336,7 +336,8 @@ async def _kube(args: argparse.Namespace) -> None:
     try:
         async with KubeEmulator(container_runtime=runtime) as kube:
             # kube-controller-manager's garbage collector deletes the runners' pods and JIT
-            # Secrets on a real cluster: count its requests too (docs/sandbox.md).
+            # Secrets on a real cluster, and its disruption controller writes the busy budgets'
+            # status: count their requests too (docs/sandbox.md).
             kube.controllers.requests = kube.requests
             names = list(actions["scale_sets"])
             setup_cluster(
