@@ -70,11 +70,13 @@ def decode_json(data: bytes | str, *, limit: int, what: str) -> Any:
         raise DecodeError(f"{what} is not valid JSON: {exc}", str(exc)) from None
 
 
-def use_parser(parse: Callable[[bytes | str], Any]) -> None:
+def use_parser(parse: Callable[[bytes | str], Any]) -> Callable[[bytes | str], Any]:
     """Make `parse` (`parse_with_json` or `parse_with_pydantic_core`) the one `decode_json` uses
-    in this process; called once, by a composition root, before anything is decoded."""
+    in this process, and answer the one it replaces; called once, by a composition root, before
+    anything is decoded (and by the tests, which run several roots in one process)."""
     global _parse
-    _parse = parse
+    previous, _parse = _parse, parse
+    return previous
 
 
 def parse_with_pydantic_core(data: bytes | str) -> Any:

@@ -4,12 +4,14 @@ created on the Kubernetes emulator, and the object client on it."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes_asyncio import client
 
 from sandbox.kube.emulator import KubeEmulator
+from shared import wire
 from shared.kube.objects import Objects
 
 pytest_plugins = ["sandbox.actions.testing", "sandbox.kube.testing"]
@@ -43,6 +45,15 @@ LONGEST_FIRST = (
     "tests/controller/test_in_cluster.py",
     "tests/listener/test_e2e_fuzz.py",
 )
+
+
+@pytest.fixture(autouse=True)
+def json_parser() -> Iterator[None]:
+    """Each test starts with the JSON parser every process but the controller keeps
+    (shared/wire.py), whatever composition root an earlier test of the process ran."""
+    previous = wire.use_parser(wire.parse_with_json)
+    yield
+    wire.use_parser(previous)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
