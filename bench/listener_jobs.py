@@ -70,15 +70,8 @@ def example_runner_set() -> dict[str, Any]:
     return runner_set
 
 
-def setup_cluster(kube: KubeEmulator) -> None:
-    apply_listener_rbac(kube)
-    runner_set = example_runner_set()
-    runner_set["metadata"]["namespace"] = NAMESPACE
-    kube.apply(runner_set)
-
-
 class OneSet(NamedTuple):
-    """The cluster of `setup_cluster` with warm runners, and its scale set registered."""
+    """What `one_set` made and registered."""
 
     runners: list[str]
     """The EphemeralRunners' names, each Pending on the set."""
@@ -89,10 +82,14 @@ class OneSet(NamedTuple):
 
 
 async def one_set(kube: KubeEmulator, gh: ActionsEmulator, runners: int) -> OneSet:
-    """`setup_cluster` (the CRDs first) with `runners` runners of SET, and SET registered with the
-    Actions service by a new PAT: the caller closes the client."""
+    """The CRDs, the listener's RBAC, the example EphemeralRunnerSet (SET) with `runners` runners
+    of it, and SET registered with the Actions service by a new PAT: the caller closes the
+    client."""
     kube.apply_crds(project_crds())
-    setup_cluster(kube)
+    apply_listener_rbac(kube)
+    runner_set = example_runner_set()
+    runner_set["metadata"]["namespace"] = NAMESPACE
+    kube.apply(runner_set)
     ers = kube.store.get(("actions.github.com", "ephemeralrunnersets"), NAMESPACE, SET)
     assert ers is not None
     names = [f"runner-{i}" for i in range(runners)]
