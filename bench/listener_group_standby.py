@@ -14,26 +14,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
 import signal
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from bench.listener_groups import controller_side
-from bench.listener_jobs import NAMESPACE, ROOT, SET
-from bench.listener_memory import GHA_LISTENER, LISTENER_USER, set_object, status_kib, until
+from bench.listener_jobs import NAMESPACE, SET, listener_kubeconfig
+from bench.listener_memory import (
+    LISTENER_USER,
+    apply_sets,
+    start_listener,
+    status_kib,
+    until,
+    write_set_configs,
+)
 from controller.autoscalinglistener.objects import role_rules
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.kube.emulator import KubeEmulator
 from sandbox.kube.testing import project_crds
 from shared.actions.client import ActionsClient
 from shared.actions.credentials import PersonalAccessToken
-from shared.actions.models import RunnerScaleSet
 
 
 @dataclass(frozen=True)
@@ -52,20 +54,9 @@ async def measure(count: int, window: float) -> Sample:
     ):
         kube.apply_crds(project_crds())
         names = [f"{SET}-{index:03}" for index in range(count)]
-        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        for doc in yaml.safe_load_all((ROOT / "manifests/listener/rbac.yaml").read_text()):
-            doc["metadata"]["namespace"] = NAMESPACE
-            for subject in doc.get("subjects", []):
-                subject["namespace"] = NAMESPACE
-            if doc["kind"] == "Role":
-                # The group's Role as the controller makes it: a rule per set and per Lease.
-                doc["rules"] = role_rules(*names, leases=names)
-            kube.apply(doc)
-        runner_set = yaml.safe_load(
-            (ROOT / "manifests/examples/docker-run/ephemeralrunnerset.yaml").read_text()
-        )
+        # The group's Role as the controller makes it: a rule per set and per Lease.
+        apply_sets(kube, names, role=lambda doc: doc.update(rules=role_rules(*names, leases=names)))
         for name in names:
-            kube.apply(set_object(runner_set, name))
             kube.apply(
                 {
                     "apiVersion": "coordination.k8s.io/v1",
@@ -78,44 +69,14 @@ async def measure(count: int, window: float) -> Sample:
         client = ActionsClient(config_url=gh.config_url(), credentials=PersonalAccessToken(token))
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
-            sets = folder / "sets"
-            sets.mkdir()
-            for name in names:
-                scale_set = await client.create_runner_scale_set(RunnerScaleSet(name=name))
-                config = {
-                    "configure_url": gh.config_url(),
-                    "ephemeral_runner_set_namespace": NAMESPACE,
-                    "ephemeral_runner_set_name": name,
-                    "runner_scale_set_id": scale_set.id,
-                    "metrics_addr": "127.0.0.1:0",
-                    "standby_lease_name": name,
-                }
-                (sets / f"{name}.json").write_text(json.dumps(config))
-            kubeconfig = folder / "kubeconfig"
-            kube.write_kubeconfig(
-                kubeconfig, token=kube.service_account_token(NAMESPACE, "gha-listener")
-            )
-            env = {
-                "PATH": os.environ.get("PATH", ""),
-                "LISTENER_CONFIG_PATH": str(sets),
-                "LISTENER_GITHUB_TOKEN": token,
-                "KUBECONFIG": str(kubeconfig),
-            }
-
-            async def start() -> asyncio.subprocess.Process:
-                return await asyncio.create_subprocess_exec(
-                    GHA_LISTENER,
-                    env=env,
-                    stdout=asyncio.subprocess.DEVNULL,
-                    stderr=asyncio.subprocess.DEVNULL,
-                )
-
-            holder = await start()
+            sets = await write_set_configs(client, gh.config_url(), folder, names, leases=True)
+            kubeconfig = listener_kubeconfig(kube, folder)
+            holder = await start_listener(sets, token=token, kubeconfig=kubeconfig)
             standby = None
             try:
                 await until(lambda: len(gh.state.sessions) == count)
                 first = set(gh.state.sessions)
-                standby = await start()
+                standby = await start_listener(sets, token=token, kubeconfig=kubeconfig)
                 # Its start: the identity and permission reviews, a first look at each Lease.
                 await asyncio.sleep(window)
                 before = kube.requests.count(resource="leases", user=LISTENER_USER)

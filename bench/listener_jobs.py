@@ -22,9 +22,10 @@ import statistics
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -46,18 +47,58 @@ SAMPLE_SECONDS = 0.02
 SET = "my-runners"
 
 
-def setup_cluster(kube: KubeEmulator) -> None:
+def apply_listener_rbac(
+    kube: KubeEmulator, role: Callable[[dict[str, Any]], None] | None = None
+) -> None:
+    """NAMESPACE, and the listener's identity and RBAC of manifests/listener in it; `role`, when
+    given, rewrites the Role's document first (to name the sets it serves)."""
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     for doc in yaml.safe_load_all((ROOT / "manifests/listener/rbac.yaml").read_text()):
         doc["metadata"]["namespace"] = NAMESPACE
         for subject in doc.get("subjects", []):
             subject["namespace"] = NAMESPACE
+        if role is not None and doc["kind"] == "Role":
+            role(doc)
         kube.apply(doc)
-    runner_set = yaml.safe_load(
+
+
+def example_runner_set() -> dict[str, Any]:
+    """The EphemeralRunnerSet of manifests/examples/docker-run, as the file has it."""
+    runner_set: dict[str, Any] = yaml.safe_load(
         (ROOT / "manifests/examples/docker-run/ephemeralrunnerset.yaml").read_text()
     )
+    return runner_set
+
+
+class OneSet(NamedTuple):
+    """What `one_set` made and registered."""
+
+    runners: list[str]
+    """The EphemeralRunners' names, each Pending on the set."""
+    token: str
+    """The Actions service's PAT that registered the set."""
+    client: ActionsClient
+    scale_set: RunnerScaleSet
+
+
+async def one_set(kube: KubeEmulator, gh: ActionsEmulator, runners: int) -> OneSet:
+    """The CRDs, the listener's RBAC, the example EphemeralRunnerSet (SET) with `runners` runners
+    of it, and SET registered with the Actions service by a new PAT: the caller closes the
+    client."""
+    kube.apply_crds(project_crds())
+    apply_listener_rbac(kube)
+    runner_set = example_runner_set()
     runner_set["metadata"]["namespace"] = NAMESPACE
     kube.apply(runner_set)
+    ers = kube.store.get(("actions.github.com", "ephemeralrunnersets"), NAMESPACE, SET)
+    assert ers is not None
+    names = [f"runner-{i}" for i in range(runners)]
+    for name in names:
+        kube.apply(runner_object(ers, name))
+    token = gh.add_pat()
+    client = ActionsClient(config_url=gh.config_url(), credentials=PersonalAccessToken(token))
+    scale_set = await client.create_runner_scale_set(RunnerScaleSet(name=SET))
+    return OneSet(runners=names, token=token, client=client, scale_set=scale_set)
 
 
 def runner_object(runner_set: dict[str, Any], name: str) -> dict[str, Any]:
@@ -75,6 +116,33 @@ def runner_object(runner_set: dict[str, Any], name: str) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": NAMESPACE, "ownerReferences": [owner]},
         "spec": copy.deepcopy(runner_set["spec"]["ephemeralRunnerSpec"]),
     }
+
+
+async def start_burst(
+    gh: ActionsEmulator,
+    client: ActionsClient,
+    scale_set: RunnerScaleSet,
+    names: list[str],
+    *,
+    job_seconds: float,
+) -> list[asyncio.Task[int]]:
+    """A simulated runner for each of `names` (its JIT config from the service), then as many
+    jobs of `job_seconds` for SET, queued at once: the caller ends the runners."""
+    runners = []
+    for name in names:
+        config = await client.generate_jit_runner_config(scale_set.id, name=name)
+        jit = config.encoded_jit_config.get_secret_value()
+        runners.append(asyncio.create_task(gh.runtime.run_runner(jit)))
+    for _ in names:
+        gh.enqueue_job(labels=[SET], duration=job_seconds)
+    return runners
+
+
+def listener_kubeconfig(kube: KubeEmulator, folder: Path) -> Path:
+    """A kubeconfig in `folder` with the token of the listener's ServiceAccount."""
+    kubeconfig = folder / "kubeconfig"
+    kube.write_kubeconfig(kubeconfig, token=kube.service_account_token(NAMESPACE, "gha-listener"))
+    return kubeconfig
 
 
 @dataclass
@@ -109,22 +177,9 @@ async def run(
         KubeEmulator(kubelet=False) as kube,
         ActionsEmulator(long_poll_timeout=long_poll_seconds) as gh,
     ):
-        kube.apply_crds(project_crds())
-        setup_cluster(kube)
-        ers = kube.store.get(("actions.github.com", "ephemeralrunnersets"), NAMESPACE, SET)
-        assert ers is not None
-        names = [f"runner-{i}" for i in range(jobs)]
-        for name in names:
-            kube.apply(runner_object(ers, name))
-        token = gh.add_pat()
-        client = ActionsClient(config_url=gh.config_url(), credentials=PersonalAccessToken(token))
-        scale_set = await client.create_runner_scale_set(RunnerScaleSet(name=SET))
+        names, token, client, scale_set = await one_set(kube, gh, jobs)
         with tempfile.TemporaryDirectory() as tmp:
-            kubeconfig = Path(tmp) / "kubeconfig"
-            kube.write_kubeconfig(
-                kubeconfig, token=kube.service_account_token(NAMESPACE, "gha-listener")
-            )
-            os.environ["KUBECONFIG"] = str(kubeconfig)
+            os.environ["KUBECONFIG"] = str(listener_kubeconfig(kube, Path(tmp)))
             settings = ListenerSettings(
                 configure_url=gh.config_url(),
                 github_token=token,
@@ -144,13 +199,7 @@ async def run(
             kube.requests.reset()
             gh_requests_before = len(gh.state.requests)
             started = time.monotonic()
-            runners = []
-            for name in names:
-                config = await client.generate_jit_runner_config(scale_set.id, name=name)
-                jit = config.encoded_jit_config.get_secret_value()
-                runners.append(asyncio.create_task(gh.runtime.run_runner(jit)))
-            for _ in names:
-                gh.enqueue_job(labels=[SET], duration=job_seconds)
+            runners = await start_burst(gh, client, scale_set, names, job_seconds=job_seconds)
             running_seen: dict[str, float] = {}
             completed_first: set[str] = set()
             store_key = ("actions.github.com", "ephemeralrunners")

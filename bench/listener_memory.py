@@ -32,7 +32,15 @@ from typing import Any
 
 import yaml
 
-from bench.listener_jobs import NAMESPACE, ROOT, SET, runner_object, setup_cluster
+from bench.listener_jobs import (
+    NAMESPACE,
+    SET,
+    apply_listener_rbac,
+    example_runner_set,
+    listener_kubeconfig,
+    one_set,
+    start_burst,
+)
 from sandbox.actions.emulator import ActionsEmulator
 from sandbox.kube.emulator import KubeEmulator
 from sandbox.kube.testing import project_crds
@@ -94,23 +102,14 @@ async def measure(mode: str, jobs: int) -> Sample:
         KubeEmulator(kubelet=False) as kube,
         ActionsEmulator(long_poll_timeout=1.0) as gh,
     ):
-        kube.apply_crds(project_crds())
-        setup_cluster(kube)
-        ers = kube.store.get(("actions.github.com", "ephemeralrunnersets"), NAMESPACE, SET)
-        assert ers is not None
-        names = [f"runner-{i}" for i in range(jobs)]
-        for name in names:
-            kube.apply(runner_object(ers, name))
-        token = gh.add_pat()
-        client = ActionsClient(config_url=gh.config_url(), credentials=PersonalAccessToken(token))
-        scale_set = await client.create_runner_scale_set(RunnerScaleSet(name=SET))
+        names, token, client, scale_set = await one_set(kube, gh, jobs)
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
-            sa_token = kube.service_account_token(NAMESPACE, "gha-listener")
-            kubeconfig = folder / "kubeconfig"
             if mode == "light":
-                kube.write_kubeconfig(kubeconfig, token=sa_token)
+                kubeconfig = listener_kubeconfig(kube, folder)
             else:
+                sa_token = kube.service_account_token(NAMESPACE, "gha-listener")
+                kubeconfig = folder / "kubeconfig"
                 kubeconfig.write_text(yaml.safe_dump(exec_kubeconfig(kube, sa_token, folder)))
             config = folder / "config.json"
             config.write_text(
@@ -125,28 +124,11 @@ async def measure(mode: str, jobs: int) -> Sample:
                     }
                 )
             )
-            env = {
-                "PATH": os.environ.get("PATH", ""),
-                "LISTENER_CONFIG_PATH": str(config),
-                "LISTENER_GITHUB_TOKEN": token,
-                "KUBECONFIG": str(kubeconfig),
-            }
-            proc = await asyncio.create_subprocess_exec(
-                GHA_LISTENER,
-                env=env,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.DEVNULL,
-            )
+            proc = await start_listener(config, token=token, kubeconfig=kubeconfig)
             try:
                 await until(lambda: gh.state.count("get_message") >= IDLE_POLLS)
                 idle = status_kib(proc.pid, "VmRSS")
-                runners = []
-                for name in names:
-                    jit_config = await client.generate_jit_runner_config(scale_set.id, name=name)
-                    jit = jit_config.encoded_jit_config.get_secret_value()
-                    runners.append(asyncio.create_task(gh.runtime.run_runner(jit)))
-                for _ in names:
-                    gh.enqueue_job(labels=[SET], duration=60.0)
+                runners = await start_burst(gh, client, scale_set, names, job_seconds=60.0)
                 store_key = ("actions.github.com", "ephemeralrunners")
 
                 def all_running() -> bool:
@@ -181,6 +163,54 @@ def set_object(runner_set: dict[str, Any], name: str) -> dict[str, Any]:
     return other
 
 
+def apply_sets(
+    kube: KubeEmulator, names: list[str], *, role: Callable[[dict[str, Any]], None]
+) -> None:
+    """The listener's RBAC (`role` names the sets in its Role) and an EphemeralRunnerSet per name,
+    each the example set renamed."""
+    apply_listener_rbac(kube, role)
+    runner_set = example_runner_set()
+    for name in names:
+        kube.apply(set_object(runner_set, name))
+
+
+async def write_set_configs(
+    client: ActionsClient, config_url: str, folder: Path, names: list[str], *, leases: bool = False
+) -> Path:
+    """A config directory in `folder`, a file per set, each set registered with the Actions
+    service first; with `leases`, each set stands by on a Lease of its own name."""
+    sets = folder / "sets"
+    sets.mkdir()
+    for name in names:
+        scale_set = await client.create_runner_scale_set(RunnerScaleSet(name=name))
+        config: dict[str, object] = {
+            "configure_url": config_url,
+            "ephemeral_runner_set_namespace": NAMESPACE,
+            "ephemeral_runner_set_name": name,
+            "runner_scale_set_id": scale_set.id,
+            "metrics_addr": "127.0.0.1:0",
+        }
+        if leases:
+            config["standby_lease_name"] = name
+        (sets / f"{name}.json").write_text(json.dumps(config))
+    return sets
+
+
+async def start_listener(
+    config: Path, *, token: str, kubeconfig: Path
+) -> asyncio.subprocess.Process:
+    """The real `gha-listener` on the config file or directory `config`, its output dropped."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LISTENER_CONFIG_PATH": str(config),
+        "LISTENER_GITHUB_TOKEN": token,
+        "KUBECONFIG": str(kubeconfig),
+    }
+    return await asyncio.create_subprocess_exec(
+        GHA_LISTENER, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
+
+
 @dataclass
 class SetsSample:
     """One `gha-listener` process serving some scale sets, from its start until every set's
@@ -207,54 +237,16 @@ async def sample_sets(count: int) -> SetsSample:
     ):
         kube.apply_crds(project_crds())
         names = [SET] + [f"{SET}-{index}" for index in range(1, count)]
-        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        for doc in yaml.safe_load_all((ROOT / "manifests/listener/rbac.yaml").read_text()):
-            doc["metadata"]["namespace"] = NAMESPACE
-            for subject in doc.get("subjects", []):
-                subject["namespace"] = NAMESPACE
-            if doc["kind"] == "Role":
-                doc["rules"][1]["resourceNames"] = names
-            kube.apply(doc)
-        runner_set = yaml.safe_load(
-            (ROOT / "manifests/examples/docker-run/ephemeralrunnerset.yaml").read_text()
-        )
-        for name in names:
-            kube.apply(set_object(runner_set, name))
+        apply_sets(kube, names, role=lambda doc: doc["rules"][1].update(resourceNames=names))
         token = gh.add_pat()
         client = ActionsClient(config_url=gh.config_url(), credentials=PersonalAccessToken(token))
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
-            sets = folder / "sets"
-            sets.mkdir()
-            for name in names:
-                scale_set = await client.create_runner_scale_set(RunnerScaleSet(name=name))
-                (sets / f"{name}.json").write_text(
-                    json.dumps(
-                        {
-                            "configure_url": gh.config_url(),
-                            "ephemeral_runner_set_namespace": NAMESPACE,
-                            "ephemeral_runner_set_name": name,
-                            "runner_scale_set_id": scale_set.id,
-                            "metrics_addr": "127.0.0.1:0",
-                        }
-                    )
-                )
-            kubeconfig = folder / "kubeconfig"
-            kube.write_kubeconfig(
-                kubeconfig, token=kube.service_account_token(NAMESPACE, "gha-listener")
-            )
-            env = {
-                "PATH": os.environ.get("PATH", ""),
-                "LISTENER_CONFIG_PATH": str(sets if count > 1 else sets / f"{SET}.json"),
-                "LISTENER_GITHUB_TOKEN": token,
-                "KUBECONFIG": str(kubeconfig),
-            }
+            sets = await write_set_configs(client, gh.config_url(), folder, names)
+            kubeconfig = listener_kubeconfig(kube, folder)
             setup_requests = len(gh.state.requests)
-            proc = await asyncio.create_subprocess_exec(
-                GHA_LISTENER,
-                env=env,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.DEVNULL,
+            proc = await start_listener(
+                sets if count > 1 else sets / f"{SET}.json", token=token, kubeconfig=kubeconfig
             )
             try:
                 await until(

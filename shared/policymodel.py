@@ -2,8 +2,8 @@
 `scaling_policy` key of a listener's config, validated (what each policy does:
 docs/policies.md; how a count is decided from it: shared/policy.py).
 
-pydantic models, since they are part of the custom resource's schema (shared/api); the listener
-imports this module only when its config has a policy (docs/listener.md#memory).
+pydantic models on shared/api's `WireModel`, since they are part of the custom resource's schema;
+the listener imports this module only when its config has a policy (docs/listener.md#memory).
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import re
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from shared.api.base import WireModel
 
 # A Go duration of hours, minutes and seconds, as Kubernetes objects write them ("10h", "1h30m").
 _DURATION = re.compile(r"(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?")
@@ -28,18 +29,11 @@ def parse_duration(value: str) -> timedelta | None:
     return timedelta(hours=hours, minutes=minutes, seconds=seconds)
 
 
-class _PolicyModel(BaseModel):
-    """camelCase on the wire, strict and closed like the CRD types around it."""
+class _PolicyModel(WireModel):
+    """A CRD type, and frozen unlike the others: `decide` (shared/policy.py) takes a policy as a
+    value."""
 
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-        strict=True,
-        extra="forbid",
-        frozen=True,
-    )
+    model_config = ConfigDict(frozen=True)
 
 
 class Schedule(_PolicyModel):

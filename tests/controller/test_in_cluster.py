@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -123,7 +123,26 @@ async def cluster(tmp_path: Path, actions: ActionsEmulator) -> AsyncIterator[Clu
 
 async def install(cluster: Cluster) -> None:
     """What docs/install.md and the example tell a user to run."""
-    await cluster.kubectl("apply", "-k", str(PROJECT_ROOT / "manifests"))
+    await install_up_to_the_set(cluster)
+    await cluster.kubectl("apply", "-f", "-", stdin=example_set(cluster.gh.config_url("my-org")))
+
+
+async def install_up_to_the_set(
+    cluster: Cluster, controller_env: Mapping[str, str] | None = None
+) -> None:
+    """docs/install.md's install up to the set: the controller (its container given the
+    variables of `controller_env` too), the runner namespace and its GitHub Secret."""
+    manifests = str(PROJECT_ROOT / "manifests")
+    if controller_env:
+        rendered = await cluster.kubectl("kustomize", manifests)
+        docs = [d for d in yaml.safe_load_all(rendered) if d]
+        for doc in docs:
+            if doc["kind"] == "Deployment":
+                container = doc["spec"]["template"]["spec"]["containers"][0]
+                container["env"] += [{"name": k, "value": v} for k, v in controller_env.items()]
+        await cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
+    else:
+        await cluster.kubectl("apply", "-k", manifests)
     await cluster.kubectl(
         "rollout", "status", "deployment/gha-controller", "-n", SYSTEM, "--timeout=60s"
     )
@@ -139,7 +158,6 @@ async def install(cluster: Cluster) -> None:
         "github-config",
         f"--from-literal=github_token={token}",
     )
-    await cluster.kubectl("apply", "-f", "-", stdin=example_set(cluster.gh.config_url("my-org")))
 
 
 async def listener_of(cluster: Cluster) -> JSONDict:

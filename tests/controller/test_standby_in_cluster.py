@@ -14,30 +14,25 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 
-import pytest
 import yaml
 
-from sandbox.kube.testing import PROJECT_ROOT
 from shared.api.kinds import AUTOSCALING_LISTENER
 from shared.kube.objects import LEASE, POD, ROLE
 from shared.typedefs import JSONDict
+from tests.controller.listenerpods import PODS_AS_PROCESSES, jobs_succeed, ready
 from tests.controller.test_in_cluster import (
     NAME,
     RUNNERS,
     SYSTEM,
     Cluster,
     example_set,
+    install_up_to_the_set,
     listener_of,
 )
 from tests.controller.test_in_cluster import cluster as cluster
-from tests.sandbox.kube.test_kubectl import KUBECTL
 
-pytestmark = [
-    pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed"),
-    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the pid in /proc"),
-]
+pytestmark = PODS_AS_PROCESSES
 
 # Shorter than the defaults (15, 10, 2 s) so that a takeover takes seconds, and long enough
 # that renewals keep up on a loaded machine (a holder that cannot renew in time would stop).
@@ -52,42 +47,10 @@ JOB_SECONDS = 2.0
 async def install_with_standby(cluster: Cluster) -> None:
     """docs/install.md's install, the controller given the standby timings, and the example set
     with two listener replicas."""
-    await install_with_standby_timings(cluster)
+    await install_up_to_the_set(cluster, STANDBY_ENV)
     example = yaml.safe_load(example_set(cluster.gh.config_url("my-org")))
     example["spec"]["listenerReplicas"] = 2
     await cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(example))
-
-
-async def install_with_standby_timings(cluster: Cluster) -> None:
-    """docs/install.md's install up to the set: the controller given the standby timings, the
-    runner namespace and its GitHub Secret."""
-    rendered = await cluster.kubectl("kustomize", str(PROJECT_ROOT / "manifests"))
-    docs = [d for d in yaml.safe_load_all(rendered) if d]
-    for doc in docs:
-        if doc["kind"] == "Deployment":
-            container = doc["spec"]["template"]["spec"]["containers"][0]
-            container["env"] += [{"name": k, "value": v} for k, v in STANDBY_ENV.items()]
-    await cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
-    await cluster.kubectl(
-        "rollout", "status", "deployment/gha-controller", "-n", SYSTEM, "--timeout=60s"
-    )
-    await cluster.kubectl("create", "namespace", RUNNERS)
-    await cluster.kubectl("apply", "-k", str(PROJECT_ROOT / "manifests/examples/runner-namespace"))
-    token = cluster.gh.add_pat()
-    await cluster.kubectl(
-        "-n",
-        RUNNERS,
-        "create",
-        "secret",
-        "generic",
-        "github-config",
-        f"--from-literal=github_token={token}",
-    )
-
-
-def ready(pod: JSONDict | None) -> bool:
-    conditions = ((pod or {}).get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def logs(cluster: Cluster, pod: JSONDict) -> str:
@@ -161,13 +124,7 @@ async def test_the_standby_pod_takes_over_from_a_sigkilled_holder_and_no_job_is_
 
     await cluster.until(taken_over, what="the standby holding the Lease")
 
-    async def every_job_done() -> bool:
-        jobs = cluster.gh.state.jobs
-        return all(jobs[job].state == "completed" for job in before + after)
-
-    await cluster.until(every_job_done, what="every job completed")
-    jobs = cluster.gh.state.jobs
-    assert [jobs[job].result for job in before + after] == ["succeeded"] * 6
+    await jobs_succeed(cluster, before + after, what="every job completed")
     assert cluster.gh.state.count("create_session", status=409) == 0
     assert "released the lease" not in logs(cluster, active), "killed, not stopped"
     assert f"deleted the previous listener's message session {first_session}" in logs(

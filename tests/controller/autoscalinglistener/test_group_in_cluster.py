@@ -8,57 +8,19 @@ every object of the group."""
 
 from __future__ import annotations
 
-import sys
-
-import pytest
-import yaml
-
 from controller.autoscalinglistener.group import Group
 from controller.autoscalinglistener.objects import role_rules
 from shared.api.kinds import AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET
 from shared.api.names import ANNOTATION_LISTENER_GROUP
 from shared.kube.objects import POD, ROLE, ROLE_BINDING, SECRET, SERVICE_ACCOUNT
 from shared.typedefs import JSONDict
-from tests.controller.test_in_cluster import (
-    NAME,
-    RUNNERS,
-    SYSTEM,
-    Cluster,
-    example_set,
-    install,
-)
+from tests.controller.listenerpods import PODS_AS_PROCESSES, can_i, grouped_set, jobs_run, ready
+from tests.controller.test_in_cluster import NAME, RUNNERS, SYSTEM, Cluster, install
 from tests.controller.test_in_cluster import cluster as cluster
-from tests.sandbox.kube.test_kubectl import KUBECTL
 
-pytestmark = [
-    pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed"),
-    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="runs pods as processes"),
-]
+pytestmark = PODS_AS_PROCESSES
 
 OTHER = "big-runners"
-JOB_SECONDS = 0.5
-
-
-def ready(pod: JSONDict | None) -> bool:
-    conditions = ((pod or {}).get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-
-async def grouped_set(cluster: Cluster, name: str) -> None:
-    doc = yaml.safe_load(example_set(cluster.gh.config_url("my-org")))
-    doc["metadata"]["name"] = name
-    doc["metadata"].setdefault("annotations", {})[ANNOTATION_LISTENER_GROUP] = "linux"
-    await cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(doc))
-
-
-async def jobs_run(cluster: Cluster, *sets: str) -> None:
-    jobs = [cluster.gh.enqueue_job(labels=[name], duration=JOB_SECONDS) for name in sets]
-
-    async def done() -> bool:
-        return all(cluster.gh.state.jobs[job].state == "completed" for job in jobs)
-
-    await cluster.until(done, what=f"a job of each of {sets} completed")
-    assert [cluster.gh.state.jobs[job].result for job in jobs] == ["succeeded"] * len(sets)
 
 
 async def test_two_sets_one_listener_pod_then_one_leaves_then_none(cluster: Cluster) -> None:
@@ -97,7 +59,7 @@ async def test_two_sets_one_listener_pod_then_one_leaves_then_none(cluster: Clus
         (f"ephemeralrunnersets/{OTHER}", "yes"),
         ("ephemeralrunnersets/someone-else", "no"),
     ):
-        assert await can_i_patch(cluster, resource, user) == want, resource
+        assert await can_i(cluster, "patch", resource, user) == want, resource
     await jobs_run(cluster, NAME, OTHER)
 
     # One set leaves: the pod is made again for the other, whose session pauses meanwhile
@@ -133,14 +95,3 @@ async def test_two_sets_one_listener_pod_then_one_leaves_then_none(cluster: Clus
 
     await cluster.until(all_gone, what="every object of the group gone")
     assert (await cluster.objects.list(AUTOSCALING_RUNNER_SET, RUNNERS))["items"] == []
-
-
-async def can_i_patch(cluster: Cluster, resource: str, user: str) -> str:
-    """`kubectl auth can-i`'s answer (it exits 1 when the answer is no)."""
-    try:
-        answer = await cluster.kubectl(
-            "auth", "can-i", "patch", resource, "-n", RUNNERS, "--as", user
-        )
-    except AssertionError:
-        return "no"
-    return answer.strip()

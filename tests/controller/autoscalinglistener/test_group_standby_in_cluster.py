@@ -13,69 +13,35 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
-
-import pytest
-import yaml
 
 from controller.autoscalinglistener.group import Group
 from controller.autoscalinglistener.objects import role_rules
 from shared.api.kinds import AUTOSCALING_LISTENER
-from shared.api.names import ANNOTATION_LISTENER_GROUP
 from shared.kube.objects import LEASE, POD, ROLE
 from shared.typedefs import JSONDict
-from tests.controller.test_in_cluster import NAME, RUNNERS, SYSTEM, Cluster, example_set
-from tests.controller.test_in_cluster import cluster as cluster
-from tests.controller.test_standby_in_cluster import (
-    holder_pod,
-    install_with_standby_timings,
-    logs,
-    pid_of,
+from tests.controller.listenerpods import (
+    PODS_AS_PROCESSES,
+    can_i,
+    grouped_set,
+    jobs_run,
+    jobs_succeed,
     ready,
 )
-from tests.sandbox.kube.test_kubectl import KUBECTL
+from tests.controller.test_in_cluster import NAME, RUNNERS, SYSTEM, Cluster, install_up_to_the_set
+from tests.controller.test_in_cluster import cluster as cluster
+from tests.controller.test_standby_in_cluster import STANDBY_ENV, holder_pod, logs, pid_of
 
-pytestmark = [
-    pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed"),
-    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the pid in /proc"),
-]
+pytestmark = PODS_AS_PROCESSES
 
 SETS = (NAME, "big-runners", "gpu-runners")
 JOINING = "arm-runners"
 JOB_SECONDS = 2.0
 
 
-async def grouped_set(cluster: Cluster, name: str, **spec: object) -> None:
-    doc = yaml.safe_load(example_set(cluster.gh.config_url("my-org")))
-    doc["metadata"]["name"] = name
-    doc["metadata"].setdefault("annotations", {})[ANNOTATION_LISTENER_GROUP] = "linux"
-    doc["spec"].update(spec)
-    await cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(doc))
-
-
-async def jobs_run(cluster: Cluster, *sets: str) -> None:
-    jobs = [cluster.gh.enqueue_job(labels=[name], duration=0.5) for name in sets]
-
-    async def done() -> bool:
-        return all(cluster.gh.state.jobs[job].state == "completed" for job in jobs)
-
-    await cluster.until(done, what=f"a job of each of {sets} completed")
-    assert [cluster.gh.state.jobs[job].result for job in jobs] == ["succeeded"] * len(sets)
-
-
-async def can_i(cluster: Cluster, verb: str, resource: str, user: str) -> str:
-    """`kubectl auth can-i`'s answer (it exits 1 when the answer is no)."""
-    try:
-        answer = await cluster.kubectl("auth", "can-i", verb, resource, "-n", RUNNERS, "--as", user)
-    except AssertionError:
-        return "no"
-    return answer.strip()
-
-
 async def test_a_group_pod_sigkilled_hands_its_sessions_to_the_other_and_no_job_is_lost(
     cluster: Cluster,
 ) -> None:
-    await install_with_standby_timings(cluster)
+    await install_up_to_the_set(cluster, STANDBY_ENV)
     # One member asks for two replicas; the group runs two pods for all three.
     await grouped_set(cluster, NAME, listenerReplicas=2)
     for name in SETS[1:]:
@@ -148,13 +114,7 @@ async def test_a_group_pod_sigkilled_hands_its_sessions_to_the_other_and_no_job_
 
     await cluster.until(taken_over, what="the surviving pod holding every set's Lease")
 
-    async def every_job_done() -> bool:
-        jobs = cluster.gh.state.jobs
-        return all(jobs[job].state == "completed" for job in before + after)
-
-    await cluster.until(every_job_done, what="every job completed")
-    jobs = cluster.gh.state.jobs
-    assert [jobs[job].result for job in before + after] == ["succeeded"] * len(before + after)
+    await jobs_succeed(cluster, before + after, what="every job completed")
     assert cluster.gh.state.count("create_session", status=409) == 0
     survivor_log = logs(cluster, survivor)
     for name in moved:
