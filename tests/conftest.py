@@ -19,10 +19,11 @@ pytest_plugins = ["sandbox.actions.testing", "sandbox.kube.testing"]
 ROOT = Path(__file__).resolve().parents[1]
 
 # Test files whose processes run on simulated time (Leases at the demo's speed-up) or whose
-# counts depend on timing windows: `scripts/test` runs them after the rest, one at a time, so
-# that no other test's load starves them (run beside another worker, their controllers lost
-# their Leases and their counts took an extra status write). A test of theirs marked `anywhere`
-# (a usage error refused at start, a rendering) runs with the rest.
+# counts depend on timing windows: `scripts/test` runs them one at a time in a process of their
+# own, beside the rest's workers, which it runs at a lower CPU priority (`nice`), so that no
+# other test's load starves them (run as one more worker at the same priority, their controllers
+# lost their Leases and their counts took an extra status write). A test of theirs marked
+# `anywhere` (a usage error refused at start, a rendering) runs with the rest.
 SERIAL = (
     "tests/bench/",
     "tests/sandbox/chaos/",
