@@ -1,5 +1,6 @@
-"""The EphemeralRunner reconciler's metric: runners it had to leave registered on GitHub, with
-the labels ARC puts on its controller metrics (docs/reconcilers.md#metrics)."""
+"""The EphemeralRunner reconciler's metrics, with the labels ARC puts on its controller metrics
+(docs/reconcilers.md#metrics): runners it had to leave registered on GitHub, and how long each
+busy pod waited for its protection."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from shared.kube.views import controller_owner, metadata_of
 from shared.typedefs import JSONDict
 
 LEFT_BEHIND = "gha_controller_runner_registrations_left_behind_total"
+PROTECTION = "gha_controller_busy_pod_protection_seconds"
+PROTECTION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
 def scale_set_labels(runner: JSONDict) -> dict[str, str]:
@@ -35,5 +38,16 @@ class RunnerMetrics:
             "(busy past the removal timeout, or no usable credentials)",
         )
 
+        self._protection = meter.create_histogram(
+            PROTECTION,
+            unit="s",
+            description="Seconds from the listener's JobStarted write to the busy pod's "
+            "protection: how long a drain could have taken the job",
+            explicit_bucket_boundaries_advisory=PROTECTION_BUCKETS,
+        )
+
     def left_behind(self, runner: JSONDict) -> None:
         self._left_behind.add(1, scale_set_labels(runner))
+
+    def protected(self, runner: JSONDict, seconds: float) -> None:
+        self._protection.record(max(seconds, 0.0), scale_set_labels(runner))

@@ -79,6 +79,7 @@ from controller.runtime import (
 from controller.runtime.controller import PassSpan
 from shared.actions.errors import ActionsError, RunnerExists
 from shared.api import EphemeralRunnerPhase, is_terminal_phase
+from shared.api import timeline as tl
 from shared.api.kinds import AUTOSCALING_LISTENER, EPHEMERAL_RUNNER
 from shared.api.names import (
     EPHEMERAL_RUNNER_FINALIZERS,
@@ -90,6 +91,7 @@ from shared.api.names import (
 )
 from shared.api.views import (
     has_container_hooks,
+    is_busy,
     runner_id,
     runner_work_folder,
     secret_runner_id,
@@ -312,10 +314,25 @@ class EphemeralRunnerReconciler:
             return
         answer = await runner.patch(POD, pod, {"metadata": changes})
         runner.note(step, changes)
+        self._observe_protection(runner.object)
         if node := ((answer or {}).get("spec") or {}).get("nodeName"):
             # Named if the job is lost with the pod (`rules.lost_job`): no request of its own.
             runner.note((Step.POD_NODE, uid_of(pod)), node)
         runner.log.info("busy pod metadata written: %s", changes)
+
+    def _observe_protection(self, runner: JSONDict) -> None:
+        """How long after the listener's JobStarted write (its `jobStarted` moment, on the
+        listener's clock) the busy pod got its protection; nothing for a pod made idle again,
+        or a runner without the listener's timeline (ARC's listener writes none). The moment is
+        the runner's status, which a tenant may write: one that does not parse is no sample."""
+        started = (status_of(runner).get(tl.TIMELINE_FIELD) or {}).get(tl.JOB_STARTED)
+        if self._metrics is None or not is_busy(runner) or not isinstance(started, str):
+            return
+        try:
+            moment = tl.parse_moment(started)
+        except ValueError:
+            return
+        self._metrics.protected(runner, (self._now() - moment).total_seconds())
 
     # --- deletion ------------------------------------------------------------------------------
 

@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
+from controller.ephemeralrunner.metrics import PROTECTION
 from controller.ephemeralrunner.rules import BUSY_POD_ANNOTATIONS
+from shared.api import timeline as tl
 from shared.typedefs import JSONDict
 from tests.controller.conftest import FAST, Rig, RigOptions
+from tests.controller.runtime.conftest import sample_value
 
 KARPENTER = "karpenter.sh/do-not-disrupt"
 CLUSTER_AUTOSCALER = "cluster-autoscaler.kubernetes.io/safe-to-evict"
@@ -114,3 +119,28 @@ async def test_turned_off_no_pod_is_patched(rig: Rig) -> None:
     await rig.settle()
     assert busy_annotations(await rig.pod(name)) == {}
     assert "patch pods" not in rig.controller_requests()
+
+
+async def test_the_protection_is_timed_from_the_listeners_job_started(rig: Rig) -> None:
+    """`gha_controller_busy_pod_protection_seconds` (docs/reconcilers.md#metrics): one sample
+    per busy pod protected, the seconds since the listener's `jobStarted` moment; a moment that
+    does not parse (the runner's status is the tenant's to write) is no sample and no error."""
+    timed, garbled = await ready_runner(rig), await ready_runner(rig)
+    three_seconds_ago = tl.format_moment(datetime.now(UTC) - timedelta(seconds=3))
+    await rig.set_status(
+        timed, phase="Running", jobId="job-1", timeline={tl.JOB_STARTED: three_seconds_ago}
+    )
+    await rig.set_status(
+        garbled, phase="Running", jobId="job-2", timeline={tl.JOB_STARTED: "yesterday"}
+    )
+    for name in (timed, garbled):
+
+        async def protected(name: str = name) -> bool:
+            return busy_annotations(await rig.pod(name)) != {}
+
+        await rig.until(protected, what=f"{name}'s pod protected")
+    await rig.settle()
+    text = rig.metrics()
+    assert sample_value(text, f"{PROTECTION}_count", name=timed) == 1
+    assert sample_value(text, f"{PROTECTION}_sum", name=timed) >= 3.0
+    assert sample_value(text, f"{PROTECTION}_count", name=garbled) == 0
