@@ -7,7 +7,7 @@ from __future__ import annotations
 from opentelemetry.metrics import Meter
 
 from controller.runners.metrics import scale_set_labels as labels_of
-from shared.api.names import LABEL_SCALE_SET_NAME, LABEL_SCALE_SET_NAMESPACE
+from shared.api.names import LABEL_SCALE_SET_NAME
 from shared.kube.views import controller_owner, metadata_of
 from shared.typedefs import JSONDict
 
@@ -17,15 +17,17 @@ PROTECTION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30
 
 
 def scale_set_labels(runner: JSONDict) -> dict[str, str]:
-    """`name`, `namespace` (its scale set's, from the labels the set gives its runners, else
-    its owner's name and its own namespace) and `repository`, `organization`, `enterprise` from
-    its `githubConfigUrl` (empty when unparsable)."""
+    """`name` (its scale set's, from the label the set gives its runners, else its owner's
+    name), `namespace` (its own: a scale set's runners live in its namespace, and a label naming
+    another, which whoever may edit the runner can write, would put samples into another
+    namespace's series) and `repository`, `organization`, `enterprise` from its
+    `githubConfigUrl` (empty when unparsable)."""
     meta = metadata_of(runner)
     labels = meta.get("labels") or {}
     owner = controller_owner(runner) or {}
     return labels_of(
         name=str(labels.get(LABEL_SCALE_SET_NAME) or owner.get("name") or meta["name"]),
-        namespace=str(labels.get(LABEL_SCALE_SET_NAMESPACE) or meta["namespace"]),
+        namespace=str(meta["namespace"]),
         config_url=str((runner.get("spec") or {}).get("githubConfigUrl", "")),
     )
 

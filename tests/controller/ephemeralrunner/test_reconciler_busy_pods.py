@@ -10,6 +10,8 @@ import pytest
 from controller.ephemeralrunner.metrics import PROTECTION
 from controller.ephemeralrunner.rules import BUSY_POD_ANNOTATIONS
 from shared.api import timeline as tl
+from shared.api.kinds import EPHEMERAL_RUNNER
+from shared.api.names import LABEL_SCALE_SET_NAMESPACE
 from shared.typedefs import JSONDict
 from tests.controller.conftest import FAST, Rig, RigOptions
 from tests.controller.runtime.conftest import sample_value
@@ -123,9 +125,12 @@ async def test_turned_off_no_pod_is_patched(rig: Rig) -> None:
 
 async def test_the_protection_is_timed_from_the_listeners_job_started(rig: Rig) -> None:
     """`gha_controller_busy_pod_protection_seconds` (docs/reconcilers.md#metrics): one sample
-    per busy pod protected, the seconds since the listener's `jobStarted` moment; a moment that
-    does not parse (the runner's status is the tenant's to write) is no sample and no error."""
+    per busy pod protected, the seconds since the listener's `jobStarted` moment, in the
+    runner's own namespace whatever its labels say; a moment that does not parse (the runner is
+    its namespace's to write) is no sample and no error."""
     timed, garbled = await ready_runner(rig), await ready_runner(rig)
+    forged = {"metadata": {"labels": {LABEL_SCALE_SET_NAMESPACE: "another-team"}}}
+    await rig.objects.patch(EPHEMERAL_RUNNER, rig.namespace, timed, forged)
     three_seconds_ago = tl.format_moment(datetime.now(UTC) - timedelta(seconds=3))
     await rig.set_status(
         timed, phase="Running", jobId="job-1", timeline={tl.JOB_STARTED: three_seconds_ago}
@@ -141,6 +146,7 @@ async def test_the_protection_is_timed_from_the_listeners_job_started(rig: Rig) 
         await rig.until(protected, what=f"{name}'s pod protected")
     await rig.settle()
     text = rig.metrics()
-    assert sample_value(text, f"{PROTECTION}_count", name=timed) == 1
+    assert sample_value(text, f"{PROTECTION}_count", name=timed, namespace=rig.namespace) == 1
+    assert sample_value(text, f"{PROTECTION}_count", namespace="another-team") == 0
     assert sample_value(text, f"{PROTECTION}_sum", name=timed) >= 3.0
     assert sample_value(text, f"{PROTECTION}_count", name=garbled) == 0
