@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.kube.clock import timestamp
-from sandbox.kube.faults import Request, Requests
+from sandbox.kube.faults import Requests, record_controller_request
 from sandbox.kube.kinds.disruptionbudgets import STATUS_COUNTS
 from sandbox.kube.registry import Registry
 from sandbox.kube.status import ApiError, qualified
@@ -358,18 +358,15 @@ class DisruptionController:
         except ApiError as exc:
             code = exc.code
             log.debug("disruption controller status write failed: %s", exc.message)
-        requests = self.requests()
-        if requests is not None:
-            requests.record(
-                Request(
-                    verb="update",
-                    resource=PDBS[1],
-                    subresource="status",
-                    user=DISRUPTION_USER,
-                    namespace=ns,
-                    code=code,
-                )
-            )
+        record_controller_request(
+            self.requests(),
+            user=DISRUPTION_USER,
+            verb="update",
+            resource=PDBS[1],
+            subresource="status",
+            namespace=ns,
+            code=code,
+        )
 
     def _recheck(self, ns: str, name: str, seconds: float) -> None:
         key = (ns, name)

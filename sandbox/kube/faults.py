@@ -295,3 +295,29 @@ class Requests:
 
     def reset(self) -> None:
         self.log.clear()
+
+
+def record_controller_request(
+    requests: Requests | None,
+    *,
+    user: str,
+    verb: str,
+    resource: str,
+    namespace: str,
+    subresource: str = "",
+    code: int = 200,
+) -> None:
+    """A request one of kube-controller-manager's emulated controllers makes as the real one
+    would (they write to the store, not through the server), into `requests` when they are
+    counted (None: not)."""
+    if requests is not None:
+        requests.record(
+            Request(
+                verb=verb,
+                resource=resource,
+                subresource=subresource,
+                user=user,
+                namespace=namespace,
+                code=code,
+            )
+        )

@@ -22,7 +22,7 @@ import logging
 from typing import Any
 
 from sandbox.kube.bootstrap import CONTROL_PLANE
-from sandbox.kube.faults import Request, Requests
+from sandbox.kube.faults import Requests, record_controller_request
 from sandbox.kube.registry import FOREGROUND, ORPHAN, Registry
 from sandbox.kube.status import ApiError
 from sandbox.kube.store import Event, Store, TypeKey
@@ -60,17 +60,9 @@ class Controllers:
         the request log, as they were before."""
 
     def _count(self, verb: str, key: TypeKey, ns: str, code: int = 200) -> None:
-        if self.requests is not None:
-            self.requests.record(
-                Request(
-                    verb=verb,
-                    resource=key[1],
-                    subresource="",
-                    user=GC_USER,
-                    namespace=ns,
-                    code=code,
-                )
-            )
+        record_controller_request(
+            self.requests, user=GC_USER, verb=verb, resource=key[1], namespace=ns, code=code
+        )
 
     async def run(self) -> None:
         sub = self.store.subscribe(None)
