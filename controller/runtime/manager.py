@@ -236,22 +236,13 @@ class Manager:
             for ctrl in self._controllers:
                 for kind, handler in handlers(ctrl, self.metrics):
                     self.informer(kind).add_handler(handler)
-                count = ctrl.workers or self.settings.workers
                 workers += [
                     asyncio.create_task(
-                        worker(ctrl, self.metrics, self.tracer), name=f"{ctrl.name}-{i}"
+                        worker(ctrl, self.metrics, self.tracer, urgent_only=urgent_only),
+                        name=f"{ctrl.name}{'-urgent' if urgent_only else ''}-{i}",
                     )
+                    for urgent_only, count in self._pools(ctrl)
                     for i in range(count)
-                ]
-                urgent = 0 if ctrl.urgent is None else ctrl.urgent_workers
-                if urgent is None:
-                    urgent = self.settings.urgent_workers
-                workers += [
-                    asyncio.create_task(
-                        worker(ctrl, self.metrics, self.tracer, urgent_only=True),
-                        name=f"{ctrl.name}-urgent-{i}",
-                    )
-                    for i in range(urgent)
                 ]
             if holding is not None:
                 if await self._until_stopped(holding):
@@ -269,6 +260,17 @@ class Manager:
                     await holding
             if elector is not None:
                 await elector.release()
+
+    def _pools(self, ctrl: Controller) -> tuple[tuple[bool, int], tuple[bool, int]]:
+        """(urgent only, how many) of the controller's shared workers and of those kept for its
+        urgent lane (none without an urgent rule)."""
+        urgent = ctrl.urgent_workers
+        if urgent is None:
+            urgent = self.settings.urgent_workers
+        return (
+            (False, ctrl.workers or self.settings.workers),
+            (True, 0 if ctrl.urgent is None else urgent),
+        )
 
     async def _drain(self, workers: list[asyncio.Task[None]]) -> None:
         for ctrl in self._controllers:
