@@ -127,8 +127,9 @@ async def test_the_protection_is_timed_from_the_listeners_job_started(rig: Rig) 
     """`gha_controller_busy_pod_protection_seconds` (docs/reconcilers.md#metrics): one sample
     per busy pod protected, the seconds since the listener's `jobStarted` moment, in the
     runner's own namespace whatever its labels say; a moment that does not parse (the runner is
-    its namespace's to write) is no sample and no error."""
-    timed, garbled = await ready_runner(rig), await ready_runner(rig)
+    its namespace's to write) is no sample and no error, and neither is a runner without the
+    listener's timeline (ARC's listener writes the job fields alone)."""
+    timed, garbled, arcs = await ready_runner(rig), await ready_runner(rig), await ready_runner(rig)
     forged = {"metadata": {"labels": {LABEL_SCALE_SET_NAMESPACE: "another-team"}}}
     await rig.objects.patch(EPHEMERAL_RUNNER, rig.namespace, timed, forged)
     three_seconds_ago = tl.format_moment(datetime.now(UTC) - timedelta(seconds=3))
@@ -138,7 +139,8 @@ async def test_the_protection_is_timed_from_the_listeners_job_started(rig: Rig) 
     await rig.set_status(
         garbled, phase="Running", jobId="job-2", timeline={tl.JOB_STARTED: "yesterday"}
     )
-    for name in (timed, garbled):
+    await rig.set_status(arcs, phase="Running", jobId="job-3", jobRequestId=3)
+    for name in (timed, garbled, arcs):
 
         async def protected(name: str = name) -> bool:
             return busy_annotations(await rig.pod(name)) != {}
@@ -150,3 +152,4 @@ async def test_the_protection_is_timed_from_the_listeners_job_started(rig: Rig) 
     assert sample_value(text, f"{PROTECTION}_count", namespace="another-team") == 0
     assert sample_value(text, f"{PROTECTION}_sum", name=timed) >= 3.0
     assert sample_value(text, f"{PROTECTION}_count", name=garbled) == 0
+    assert sample_value(text, f"{PROTECTION}_count", name=arcs) == 0
